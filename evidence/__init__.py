@@ -1,0 +1,41 @@
+"""Evidence: a hash-chained, checkpointed, append-only log with content-addressed blobs."""
+
+from .audit import AuditReport, audit
+from .entry import Entry, Subject
+from .errors import (
+    EntryNotFound,
+    EvidenceError,
+    KeyUnavailable,
+    NotInitialised,
+    StoreUnavailable,
+    TamperDetected,
+    TornTail,
+)
+from .export import entry_statement, export_dsse, prove
+from .keys import SigningKey, create_key, load_key
+from .state import repo_id_for, state_root
+from .store import Draft, EvidenceStore
+
+__all__ = [
+    "AuditReport",
+    "Draft",
+    "Entry",
+    "EntryNotFound",
+    "EvidenceError",
+    "EvidenceStore",
+    "KeyUnavailable",
+    "NotInitialised",
+    "SigningKey",
+    "StoreUnavailable",
+    "Subject",
+    "TamperDetected",
+    "TornTail",
+    "audit",
+    "create_key",
+    "entry_statement",
+    "export_dsse",
+    "load_key",
+    "prove",
+    "repo_id_for",
+    "state_root",
+]

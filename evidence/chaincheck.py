@@ -1,0 +1,133 @@
+"""Checking runs of log lines: canonical form, shape, seq and prev links, leaf hashes.
+
+A long log is checked in chunks by worker processes (`python -m evidence._chainworker
+PATH START END`), one per core, because the per-line work is interpreter-bound.
+Workers are plain subprocesses (`_chainworker`), not multiprocessing, so no caller's `__main__` is
+ever re-imported. This module imports only the line format, so workers start fast.
+The joins between chunks (first seq, first prev) are checked by the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from .canonical import ENTRY_KEYS, NOT_FAST, fast_parse_canonical, parse_canonical
+
+# Below this many bytes of log, one process is faster than starting workers.
+PARALLEL_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What one run of consecutive lines says about itself."""
+
+    count: int
+    first_seq: object = None
+    first_prev: object = None
+    last_hash: str | None = None
+    leaves: bytes = b""  # concatenated 32-byte RFC 6962 leaf hashes
+    blobs: frozenset[str] = field(default_factory=frozenset)
+    bad_index: int | None = None  # index within the chunk of the first bad line
+    bad_reason: str | None = None
+
+
+def check_chunk(lines: list[bytes]) -> Chunk:
+    """Check each line; the first line's seq and prev are returned for the caller to link."""
+    sha256 = hashlib.sha256
+    leaves = bytearray()
+    blobs: set[str] = set()
+    first_seq: object = None
+    first_prev: object = None
+    prev: str | None = None
+    seq = 0
+
+    def stop(i: int, reason: str) -> Chunk:
+        return Chunk(i, first_seq, first_prev, prev, bytes(leaves), frozenset(blobs), i, reason)
+
+    fast = fast_parse_canonical
+    for i, line in enumerate(lines):
+        obj = fast(line)
+        if obj is NOT_FAST:
+            try:
+                obj = parse_canonical(line)
+            except ValueError as exc:
+                return stop(i, str(exc))
+        if type(obj) is not dict or obj.keys() != ENTRY_KEYS:
+            return stop(i, "not an evidence entry (wrong keys)")
+        if i == 0:
+            first_seq, first_prev = obj["seq"], obj["prev"]
+            seq = obj["seq"] if type(obj["seq"]) is int else -1
+        elif obj["seq"] != seq + i:
+            return stop(i, f"seq is {obj['seq']!r}, expected {seq + i}")
+        elif obj["prev"] != prev:
+            return stop(i, "prev does not match the hash of the entry before it")
+        b = obj["blobs"]
+        if b:
+            if type(b) is not list or not all(type(x) is str for x in b):
+                return stop(i, "blobs is not a list of digests")
+            blobs.update(b)
+        prev = sha256(line).hexdigest()
+        leaves += sha256(b"\x00" + line).digest()
+    return Chunk(len(lines), first_seq, first_prev, prev, bytes(leaves), frozenset(blobs))
+
+
+def split_whole(data: bytes) -> list[bytes]:
+    lines = data.split(b"\n")
+    lines.pop()  # the caller passes whole lines: the last piece is empty
+    return lines
+
+
+def _spans(data: bytes, parts: int) -> list[tuple[int, int]]:
+    """About equal runs of whole lines."""
+    spans = []
+    start = 0
+    for k in range(1, parts):
+        cut = data.find(b"\n", max(start, len(data) * k // parts))
+        if cut < 0:
+            break
+        spans.append((start, cut + 1))
+        start = cut + 1
+    spans.append((start, len(data)))
+    return [s for s in spans if s[1] > s[0]]
+
+
+def encode_chunk(chunk: Chunk) -> bytes:
+    head = {k: v for k, v in chunk.__dict__.items() if k != "leaves"}
+    head["blobs"] = sorted(chunk.blobs)
+    return json.dumps(head).encode() + b"\n" + chunk.leaves
+
+
+def decode_chunk(raw: bytes) -> Chunk:
+    head_s, _, leaves = raw.partition(b"\n")
+    head = json.loads(head_s)
+    head["blobs"] = frozenset(head["blobs"])
+    return Chunk(leaves=leaves, **head)
+
+
+def check_whole_lines(path: str, data: bytes) -> list[Chunk]:
+    """Check `data` (whole lines of the log at `path`) in one or more chunks, in order."""
+    workers = min(os.cpu_count() or 1, 8)
+    if len(data) < PARALLEL_BYTES or workers < 2:
+        return [check_chunk(split_whole(data))]
+    spans = _spans(data, workers)
+    # This process checks the first span while workers check the rest.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "evidence._chainworker", path, str(a), str(b)],
+            stdout=subprocess.PIPE,
+        )
+        for a, b in spans[1:]
+    ]
+    first, end = spans[0]
+    chunks = [check_chunk(split_whole(data[first:end]))]
+    for p in procs:
+        out, _ = p.communicate()
+        if p.returncode != 0:
+            raise OSError(f"audit worker exited {p.returncode}")
+        chunks.append(decode_chunk(out))
+    return chunks

@@ -1,0 +1,151 @@
+"""The `oms` command line: parse, call one gate function, render. No decisions here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import records
+from .errors import EXIT_BLOCKED, EXIT_USAGE
+from .output import Outcome, command, emit_error
+from .text import sanitize
+
+REPO_OPTION = click.option(
+    "--repo",
+    "repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The repository.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="oh-my-super-agent", prog_name="oms")
+def cli() -> None:
+    """oms: a fail-closed gatekeeper for AI coding agents."""
+
+
+@cli.command()
+@REPO_OPTION
+@command
+def init(repo: Path) -> Outcome:
+    """Create the state root, signing key and evidence log for a repository."""
+    data = records.init(repo)
+    verb = "initialised" if data["created"] else "already initialised"
+    return Outcome(data, lines=[f"{verb}: {data['repo_id']} (key {data['key_id'][:16]})"])
+
+
+@cli.group()
+def evidence() -> None:
+    """The evidence store: audit, show, prove, export, note, key, repair."""
+
+
+@evidence.command("audit")
+@REPO_OPTION
+@command
+def evidence_audit(repo: Path) -> Outcome:
+    """Verify the whole log, blobs, checkpoints and witness offline."""
+    report = records.audit_repo(repo)
+    if report.intact:
+        line = f"intact: {report.entries} entries, checkpoint at {report.checkpoint_size}"
+        return Outcome(report.to_json(), lines=[line])
+    line = f"TAMPERED at seq {report.first_bad_seq}: {sanitize(report.reason or '')}"
+    return Outcome(report.to_json(), code=EXIT_BLOCKED, lines=[line])
+
+
+@evidence.command("show")
+@click.argument("seq", type=click.IntRange(min=0))
+@REPO_OPTION
+@command
+def evidence_show(seq: int, repo: Path) -> Outcome:
+    """Print one entry."""
+    return Outcome(records.show(repo, seq))
+
+
+@evidence.command("prove")
+@click.argument("seq", type=click.IntRange(min=0))
+@REPO_OPTION
+@command
+def evidence_prove(seq: int, repo: Path) -> Outcome:
+    """Inclusion proof of an entry against the latest checkpoint, verified."""
+    data = records.prove_entry(repo, seq)
+    code = 0 if data["verified"] else EXIT_BLOCKED
+    return Outcome(data, code=code)
+
+
+@evidence.command("export")
+@click.argument("seq", type=click.IntRange(min=0))
+@click.option("--dsse", is_flag=True, required=True, help="A DSSE envelope (the only format).")
+@REPO_OPTION
+@command
+def evidence_export(seq: int, dsse: bool, repo: Path) -> Outcome:
+    """Export an entry as a DSSE envelope holding an in-toto Statement v1."""
+    env = records.export_entry(repo, seq)
+    return Outcome({"envelope": env}, lines=[json.dumps(env, indent=2)])
+
+
+@evidence.command("note")
+@click.option("--message", "-m", required=True, help="The note text.")
+@click.option(
+    "--attach", type=click.Path(dir_okay=False, path_type=Path), help="A file to store as a blob."
+)
+@REPO_OPTION
+@command
+def evidence_note(message: str, attach: Path | None, repo: Path) -> Outcome:
+    """Append a human note."""
+    data = records.note(repo, message, attach)
+    return Outcome(data, lines=[f"appended note as seq {data['seq']}"])
+
+
+@evidence.command("key")
+@REPO_OPTION
+@command
+def evidence_key(repo: Path) -> Outcome:
+    """Print the public signing key and its id."""
+    data = records.key_info(repo)
+    return Outcome(data, lines=[f"key_id {data['key_id']}", data["public_key_pem"].rstrip()])
+
+
+@evidence.command("repair")
+@REPO_OPTION
+@command
+def evidence_repair(repo: Path) -> Outcome:
+    """Move a torn last line to quarantine (never a complete entry) and record it."""
+    data = records.repair(repo)
+    line = (
+        f"quarantined {data['quarantined_bytes']} bytes; recorded as seq {data['seq']}"
+        if data["repaired"]
+        else "nothing to repair"
+    )
+    return Outcome(data, lines=[line])
+
+
+@cli.group()
+def release() -> None:
+    """Release readiness of oms itself."""
+
+
+@release.command("status")
+@command
+def release_status() -> Outcome:
+    """Always `not_stable`: nothing in oms merges or releases."""
+    return Outcome({"status": "not_stable"}, lines=["not_stable"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        cli.main(args=args, prog_name="oms", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        emit_error("--json" in args, EXIT_USAGE, "usage", "aborted")
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        emit_error("--json" in args, EXIT_USAGE, "usage", exc.format_message())
+        sys.exit(EXIT_USAGE)
+    sys.exit(0)

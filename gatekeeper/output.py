@@ -1,0 +1,76 @@
+"""Rendering a command's outcome: exactly one JSON object with --json, else short text.
+
+Every refusal reaches the user as one line, mapped to its exit code by
+`errors.classify`; an unexpected exception is reported as an internal error
+(exit 4, fail closed), never as a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec
+
+import click
+
+from .errors import EXIT_UNAVAILABLE, classify
+from .text import sanitize
+
+P = ParamSpec("P")
+
+
+@dataclass
+class Outcome:
+    data: dict[str, Any]
+    code: int = 0
+    lines: list[str] = field(default_factory=list)
+
+
+def emit_json(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def emit_error(as_json: bool, code: int, kind: str, message: str) -> None:
+    message = sanitize(message.splitlines()[0] if message else kind)
+    if as_json:
+        emit_json({"ok": False, "exit_code": code, "error": {"kind": kind, "message": message}})
+    else:
+        click.echo(f"oms: {kind}: {message}", err=True)
+
+
+def command(fn: Callable[P, Outcome]) -> Callable[P, None]:
+    """Wrap a click callback: add --json, render its Outcome, map refusals to exit codes."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        as_json = bool(kwargs.pop("as_json", False))
+        try:
+            outcome = fn(*args, **kwargs)
+        except click.exceptions.Exit:
+            raise
+        except Exception as exc:
+            known = classify(exc)
+            if known is None:
+                if os.environ.get("OMS_DEBUG"):
+                    traceback.print_exc()
+                code, kind, msg = EXIT_UNAVAILABLE, "internal", f"{type(exc).__name__}: {exc}"
+            else:
+                code, kind = known
+                msg = str(exc)
+            emit_error(as_json, code, kind, msg)
+            sys.exit(code)
+        if as_json:
+            emit_json({"ok": outcome.code == 0, "exit_code": outcome.code, **outcome.data})
+        else:
+            for line in outcome.lines or [json.dumps(outcome.data, indent=2, ensure_ascii=False)]:
+                click.echo(line)
+        sys.exit(outcome.code)
+
+    return wrapper

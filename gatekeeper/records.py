@@ -1,0 +1,93 @@
+"""Evidence operations behind `oms init` and `oms evidence …`: one function per command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evidence import (
+    AuditReport,
+    Draft,
+    EvidenceStore,
+    audit,
+    export_dsse,
+    prove,
+    state_root,
+)
+from evidence.state import ensure_private_dir
+
+from .errors import UsageError
+from .git import Repo, open_repo
+
+MAX_NOTE_CHARS = 4096
+MAX_ATTACHMENT_BYTES = 64 << 20
+
+
+def open_store(repo_dir: Path) -> tuple[Repo, EvidenceStore]:
+    repo = open_repo(repo_dir)
+    return repo, EvidenceStore.open(state_root(), repo.repo_id)
+
+
+def init(repo_dir: Path) -> dict[str, Any]:
+    repo = open_repo(repo_dir)
+    root = state_root()
+    ensure_private_dir(root)
+    store, created = EvidenceStore.init(root, repo.repo_id)
+    return {
+        "created": created,
+        "state_root": str(root),
+        "repo_id": repo.repo_id,
+        "key_id": store.key.key_id,
+        "entries": store.head(),
+    }
+
+
+def note(repo_dir: Path, message: str, attach: Path | None) -> dict[str, Any]:
+    if len(message) > MAX_NOTE_CHARS:
+        raise UsageError(f"message is longer than {MAX_NOTE_CHARS} characters")
+    _, store = open_store(repo_dir)
+    store.key  # noqa: B018 -- fail before storing anything when the key is gone
+    blobs: list[str] = []
+    data: dict[str, Any] = {"message": message}
+    if attach is not None:
+        try:
+            if attach.stat().st_size > MAX_ATTACHMENT_BYTES:
+                raise UsageError(f"attachment is larger than {MAX_ATTACHMENT_BYTES} bytes")
+            content = attach.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read attachment: {exc.strerror}") from None
+        blobs.append(store.blobs.put(content))
+        data["attachment"] = {"name": attach.name, "bytes": len(content)}
+    entry = store.append(Draft(kind="note", data=data, blobs=blobs))
+    return {"seq": entry.seq, "kind": entry.kind, "time": entry.time, "blobs": entry.blobs}
+
+
+def audit_repo(repo_dir: Path) -> AuditReport:
+    _, store = open_store(repo_dir)
+    return audit(store)
+
+
+def show(repo_dir: Path, seq: int) -> dict[str, Any]:
+    _, store = open_store(repo_dir)
+    return store.entry(seq).model_dump(mode="json")
+
+
+def prove_entry(repo_dir: Path, seq: int) -> dict[str, Any]:
+    _, store = open_store(repo_dir)
+    return prove(store, seq)
+
+
+def export_entry(repo_dir: Path, seq: int) -> dict[str, Any]:
+    _, store = open_store(repo_dir)
+    return export_dsse(store, seq)
+
+
+def key_info(repo_dir: Path) -> dict[str, Any]:
+    _, store = open_store(repo_dir)
+    key = store.key
+    return {"key_id": key.key_id, "public_key_pem": key.public_pem, "note_name": store.origin}
+
+
+def repair(repo_dir: Path) -> dict[str, Any]:
+    _, store = open_store(repo_dir)
+    return store.repair()

