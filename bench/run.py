@@ -6,7 +6,7 @@ import runpy
 import sys
 from pathlib import Path
 
-BENCHES = ["evidence_bench.py"]
+BENCHES = ["evidence_bench.py", "sandbox_bench.py"]
 
 
 def main() -> int:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from . import records
-from .errors import EXIT_BLOCKED, EXIT_USAGE
+from . import doctor as doctor_mod
+from . import records, sandboxing
+from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE
 from .output import Outcome, command, emit_error
 from .text import sanitize
 
@@ -122,6 +123,48 @@ def evidence_repair(repo: Path) -> Outcome:
         else "nothing to repair"
     )
     return Outcome(data, lines=[line])
+
+
+@cli.command()
+@REPO_OPTION
+@command
+def doctor(repo: Path) -> Outcome:
+    """Readiness: a real sandbox probe, AppArmor status, key and chain."""
+    report, ready = doctor_mod.doctor(repo)
+    lines = [
+        f"bwrap:    {report['bwrap'].get('path', report['bwrap'].get('error'))} "
+        f"{report['bwrap'].get('version', '')}",
+        f"probe:    {'ok' if report['probe']['ok'] else 'FAILED'} "
+        + "; ".join(report["probe"].get("failures", [])),
+        f"apparmor: {report['apparmor']}",
+        f"key:      {report['key'].get('key_id') or report['key'].get('error')}",
+    ]
+    if "evidence" in report:
+        lines.append(f"evidence: {report['evidence']}")
+    lines += [f"remedy:   {r}" for r in report["remedies"]]
+    lines.append("ready" if ready else "NOT READY")
+    return Outcome(report, code=0 if ready else EXIT_UNAVAILABLE, lines=lines)
+
+
+@cli.group()
+def sandbox() -> None:
+    """Run a command in the check sandbox."""
+
+
+@sandbox.command("run", context_settings={"ignore_unknown_options": True})
+@REPO_OPTION
+@click.option("--timeout", type=click.IntRange(1, 86_400), help="Wall-clock limit in seconds.")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+@command
+def sandbox_run(repo: Path, timeout: int | None, cmd: tuple[str, ...]) -> Outcome:
+    """Run CMD in the check profile on a scratch copy of the repository's HEAD."""
+    data = sandboxing.sandbox_run(repo, list(cmd), timeout)
+    lines = [data["stdout"].rstrip("\n"), data["stderr"].rstrip("\n")]
+    lines = [x for x in lines if x]
+    status = "timed out" if data["timed_out"] else f"exit {data['exit_code']}"
+    lines.append(f"[oms sandbox: {status} in {data['duration_s']} s]")
+    code = 0 if data["exit_code"] == 0 and not data["timed_out"] else EXIT_FAILED
+    return Outcome(data, code=code, lines=lines)
 
 
 @cli.group()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from evidence import EntryNotFound, StoreUnavailable, TamperDetected
 from policy import PolicyError
+from sandbox import ProfileError, SandboxUnavailable
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -38,11 +39,13 @@ class Unavailable(OmsError):
 _EXIT_TABLE: tuple[tuple[type[BaseException], int, str], ...] = (
     (UsageError, EXIT_USAGE, "usage"),
     (PolicyError, EXIT_USAGE, "policy"),
+    (ProfileError, EXIT_USAGE, "policy"),
     (EntryNotFound, EXIT_USAGE, "not_found"),
     (Blocked, EXIT_BLOCKED, "blocked"),
     (TamperDetected, EXIT_BLOCKED, "tampered"),
     (Unavailable, EXIT_UNAVAILABLE, "unavailable"),
     (StoreUnavailable, EXIT_UNAVAILABLE, "unavailable"),
+    (SandboxUnavailable, EXIT_UNAVAILABLE, "unavailable"),
 )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evidence import repo_id_for
+from policy import POLICY_FILE, LoadedPolicy, PolicyError, default_policy, parse_policy
 
 from .errors import UsageError
 
@@ -30,19 +31,23 @@ class GitError(UsageError):
     """git refused: not a repository, a ref that does not resolve, and the like."""
 
 
-def _env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_CONFIG_NOSYSTEM="1")
     return env
 
 
+def git_argv(repo: Path, *args: str) -> list[str]:
+    return ["git", *_SAFE_CONFIG, "-C", str(repo), *args]
+
+
 def git(repo: Path, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
     """Run `git -C repo ARGS`; stdout bytes. GitError with git's first line on failure."""
     proc = subprocess.run(
-        ["git", *_SAFE_CONFIG, "-C", str(repo), *args],
+        git_argv(repo, *args),
         input=input,
         capture_output=True,
-        env=_env(),
+        env=git_env(),
         check=False,
     )
     if check and proc.returncode != 0:
@@ -85,3 +90,20 @@ def resolve_commit(repo: Path, ref: str) -> str:
     if not _SHA.match(sha):
         raise UsageError(f"ref does not name a commit: {ref[:80]!r}")
     return sha
+
+
+def read_policy_at(repo: Path, sha: str) -> LoadedPolicy:
+    """The policy committed at `sha` (never the worktree); absent means the defaults.
+
+    A policy path that is not a regular file in that commit (a symlink, a
+    submodule, a directory) is refused: it cannot be read as trusted data.
+    """
+    listing = git(repo, "ls-tree", "-z", "--full-tree", sha, "--", POLICY_FILE)
+    if not listing:
+        return default_policy()
+    meta, _, _ = listing.partition(b"\t")
+    mode, kind, obj = meta.decode().split()
+    if kind != "blob" or mode not in ("100644", "100755"):
+        raise PolicyError(f"{sha[:12]}:{POLICY_FILE} is not a regular file (mode {mode})")
+    data = git(repo, "cat-file", "blob", obj)
+    return parse_policy(data, f"{sha[:12]}:{POLICY_FILE}")

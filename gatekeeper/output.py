@@ -39,7 +39,7 @@ def emit_json(obj: dict[str, Any]) -> None:
 def emit_error(as_json: bool, code: int, kind: str, message: str) -> None:
     message = sanitize(message.splitlines()[0] if message else kind)
     if as_json:
-        emit_json({"ok": False, "exit_code": code, "error": {"kind": kind, "message": message}})
+        emit_json({"ok": False, "oms_exit_code": code, "error": {"kind": kind, "message": message}})
     else:
         click.echo(f"oms: {kind}: {message}", err=True)
 
@@ -67,7 +67,8 @@ def command(fn: Callable[P, Outcome]) -> Callable[P, None]:
             emit_error(as_json, code, kind, msg)
             sys.exit(code)
         if as_json:
-            emit_json({"ok": outcome.code == 0, "exit_code": outcome.code, **outcome.data})
+            # `exit_code` is left to the data (e.g. a sandboxed command's own exit code).
+            emit_json({"ok": outcome.code == 0, "oms_exit_code": outcome.code, **outcome.data})
         else:
             for line in outcome.lines or [json.dumps(outcome.data, indent=2, ensure_ascii=False)]:
                 click.echo(line)

@@ -1,0 +1,244 @@
+"""Running one command in the sandbox with hard limits and bounded output capture.
+
+Limits are set with setrlimit in the child just before bwrap starts and are
+inherited by everything inside. RLIMIT_NPROC is not enforced for root, so when
+oms runs as root the sandbox runs as an unprivileged uid that owns the scratch
+copy. The wall-clock deadline kills bwrap's whole process group; with
+--unshare-pid and --die-with-parent that tears down every process inside.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .bwrap import Bwrap, find_bwrap
+from .errors import SandboxUnavailable
+from .profile import HOME, INSIDE_UID, Profile, build_argv
+
+# When oms runs as root, the sandbox runs as this otherwise unused uid/gid.
+SANDBOX_HOST_UID = 2_147_480_000
+TAIL_BYTES = 8 * 1024
+HEAD_BYTES = 8 * 1024
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A bounded capture: head and tail for display, `kept` up to the output cap."""
+
+    head: bytes
+    tail: bytes
+    total: int
+    kept: bytes
+
+    @property
+    def dropped(self) -> int:
+        """Bytes not in `kept` (the output cap cut them)."""
+        return self.total - len(self.kept)
+
+    def display(self) -> str:
+        """Head and tail with a marker for what lies between, as text."""
+        if self.total <= len(self.head):
+            return self.head.decode("utf-8", "replace")
+        gap = self.total - len(self.head) - len(self.tail)
+        return (
+            self.head.decode("utf-8", "replace")
+            + f"\n[… {gap} bytes not shown …]\n"
+            + self.tail.decode("utf-8", "replace")
+        )
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int | None  # None when killed at the deadline
+    timed_out: bool
+    duration_s: float
+    stdout: Stream
+    stderr: Stream
+    profile_digest: str
+    signal: int | None = None
+
+
+class _Capture:
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.kept = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        if len(self.head) < HEAD_BYTES:
+            self.head += data[: HEAD_BYTES - len(self.head)]
+        if len(self.kept) < self.cap:
+            self.kept += data[: self.cap - len(self.kept)]
+        self.tail += data
+        if len(self.tail) > TAIL_BYTES:
+            del self.tail[: len(self.tail) - TAIL_BYTES]
+
+    def result(self) -> Stream:
+        return Stream(bytes(self.head), bytes(self.tail), self.total, bytes(self.kept))
+
+
+def _limits_setter(profile: Profile) -> Callable[[], None]:
+    lim = profile.limits
+    mb = 1024 * 1024
+    values = [
+        (resource.RLIMIT_CPU, lim.cpu_s),
+        (resource.RLIMIT_AS, lim.memory_mb * mb),
+        (resource.RLIMIT_NPROC, lim.max_procs),
+        (resource.RLIMIT_FSIZE, lim.file_size_mb * mb),
+        (resource.RLIMIT_NOFILE, lim.open_files),
+        (resource.RLIMIT_CORE, 0),
+    ]
+
+    def apply() -> None:  # runs in the child between fork and exec: syscalls only
+        for which, value in values:
+            resource.setrlimit(which, (value, value))
+
+    return apply
+
+
+def _write_etc(etc: Path) -> None:
+    (etc / "passwd").write_text(
+        f"sandbox:x:{INSIDE_UID}:{INSIDE_UID}:oms sandbox:{HOME}:/bin/sh\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    )
+    (etc / "group").write_text(f"sandbox:x:{INSIDE_UID}:\nnogroup:x:65534:\n")
+    for f in ("passwd", "group"):
+        os.chmod(etc / f, 0o444)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.lchown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), uid, gid)
+
+
+def run(
+    profile: Profile,
+    scratch: Path,
+    cmd: Sequence[str],
+    *,
+    bw: Bwrap | None = None,
+) -> RunResult:
+    """Run `cmd` in the sandbox on `scratch` (bound read-write at /workspace).
+
+    `scratch` must be a private directory that oms created; when oms runs as
+    root it is handed to the sandbox uid. Raises SandboxUnavailable if bwrap
+    cannot start; the command's own failures are in the result.
+    """
+    bw = bw or find_bwrap()
+    as_root = os.geteuid() == 0
+    run_dir = Path(tempfile.mkdtemp(prefix="oms-run-"))
+    try:
+        etc = run_dir / "etc"
+        etc.mkdir()
+        _write_etc(etc)
+        if as_root:
+            _chown_tree(scratch, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
+            # The sandbox uid must reach the synthetic /etc files.
+            _chown_tree(run_dir, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
+        fds = _open_ro_paths(profile)
+        try:
+            argv = build_argv(profile, bw, scratch, etc, cmd, fds)
+            return _execute(argv, profile, as_root, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _open_ro_paths(profile: Profile) -> list[int]:
+    fds: list[int] = []
+    try:
+        for real, _ in profile.ro_paths:
+            fds.append(os.open(real, os.O_PATH | os.O_CLOEXEC))
+    except OSError as exc:
+        for fd in fds:
+            os.close(fd)
+        raise SandboxUnavailable(f"cannot open toolchain path: {exc.strerror}") from None
+    return fds
+
+
+def _execute(
+    argv: list[str], profile: Profile, as_root: bool, pass_fds: Sequence[int] = ()
+) -> RunResult:
+    cap = profile.limits.output_bytes
+    out, err = _Capture(cap), _Capture(cap)
+    start = time.monotonic()
+    deadline = start + profile.limits.wall_s
+    uid = SANDBOX_HOST_UID if as_root else None
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(profile.env),  # bwrap's own environ is visible as /proc/1/environ
+            close_fds=True,
+            pass_fds=tuple(pass_fds),
+            start_new_session=True,
+            preexec_fn=_limits_setter(profile),
+            user=uid,
+            group=uid,
+            extra_groups=[] if as_root else None,
+        )
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot start bwrap: {exc.strerror}") from None
+    timed_out = False
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(timeout=min(left, 0.5)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                key.data.add(chunk)
+        if not timed_out:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        if timed_out or proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        sel.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    duration = time.monotonic() - start
+    code = proc.returncode
+    sig = -code if code is not None and code < 0 else None
+    return RunResult(
+        exit_code=None if timed_out else (code if code >= 0 else 128 + (sig or 0)),
+        timed_out=timed_out,
+        duration_s=round(duration, 3),
+        stdout=out.result(),
+        stderr=err.result(),
+        profile_digest=profile.digest,
+        signal=sig,
+    )
