@@ -51,6 +51,8 @@ def _check_lines(path: str, data: bytes) -> tuple[list[bytes], set[str]]:
     expect_prev = ZERO_HASH
     for chunk in chunks:
         base = len(leaves)
+        if chunk.count == 0 and chunk.bad_index is None:
+            continue  # an empty log: nothing to link
         if chunk.bad_index == 0:
             raise _Bad(base, f"entry {base}: {chunk.bad_reason}")
         if chunk.first_seq != base:

@@ -90,7 +90,7 @@ def fast_parse_canonical(line: bytes) -> Any:
     text = line.decode("ascii")
     try:
         obj, end = _scan_once(text, 0)
-    except (StopIteration, _NeedsSlowPath):
+    except (StopIteration, ValueError, _NeedsSlowPath):
         return NOT_FAST
     if end != len(text) or "".join(_iterencode(obj, 0)) != text:
         return NOT_FAST

@@ -7,7 +7,6 @@ import hashlib
 from typing import Any
 
 from . import dsse
-from .entry import Entry
 from .errors import EntryNotFound
 from .merkle import inclusion_proof, leaf_hash, verify_inclusion
 from .store import EvidenceStore
@@ -45,7 +44,7 @@ def entry_statement(store: EvidenceStore, seq: int) -> dict[str, Any]:
     entry carries a SLSA verification-summary predicate; others carry the entry.
     """
     line = store.line(seq)
-    entry = Entry.model_validate_json(line)
+    entry = store.entry(seq)  # TamperDetected if the line is not a valid entry
     subjects: list[dict[str, Any]] = [s.model_dump() for s in entry.subject]
     subjects.append(
         {

@@ -32,7 +32,13 @@ def repo_id_for(git_common_dir: Path) -> str:
 def ensure_private_dir(path: Path) -> None:
     """Create `path` (and parents) with mode 0700, refusing a symlink in its place."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        missing = []
+        p = path
+        while not os.path.lexists(p):
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):  # parents too: mkdir(parents=True) would use the umask
+            d.mkdir(mode=0o700, exist_ok=True)
         if path.is_symlink() or not path.is_dir():
             raise StoreUnavailable(f"{path} is not a directory")
         if path.stat().st_mode & 0o077:

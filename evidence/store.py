@@ -93,8 +93,9 @@ class EvidenceStore:
                     raise StoreUnavailable(f"cannot create evidence log: {exc.strerror}") from None
                 created = True
             if not store.checkpoint_path.exists() and not store.witness_path.exists():
-                check_tail(store.log_path)
-                store._checkpoint(store._frontier(store.log_path.stat().st_size))
+                if check_tail(store.log_path) != 0:
+                    raise TamperDetected("the log has entries but no checkpoint or witness")
+                store._checkpoint(Frontier())
                 created = True
         return store, created
 
@@ -128,7 +129,6 @@ class EvidenceStore:
         with locked(self.dir):
             size = check_tail(self.log_path)
             frontier = self._frontier(size)
-            self._refuse_rollback(frontier.size)
             last = last_line(self.log_path, size)
             prev = line_hash(last) if last is not None else ZERO_HASH
             entries: list[Entry] = []
@@ -164,30 +164,44 @@ class EvidenceStore:
             self._checkpoint(frontier, key)
         return entries
 
-    def _refuse_rollback(self, size: int) -> None:
-        """Never extend a log that is shorter than its witnessed checkpoint."""
-        witnessed = self._read_checkpoint(self.witness_path)
-        if witnessed is not None and witnessed.size > size:
-            raise TamperDetected(
-                f"log has {size} entries but the witness checkpoint has {witnessed.size}: "
-                "the log was truncated or rolled back",
-                seq=size,
-            )
-
-    # -- frontier cache and checkpoints -----------------------------------------
-
     def _frontier(self, log_bytes: int) -> Frontier:
-        """The Merkle frontier of the log; the cache is used only if it matches the size."""
+        """The Merkle frontier of the log, proven consistent with the signed witness.
+
+        A log is only ever extended if its first `witness.size` entries still have
+        the root the witness signed: otherwise an append would sign over a log that
+        was rewritten, truncated or rolled back. The cached frontier is used only
+        when it is exactly the witnessed tree (same size, same root) and matches
+        the log's byte size; anything else is recomputed from the log and checked.
+        """
+        witnessed = self._read_checkpoint(self.witness_path)
+        if witnessed is None:
+            raise TamperDetected("the witness checkpoint is missing; the log cannot be extended")
         try:
             cached = json.loads((self.dir / TREE_FILE).read_bytes())
-            if cached["bytes"] == log_bytes:
-                return Frontier.from_list(int(cached["size"]), list(cached["frontier"]))
+            if cached["bytes"] == log_bytes and cached["size"] == witnessed.size:
+                frontier = Frontier.from_list(int(cached["size"]), list(cached["frontier"]))
+                if frontier.root() == witnessed.root:
+                    return frontier
         except (OSError, ValueError, KeyError, TypeError):
             pass
         frontier = Frontier()
         lines, _ = split_lines(read_log(self.log_path)[:log_bytes])
+        if len(lines) < witnessed.size:
+            raise TamperDetected(
+                f"log has {len(lines)} entries but the witness checkpoint has {witnessed.size}: "
+                "the log was truncated or rolled back",
+                seq=len(lines),
+            )
+        prefix_root = frontier.root() if witnessed.size == 0 else None
         for line in lines:
             frontier.append(leaf_hash(line))
+            if frontier.size == witnessed.size:
+                prefix_root = frontier.root()
+        if prefix_root != witnessed.root:
+            raise TamperDetected(
+                f"the first {witnessed.size} entries no longer match the witnessed root: "
+                "the log was modified; run `oms evidence audit`"
+            )
         return frontier
 
     def _save_frontier(self, frontier: Frontier, log_bytes: int) -> None:

@@ -85,6 +85,11 @@ def parse_policy(data: bytes, origin: str) -> LoadedPolicy:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = _TOML_POS.match(str(exc))
+        if m is None and str(exc).endswith("(at end of document)"):
+            lines = text.split("\n")
+            where = f"{origin}:{len(lines)}:{len(lines[-1]) + 1}"
+            msg = str(exc).removesuffix("(at end of document)").strip()
+            raise PolicyError(_clean(f"{where}: TOML syntax error: {msg}")) from None
         if m:
             where = f"{origin}:{m['line']}:{m['col']}"
             raise PolicyError(_clean(f"{where}: TOML syntax error: {m['msg']}")) from None

@@ -115,6 +115,14 @@ class Policy(_Model):
     protected: ProtectedPolicy = ProtectedPolicy()
     transfer: TransferPolicy = TransferPolicy()
 
+    @field_validator("version", mode="before")
+    @classmethod
+    def _integer_version(cls, v: object) -> object:
+        # Literal[1] would also take `true` and `1.0`; the version is an integer.
+        if type(v) is not int:
+            raise ValueError("version must be the integer 1")
+        return v
+
     @field_validator("checks")
     @classmethod
     def _unique_names(cls, checks: list[Check]) -> list[Check]:

@@ -1,0 +1,1232 @@
+"""The evidence store: append-only, hash-chained, checkpointed, verifiable offline.
+
+Driven both through the library (`evidence.EvidenceStore`, `audit`, `prove`,
+`export_dsse`) and through the real `oms` CLI where the exit code or the JSON
+contract is what matters. Every test has its own `$OMS_HOME` (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import importlib
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rfc8785
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from evidence import (
+    Draft,
+    EvidenceStore,
+    StoreUnavailable,
+    TornTail,
+    audit,
+    export_dsse,
+    load_key,
+    prove,
+    repo_id_for,
+)
+from evidence import checkpoint as cp
+
+OmsJson = Callable[..., tuple[int, dict[str, Any]]]
+
+EXIT_OK, EXIT_USAGE, EXIT_BLOCKED, EXIT_UNAVAILABLE = 0, 2, 3, 4
+
+
+@dataclass
+class Repo:
+    path: Path
+    repo_id: str
+    store: EvidenceStore
+    init: dict[str, Any]
+
+
+@pytest.fixture
+def repo(git_repo: Path, oms_home: Path) -> Repo:
+    """A git repository with its evidence store initialised (through the library, which is
+    what `oms init` calls; `test_cli_init_*` pins that the CLI picks the same store)."""
+    repo_id = repo_id_for(git_repo / ".git")
+    store, created = EvidenceStore.init(oms_home, repo_id)
+    assert created
+    return Repo(git_repo, repo_id, store, {"repo_id": repo_id, "key_id": store.key.key_id})
+
+
+@pytest.fixture
+def lib_store(oms_home: Path) -> EvidenceStore:
+    """A store made through the library only (no git needed)."""
+    store, created = EvidenceStore.init(oms_home, "rlibrarytest")
+    assert created
+    return store
+
+
+def add_notes(store: EvidenceStore, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        store.append(Draft(kind="note", data={"message": f"note {i}"}))
+
+
+def log_bytes(store: EvidenceStore) -> bytes:
+    return store.log_path.read_bytes()
+
+
+def write_lines(store: EvidenceStore, lines: list[bytes]) -> None:
+    store.log_path.write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def tree_snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under root with its bytes (None for directories)."""
+    snap: dict[str, bytes | None] = {}
+    for p in sorted(root.rglob("*")):
+        snap[str(p.relative_to(root))] = None if p.is_dir() else p.read_bytes()
+    return snap
+
+
+def cli_audit(oms_json: OmsJson, repo: Repo) -> tuple[int, dict[str, Any]]:
+    return oms_json(["evidence", "audit", "--repo", repo.path])
+
+
+def assert_tampered(oms_json: OmsJson, repo: Repo, seq: int | None) -> dict[str, Any]:
+    code, out = cli_audit(oms_json, repo)
+    assert code == EXIT_BLOCKED, out
+    assert out["intact"] is False
+    assert out["first_bad_seq"] == seq, out
+    assert out["reason"]
+    return out
+
+
+def assert_intact(oms_json: OmsJson, repo: Repo, entries: int) -> dict[str, Any]:
+    code, out = cli_audit(oms_json, repo)
+    assert code == EXIT_OK, out
+    assert out["intact"] is True
+    assert out["entries"] == entries
+    assert out["checkpoint_size"] == entries
+    assert out["witness_size"] == entries
+    return out
+
+
+# -- init, permissions ----------------------------------------------------------
+
+
+def test_cli_init_creates_the_store_and_is_idempotent(
+    git_repo: Path, oms_json: OmsJson, oms_home: Path
+) -> None:
+    code, first = oms_json(["init", "--repo", git_repo])
+    assert code == EXIT_OK, first
+    assert first["created"] is True
+    assert first["entries"] == 0
+    assert first["repo_id"] == repo_id_for(git_repo / ".git")
+    assert first["state_root"] == str(oms_home)
+    store = EvidenceStore.open(oms_home, first["repo_id"])
+    assert first["key_id"] == store.key.key_id
+    key_file = oms_home / "keys" / "ed25519.pem"
+    key_before = key_file.read_bytes()
+    code, _ = oms_json(["evidence", "note", "-m", "first", "--repo", git_repo])
+    assert code == EXIT_OK
+    log_before = log_bytes(store)
+    checkpoint_before = store.checkpoint_path.read_bytes()
+
+    code, again = oms_json(["init", "--repo", git_repo])
+    assert code == EXIT_OK
+    assert again["created"] is False
+    assert again["repo_id"] == first["repo_id"]
+    assert again["key_id"] == first["key_id"]
+    assert again["entries"] == 1
+    assert key_file.read_bytes() == key_before
+    assert log_bytes(store) == log_before
+    assert store.checkpoint_path.read_bytes() == checkpoint_before
+
+
+def test_library_init_is_idempotent(lib_store: EvidenceStore, oms_home: Path) -> None:
+    add_notes(lib_store, 2)
+    before = log_bytes(lib_store)
+    again, created = EvidenceStore.init(oms_home, lib_store.repo_id)
+    assert created is False
+    assert again.key.key_id == lib_store.key.key_id
+    assert log_bytes(again) == before
+    assert audit(again).intact
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def test_state_root_evidence_dirs_and_key_are_private_and_blobs_read_only(
+    repo: Repo, oms_json: OmsJson, oms_home: Path, tmp_path: Path
+) -> None:
+    attachment = tmp_path / "report.txt"
+    attachment.write_bytes(b"attached bytes\n")
+    code, out = oms_json(
+        ["evidence", "note", "-m", "with blob", "--attach", attachment, "--repo", repo.path]
+    )
+    assert code == EXIT_OK, out
+    (digest,) = out["blobs"]
+    assert digest == hashlib.sha256(b"attached bytes\n").hexdigest()
+
+    assert _mode(oms_home) == 0o700
+    assert _mode(oms_home / "keys") == 0o700
+    assert _mode(oms_home / "keys" / "ed25519.pem") == 0o600
+    assert _mode(repo.store.dir) == 0o700
+    assert _mode(repo.store.witness_path.parent) == 0o700
+    for f in (repo.store.log_path, repo.store.checkpoint_path, repo.store.witness_path):
+        assert _mode(f) == 0o600, f
+    blob = repo.store.blobs.path(digest)
+    assert blob.read_bytes() == b"attached bytes\n"
+    assert _mode(blob) & 0o222 == 0, "blobs must be read-only"
+    assert _mode(blob) & 0o077 == 0
+    assert _mode(blob.parent) == 0o700
+
+
+def test_an_existing_state_root_that_is_too_open_is_tightened(
+    git_repo: Path, oms_json: OmsJson, oms_home: Path
+) -> None:
+    oms_home.mkdir(mode=0o755)
+    os.chmod(oms_home, 0o755)
+    code, _ = oms_json(["init", "--repo", git_repo])
+    assert code == EXIT_OK
+    assert _mode(oms_home) == 0o700
+
+
+def test_every_directory_under_the_state_root_is_private(
+    repo: Repo, oms_json: OmsJson, oms_home: Path, tmp_path: Path
+) -> None:
+    attachment = tmp_path / "a.txt"
+    attachment.write_bytes(b"x")
+    code, _ = oms_json(["evidence", "note", "-m", "b", "--attach", attachment, "--repo", repo.path])
+    assert code == EXIT_OK
+    dirs = [oms_home, *(p for p in oms_home.rglob("*") if p.is_dir())]
+    loose = {str(d.relative_to(oms_home)): oct(_mode(d)) for d in dirs if _mode(d) != 0o700}
+    assert loose == {}
+
+
+# -- every byte of the log is covered --------------------------------------------
+
+
+def _flip_every_byte(
+    store: EvidenceStore,
+) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes, str]], int]:
+    """Change each byte of the log in turn (XOR 0x01, and to a newline), audit, restore.
+
+    Returns (changes audit called intact, changes audit raised on, changes tried).
+    """
+    original = log_bytes(store)
+    missed: list[tuple[int, bytes]] = []
+    crashed: list[tuple[int, bytes, str]] = []
+    tried = 0
+    with open(store.log_path, "r+b") as f:
+
+        def mutate_and_audit(offset: int, new: bytes) -> None:
+            nonlocal tried
+            f.seek(offset)
+            f.write(new)
+            f.flush()
+            try:
+                if audit(store).intact:
+                    missed.append((offset, new))
+            except Exception as exc:  # not "intact", but not a report either
+                crashed.append((offset, new, f"{type(exc).__name__}: {exc}"))
+            f.seek(offset)
+            f.write(original[offset : offset + 1])
+            f.flush()
+            tried += 1
+
+        for offset, byte in enumerate(original):
+            mutate_and_audit(offset, bytes([byte ^ 0x01]))
+            if byte != 0x0A:
+                mutate_and_audit(offset, b"\n")
+    assert log_bytes(store) == original
+    assert audit(store).intact
+    assert tried > 2 * len(original) - 10
+    return missed, crashed, tried
+
+
+def test_every_single_byte_change_to_the_log_is_detected(lib_store: EvidenceStore) -> None:
+    add_notes(lib_store, 3)
+    assert audit(lib_store).intact
+    missed, crashed, _ = _flip_every_byte(lib_store)
+    assert missed == []
+    assert crashed == []  # reported as not intact, never raised (the CLI would say "internal")
+
+
+def test_a_line_that_is_not_json_is_reported_as_tampering_at_its_seq(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 3)
+    lines = repo.store.lines()
+    lines[1] = b"{#" + lines[1][2:]
+    write_lines(repo.store, lines)
+    assert_tampered(oms_json, repo, 1)
+
+
+def test_a_fresh_store_with_no_entries_audits_intact(git_repo: Path, oms_json: OmsJson) -> None:
+    assert oms_json(["init", "--repo", git_repo])[0] == EXIT_OK
+    code, out = oms_json(["evidence", "audit", "--repo", git_repo])
+    assert code == EXIT_OK, out
+    assert out["intact"] is True
+    assert out["entries"] == 0
+    assert out["checkpoint_size"] == 0 and out["witness_size"] == 0
+
+
+def _first_line_of_second_chunk(data: bytes) -> int:
+    """Where evidence.audit splits a log in two for its workers: the line after the first
+    newline at or past the middle (computed here independently)."""
+    cut = data.find(b"\n", len(data) // 2)
+    return data[: cut + 1].count(b"\n")
+
+
+def _reline(lines: list[bytes], index: int, **changes: Any) -> bytes:
+    obj = json.loads(lines[index])
+    obj.update(changes)
+    return rfc8785.dumps(obj)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the parallel audit needs two CPUs")
+def test_the_parallel_audit_checks_the_joins_between_chunks(
+    lib_store: EvidenceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Force the multi-worker path on a small log (its threshold is an internal constant).
+    for name in ("evidence.chaincheck", "evidence.audit"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "PARALLEL_BYTES"):
+            monkeypatch.setattr(module, "PARALLEL_BYTES", 0)
+            break
+    else:
+        pytest.skip("no PARALLEL_BYTES switch found in evidence.chaincheck or evidence.audit")
+    add_notes(lib_store, 40)
+    original = lib_store.lines()
+    b = _first_line_of_second_chunk(log_bytes(lib_store))
+    assert 10 < b < 30
+    report = audit(lib_store)
+    assert report.intact and report.entries == 40
+
+    cases: dict[str, tuple[list[bytes], int | None]] = {
+        "deleted first line of chunk 2": ([*original[:b], *original[b + 1 :]], b),
+        "swapped across the join": (
+            [*original[: b - 1], original[b], original[b - 1], *original[b + 1 :]],
+            b - 1,
+        ),
+        # Canonical, correct seq and prev, but its hash no longer matches the next prev.
+        "rewritten last line of chunk 1": (
+            [*original[: b - 1], _reline(original, b - 1, data={"x": 1}), *original[b:]],
+            b,
+        ),
+        "wrong seq on the first line of chunk 2": (
+            [*original[:b], _reline(original, b, seq=b + 100), *original[b + 1 :]],
+            b,
+        ),
+        "non-canonical first line of chunk 2": (
+            [*original[:b], _with_spaces(original[b]), *original[b + 1 :]],
+            b,
+        ),
+    }
+    for name, (lines, first_bad) in cases.items():
+        write_lines(lib_store, lines)
+        report = audit(lib_store)
+        assert not report.intact, name
+        assert report.first_bad_seq == first_bad, (name, report)
+    write_lines(lib_store, original)
+    assert audit(lib_store).intact
+
+
+# -- reshaped logs ----------------------------------------------------------------
+
+
+def _reorder_keys(line: bytes) -> bytes:
+    obj = json.loads(line)
+    return json.dumps(dict(reversed(list(obj.items()))), separators=(",", ":")).encode()
+
+
+def _with_spaces(line: bytes) -> bytes:
+    return json.dumps(json.loads(line), sort_keys=True).encode()
+
+
+def _escaped_letter(line: bytes) -> bytes:
+    assert b'"note"' in line
+    return line.replace(b'"note"', b'"no\\u0074e"', 1)  # same JSON value, other bytes
+
+
+@pytest.mark.parametrize("reshape", [_with_spaces, _reorder_keys, _escaped_letter])
+def test_a_valid_but_non_canonical_json_line_is_tampering_at_its_seq(
+    repo: Repo, oms_json: OmsJson, reshape: Callable[[bytes], bytes]
+) -> None:
+    add_notes(repo.store, 3)
+    lines = repo.store.lines()
+    changed = reshape(lines[1])
+    assert changed != lines[1]
+    assert json.loads(changed) == json.loads(lines[1])  # the meaning is unchanged
+    lines[1] = changed
+    write_lines(repo.store, lines)
+    out = assert_tampered(oms_json, repo, 1)
+    assert "canonical" in out["reason"]
+
+
+def _delete(lines: list[bytes]) -> list[bytes]:
+    return [lines[0], *lines[2:]]
+
+
+def _duplicate(lines: list[bytes]) -> list[bytes]:
+    return [lines[0], lines[1], lines[1], *lines[2:]]
+
+
+def _swap(lines: list[bytes]) -> list[bytes]:
+    return [lines[0], lines[2], lines[1], lines[3]]
+
+
+def _truncate(lines: list[bytes]) -> list[bytes]:
+    return lines[:-1]
+
+
+def _empty(lines: list[bytes]) -> list[bytes]:
+    return []
+
+
+@pytest.mark.parametrize(
+    ("reshape", "first_bad"),
+    [(_delete, 1), (_duplicate, 2), (_swap, 1), (_truncate, 3), (_empty, 0)],
+    ids=["deleted", "duplicated", "swapped", "truncated", "emptied"],
+)
+def test_deleted_duplicated_swapped_and_truncated_lines_are_detected(
+    repo: Repo, oms_json: OmsJson, reshape: Callable[[list[bytes]], list[bytes]], first_bad: int
+) -> None:
+    add_notes(repo.store, 4)
+    write_lines(repo.store, reshape(repo.store.lines()))
+    out = assert_tampered(oms_json, repo, first_bad)
+    if reshape is _truncate:
+        assert "removed or the log was rolled back" in out["reason"]
+
+
+def test_a_truncated_log_refuses_further_appends(repo: Repo, oms_json: OmsJson) -> None:
+    add_notes(repo.store, 3)
+    write_lines(repo.store, repo.store.lines()[:-1])
+    (repo.store.dir / "tree.json").unlink()
+    before = log_bytes(repo.store)
+    code, out = oms_json(["evidence", "note", "-m", "after truncation", "--repo", repo.path])
+    assert code == EXIT_BLOCKED, out
+    assert out["error"]["kind"] == "tampered"
+    assert log_bytes(repo.store) == before
+
+
+# -- rollback of the whole evidence directory --------------------------------------
+
+
+def _roll_back(repo: Repo, tmp_path: Path) -> bytes:
+    """Two notes, a copy, two more notes, restore the copy. Returns the restored log."""
+    add_notes(repo.store, 2)
+    saved = tmp_path / "evidence-copy"
+    shutil.copytree(repo.store.dir, saved)
+    add_notes(repo.store, 2, start=2)
+    shutil.rmtree(repo.store.dir)
+    shutil.copytree(saved, repo.store.dir)
+    restored = log_bytes(repo.store)
+    assert len(repo.store.lines()) == 2
+    # The restored directory is self-consistent: log and checkpoint agree.
+    checkpoint = cp.parse_signed_checkpoint(repo.store.checkpoint_path.read_bytes())[0]
+    assert checkpoint.size == 2
+    return restored
+
+
+def test_a_rolled_back_evidence_directory_is_caught_by_the_witness(
+    repo: Repo, oms_json: OmsJson, tmp_path: Path, oms_home: Path
+) -> None:
+    restored = _roll_back(repo, tmp_path)
+    assert repo.store.witness_path == oms_home / "witness" / repo.repo_id
+    out = assert_tampered(oms_json, repo, 2)
+    assert "witness" in out["reason"]
+    assert out["checkpoint_size"] == 2
+
+    code, refused = oms_json(
+        ["evidence", "note", "-m", "on top of a rollback", "--repo", repo.path]
+    )
+    assert code == EXIT_BLOCKED, refused
+    assert refused["error"]["kind"] == "tampered"
+    assert log_bytes(repo.store) == restored
+
+
+def test_a_rollback_with_the_witness_deleted_is_not_laundered_by_an_append(
+    repo: Repo, oms_json: OmsJson, tmp_path: Path
+) -> None:
+    restored = _roll_back(repo, tmp_path)
+    repo.store.witness_path.unlink()
+    assert cli_audit(oms_json, repo)[0] == EXIT_BLOCKED  # "the witness checkpoint is missing"
+    code, _ = oms_json(["evidence", "note", "-m", "after rollback", "--repo", repo.path])
+    assert code == EXIT_BLOCKED
+    assert log_bytes(repo.store) == restored
+    assert not repo.store.witness_path.exists()  # no new witness signed over the rollback
+    assert cli_audit(oms_json, repo)[0] == EXIT_BLOCKED
+
+
+def test_init_does_not_re_sign_a_log_whose_checkpoints_were_deleted(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 3)
+    repo.store.checkpoint_path.unlink()
+    repo.store.witness_path.unlink()
+    code, out = oms_json(["init", "--repo", repo.path])
+    assert code == EXIT_BLOCKED, out
+    assert not repo.store.checkpoint_path.exists()
+    assert not repo.store.witness_path.exists()
+    assert cli_audit(oms_json, repo)[0] == EXIT_BLOCKED
+
+
+def _forge_entry_1(store: EvidenceStore, message: str) -> None:
+    """Rewrite entry 1 and re-link entry 2 so that the hash chain alone looks fine."""
+    lines = store.lines()
+    forged = json.loads(lines[1])
+    forged["data"] = {"message": message}
+    lines[1] = rfc8785.dumps(forged)
+    relinked = json.loads(lines[2])
+    relinked["prev"] = hashlib.sha256(lines[1]).hexdigest()
+    lines[2] = rfc8785.dumps(relinked)
+    write_lines(store, lines)
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    ["longer-entry", "same-length-entry-cache-kept", "same-length-entry-cache-deleted"],
+)
+def test_a_rewritten_entry_is_not_laundered_by_a_later_append(
+    repo: Repo, oms_json: OmsJson, forgery: str
+) -> None:
+    add_notes(repo.store, 3)
+    before = log_bytes(repo.store)
+    # "note 1" -> "note X" keeps every byte offset, so the size-keyed tree.json cache
+    # still matches; a longer message does not.
+    _forge_entry_1(repo.store, "note X" if forgery.startswith("same") else "never happened")
+    assert (len(log_bytes(repo.store)) == len(before)) is forgery.startswith("same")
+    if forgery.endswith("cache-deleted"):
+        (repo.store.dir / "tree.json").unlink()
+    assert_tampered(oms_json, repo, None)  # the hash chain is consistent: the root catches it
+
+    code, _ = oms_json(["evidence", "note", "-m", "an honest note", "--repo", repo.path])
+    if forgery != "same-length-entry-cache-kept":
+        assert code == EXIT_BLOCKED
+    # Whether or not the append was taken, the forgery must stay detectable.
+    assert cli_audit(oms_json, repo)[0] == EXIT_BLOCKED
+
+
+# -- blobs and checkpoints ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["modified", "deleted", "emptied"])
+def test_a_modified_or_deleted_blob_is_detected(
+    repo: Repo, oms_json: OmsJson, tmp_path: Path, damage: str
+) -> None:
+    add_notes(repo.store, 1)
+    attachment = tmp_path / "log.txt"
+    attachment.write_bytes(b"build output " * 100)
+    code, out = oms_json(
+        ["evidence", "note", "-m", "b", "--attach", attachment, "--repo", repo.path]
+    )
+    assert code == EXIT_OK
+    add_notes(repo.store, 1, start=5)
+    assert assert_intact(oms_json, repo, 3)["blobs_checked"] == 1
+
+    blob = repo.store.blobs.path(out["blobs"][0])
+    if damage == "deleted":
+        blob.unlink()
+    else:
+        os.chmod(blob, 0o600)
+        blob.write_bytes(b"build 0utput " * 100 if damage == "modified" else b"")
+        os.chmod(blob, 0o400)
+    result = assert_tampered(oms_json, repo, out["seq"])
+    assert out["blobs"][0] in result["reason"]
+
+
+@pytest.mark.parametrize("which", ["checkpoint", "witness"])
+def test_a_checkpoint_re_signed_by_another_key_is_detected(
+    repo: Repo, oms_json: OmsJson, oms_home: Path, which: str
+) -> None:
+    add_notes(repo.store, 3)
+    path = repo.store.checkpoint_path if which == "checkpoint" else repo.store.witness_path
+    body, _ = cp.parse_signed_checkpoint(path.read_bytes())
+
+    # Control: the same body signed again by the real key verifies.
+    path.write_bytes(cp.sign_checkpoint(body, repo.store.origin, load_key(oms_home).private))
+    assert_intact(oms_json, repo, 3)
+
+    path.write_bytes(cp.sign_checkpoint(body, repo.store.origin, Ed25519PrivateKey.generate()))
+    out = assert_tampered(oms_json, repo, None)
+    assert "signature" in out["reason"]
+
+
+def test_a_deleted_checkpoint_is_detected(repo: Repo, oms_json: OmsJson) -> None:
+    add_notes(repo.store, 2)
+    repo.store.checkpoint_path.unlink()
+    out = assert_tampered(oms_json, repo, None)
+    assert "checkpoint is missing" in out["reason"]
+
+
+# -- the signing key ---------------------------------------------------------------
+
+
+def _remove_key(key: Path) -> None:
+    key.unlink()
+
+
+def _open_key(key: Path) -> None:
+    os.chmod(key, 0o644)
+
+
+def _corrupt_key(key: Path) -> None:
+    key.write_bytes(b"-----BEGIN PRIVATE KEY-----\nnot base64 at all\n-----END PRIVATE KEY-----\n")
+
+
+def _ec_key(key: Path) -> None:
+    pem = generate_private_key(SECP256R1()).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    key.write_bytes(pem)
+
+
+def _symlinked_key(key: Path) -> None:
+    real = key.with_name("real.pem")
+    key.rename(real)
+    key.symlink_to(real)
+
+
+@pytest.mark.parametrize(
+    "break_key",
+    [_remove_key, _open_key, _corrupt_key, _ec_key, _symlinked_key],
+    ids=["missing", "mode-0644", "corrupt-pem", "not-ed25519", "symlink"],
+)
+def test_a_missing_or_unusable_key_appends_nothing(
+    repo: Repo,
+    oms_json: OmsJson,
+    oms_home: Path,
+    tmp_path: Path,
+    break_key: Callable[[Path], None],
+) -> None:
+    add_notes(repo.store, 2)
+    before = log_bytes(repo.store)
+    blobs_before = tree_snapshot(repo.store.blobs.root) if repo.store.blobs.root.exists() else {}
+    break_key(oms_home / "keys" / "ed25519.pem")
+    attachment = tmp_path / "a.txt"
+    attachment.write_bytes(b"would be a blob")
+
+    code, out = oms_json(
+        ["evidence", "note", "-m", "n", "--attach", attachment, "--repo", repo.path]
+    )
+    assert code == EXIT_UNAVAILABLE, out
+    assert out["error"]["kind"] == "unavailable"
+    assert "key" in out["error"]["message"]
+    assert log_bytes(repo.store) == before
+    now = tree_snapshot(repo.store.blobs.root) if repo.store.blobs.root.exists() else {}
+    assert now == blobs_before
+
+    # Without the key nothing can be verified either: audit fails closed, not "intact".
+    code, out = cli_audit(oms_json, repo)
+    assert code == EXIT_UNAVAILABLE, out
+
+
+# -- full disk, read-only state ---------------------------------------------------
+
+
+@pytest.mark.parametrize("headroom", [0, 10], ids=["no-byte-fits", "ten-bytes-fit"])
+def test_a_full_disk_appends_nothing_and_leaves_the_log_intact(
+    repo: Repo,
+    run_oms: Callable[..., subprocess.CompletedProcess[str]],
+    parse_json: Any,
+    oms_json: OmsJson,
+    headroom: int,
+) -> None:
+    # RLIMIT_FSIZE makes write() fail with EFBIG (Python ignores SIGXFSZ) exactly as a
+    # full disk would; with headroom a partial line is written first and must be cut back.
+    add_notes(repo.store, 3)
+    before = log_bytes(repo.store)
+    limit = len(before) + headroom
+
+    def full_disk() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = run_oms(
+        ["evidence", "note", "-m", "does not fit", "--repo", repo.path, "--json"],
+        preexec_fn=full_disk,
+    )
+    assert proc.returncode == EXIT_UNAVAILABLE, (proc.stdout, proc.stderr)
+    out = parse_json(proc)
+    assert out["error"]["kind"] == "unavailable"
+    assert log_bytes(repo.store) == before
+    assert_intact(oms_json, repo, 3)
+    code, _ = oms_json(["evidence", "note", "-m", "fits now", "--repo", repo.path])
+    assert code == EXIT_OK
+    assert_intact(oms_json, repo, 4)
+
+
+BWRAP = Path("/usr/bin/bwrap")
+
+
+def _bwrap_works() -> bool:
+    if not BWRAP.exists():
+        return False
+    probe = subprocess.run(
+        [str(BWRAP), "--dev-bind", "/", "/", "--", "true"], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _bwrap_works(), reason="needs a working /usr/bin/bwrap")
+def test_a_read_only_state_root_appends_nothing(
+    repo: Repo, oms_env: dict[str, str], oms_home: Path, parse_json: Any, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 2)
+    before = tree_snapshot(oms_home)
+    proc = subprocess.run(
+        [
+            str(BWRAP),
+            "--dev-bind", "/", "/",
+            "--ro-bind", str(oms_home), str(oms_home),
+            "--",
+            sys.executable, "-m", "gatekeeper",
+            "evidence", "note", "-m", "read-only", "--repo", str(repo.path), "--json",
+        ],
+        env=oms_env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == EXIT_UNAVAILABLE, (proc.stdout, proc.stderr)
+    out = parse_json(proc)
+    assert out["error"]["kind"] == "unavailable"
+    assert tree_snapshot(oms_home) == before
+    assert_intact(oms_json, repo, 2)
+
+
+# -- crashes and concurrency --------------------------------------------------------
+
+WORKER = r"""
+import sys
+from pathlib import Path
+from evidence import Draft, EvidenceError, EvidenceStore
+
+root, repo_id = sys.argv[1], sys.argv[2]
+proc, count, pad = (int(x) for x in sys.argv[3:6])
+store = EvidenceStore.open(Path(root), repo_id)
+for i in range(count):
+    try:
+        entry = store.append(Draft(kind="note", data={"p": proc, "i": i, "pad": "x" * pad}))
+    except EvidenceError as exc:
+        print("refused", type(exc).__name__, flush=True)
+        sys.exit(5)
+    print(entry.seq, proc, i, flush=True)
+"""
+
+
+def _start_workers(
+    store: EvidenceStore, env: dict[str, str], n: int, count: int, pad: int
+) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                WORKER,
+                str(store.root),
+                store.repo_id,
+                *map(str, (p, count, pad)),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(n)
+    ]
+
+
+def _acks(stdout: str) -> list[tuple[int, int, int]]:
+    """(seq, proc, i) for every complete acknowledgement line."""
+    acks = []
+    complete = stdout[: stdout.rfind("\n") + 1]
+    for line in complete.splitlines():
+        if line.startswith("refused"):
+            continue
+        seq, p, i = (int(x) for x in line.split())
+        acks.append((seq, p, i))
+    return acks
+
+
+def test_sigkill_mid_append_loses_no_acknowledged_entry(
+    lib_store: EvidenceStore, oms_env: dict[str, str]
+) -> None:
+    rng = random.Random(1234)
+    procs = _start_workers(lib_store, oms_env, 4, 100_000, 20_000)
+    deadline = time.monotonic() + 30
+    while log_bytes(lib_store).count(b"\n") < 20 and time.monotonic() < deadline:
+        time.sleep(0.02)  # let them get going (interpreter start-up) before the kills
+    for proc in rng.sample(procs, len(procs)):
+        time.sleep(rng.uniform(0.05, 0.4))
+        proc.send_signal(signal.SIGKILL)
+    acks: list[tuple[int, int, int]] = []
+    for proc in procs:
+        stdout, _ = proc.communicate(timeout=30)
+        assert proc.returncode in (-signal.SIGKILL, 5), proc.returncode
+        acks += _acks(stdout)
+    assert acks, "no append was acknowledged before the kills; the test proved nothing"
+
+    store = EvidenceStore.open(lib_store.root, lib_store.repo_id)
+    store.repair()
+    report = audit(store)
+    assert report.intact, report
+    lines = store.lines()
+    assert len({seq for seq, _, _ in acks}) == len(acks)
+    for seq, p, i in acks:
+        data = json.loads(lines[seq])["data"]
+        assert (data.get("p"), data.get("i")) == (p, i), seq
+    # The store still takes appends afterwards.
+    assert store.append(Draft(kind="note", data={"after": "crash"})).seq == len(lines)
+    assert audit(store).intact
+
+
+@pytest.fixture
+def fast_store(tmp_path: Path) -> Iterator[EvidenceStore]:
+    """A library store on tmpfs when there is one: the concurrency test is about the lock,
+    and 400 appends of five fsyncs each take >10 s on a busy disk. Falls back to tmp_path."""
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="oms-test-", dir=shm)) if shm.is_dir() else tmp_path
+    try:
+        store, _ = EvidenceStore.init(base / "oms-state", "rconcurrency")
+        yield store
+    finally:
+        if base != tmp_path:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def test_eight_concurrent_appenders_build_one_linear_chain(
+    fast_store: EvidenceStore, oms_env: dict[str, str]
+) -> None:
+    lib_store = fast_store
+    procs = _start_workers(lib_store, oms_env, 8, 50, 0)
+    acks: list[tuple[int, int, int]] = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        acks += _acks(stdout)
+    report = audit(lib_store)
+    assert report.intact, report
+    assert report.entries == 400
+    assert sorted(seq for seq, _, _ in acks) == list(range(400))
+    assert sorted((p, i) for _, p, i in acks) == [(p, i) for p in range(8) for i in range(50)]
+    lines = lib_store.lines()
+    prev = "0" * 64
+    for seq, line in enumerate(lines):
+        obj = json.loads(line)
+        assert obj["seq"] == seq
+        assert obj["prev"] == prev
+        prev = hashlib.sha256(line).hexdigest()
+    for seq, p, i in acks:
+        assert json.loads(lines[seq])["data"] == {"p": p, "i": i, "pad": ""}
+
+
+# -- torn tail and repair ------------------------------------------------------------
+
+
+def test_a_torn_last_line_blocks_appends_until_repair_quarantines_exactly_it(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 2)
+    complete = log_bytes(repo.store)
+    torn = complete.split(b"\n")[1][: len(complete) // 4]  # half a line, no newline
+    with open(repo.store.log_path, "ab") as f:
+        f.write(torn)
+
+    code, report = cli_audit(oms_json, repo)
+    assert code == EXIT_BLOCKED
+    assert report["intact"] is False
+    assert report["first_bad_seq"] == 2
+    assert report["torn_tail_bytes"] == len(torn)
+    assert "torn" in report["reason"]
+
+    code, refused = oms_json(["evidence", "note", "-m", "refused", "--repo", repo.path])
+    assert code == EXIT_UNAVAILABLE, refused
+    assert "torn" in refused["error"]["message"]
+    assert log_bytes(repo.store) == complete + torn
+
+    code, repaired = oms_json(["evidence", "repair", "--repo", repo.path])
+    assert code == EXIT_OK, repaired
+    assert repaired["repaired"] is True
+    assert repaired["quarantined_bytes"] == len(torn)
+    assert repaired["seq"] == 2
+    (quarantine,) = repo.store.dir.glob("quarantine-*")
+    assert quarantine.read_bytes() == torn
+    assert log_bytes(repo.store).startswith(complete)  # no complete entry was touched
+
+    code, entry = oms_json(["evidence", "show", "2", "--repo", repo.path])
+    assert code == EXIT_OK
+    assert entry["kind"] == "repair"
+    assert entry["data"] == {"quarantined_bytes": len(torn), "quarantine_file": quarantine.name}
+    assert entry["blobs"] == [hashlib.sha256(torn).hexdigest()]
+    assert repo.store.blobs.get(entry["blobs"][0]) == torn
+
+    assert assert_intact(oms_json, repo, 3)["blobs_checked"] == 1
+    code, _ = oms_json(["evidence", "note", "-m", "accepted again", "--repo", repo.path])
+    assert code == EXIT_OK
+
+
+def test_repair_on_a_clean_log_does_nothing(repo: Repo, oms_json: OmsJson) -> None:
+    add_notes(repo.store, 3)
+    before = tree_snapshot(repo.store.dir)
+    code, out = oms_json(["evidence", "repair", "--repo", repo.path])
+    assert code == EXIT_OK
+    assert out["repaired"] is False
+    assert out["quarantined_bytes"] == 0
+    assert tree_snapshot(repo.store.dir) == before
+    assert_intact(oms_json, repo, 3)
+
+
+def test_library_append_refuses_a_torn_tail(lib_store: EvidenceStore) -> None:
+    add_notes(lib_store, 1)
+    with open(lib_store.log_path, "ab") as f:
+        f.write(b'{"v":1,"se')
+    before = log_bytes(lib_store)
+    with pytest.raises(TornTail):
+        lib_store.append(Draft(kind="note"))
+    assert log_bytes(lib_store) == before
+    assert lib_store.repair()["quarantined_bytes"] == len(b'{"v":1,"se')
+    assert audit(lib_store).intact
+
+
+# -- library appends ---------------------------------------------------------------
+
+
+def test_append_many_appends_a_linked_batch_under_one_checkpoint(lib_store: EvidenceStore) -> None:
+    add_notes(lib_store, 2)
+    entries = lib_store.append_many([Draft(kind="note", data={"n": n}) for n in range(3)])
+    assert [e.seq for e in entries] == [2, 3, 4]
+    lines = lib_store.lines()
+    for e in entries:
+        assert e.prev == hashlib.sha256(lines[e.seq - 1]).hexdigest()
+        assert lines[e.seq] == e.line()
+    checkpoint, _ = lib_store.latest_checkpoint()
+    assert checkpoint.size == 5
+    assert audit(lib_store).intact
+
+
+def test_a_batch_with_one_bad_draft_appends_nothing(lib_store: EvidenceStore) -> None:
+    add_notes(lib_store, 1)
+    before = log_bytes(lib_store)
+    with pytest.raises(StoreUnavailable, match="not stored"):
+        lib_store.append_many(
+            [Draft(kind="note"), Draft(kind="note", blobs=["ab" * 32])]  # blob never stored
+        )
+    with pytest.raises(StoreUnavailable, match="limit"):
+        lib_store.append_many([Draft(kind="note"), Draft(kind="note", data={"x": "y" * 70_000})])
+    assert log_bytes(lib_store) == before
+    assert audit(lib_store).intact
+
+
+# -- proofs and export ---------------------------------------------------------------
+
+
+def _rfc9162_verify(index: int, size: int, leaf: bytes, proof: list[bytes], root: bytes) -> bool:
+    """RFC 9162 section 2.1.3.2, written independently of evidence.merkle."""
+    if index >= size:
+        return False
+    fn, sn, r = index, size - 1, leaf
+    for p in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = hashlib.sha256(b"\x01" + p + r).digest()
+            if not fn & 1:
+                while not fn & 1 and fn != 0:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = hashlib.sha256(b"\x01" + r + p).digest()
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and r == root
+
+
+def _public_key(oms_json: OmsJson, repo: Repo) -> tuple[Ed25519PublicKey, dict[str, Any]]:
+    code, info = oms_json(["evidence", "key", "--repo", repo.path])
+    assert code == EXIT_OK
+    public = serialization.load_pem_public_key(info["public_key_pem"].encode())
+    assert isinstance(public, Ed25519PublicKey)
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    assert info["key_id"] == hashlib.sha256(raw).hexdigest()
+    return public, info
+
+
+def test_prove_gives_a_verified_inclusion_proof_that_checks_independently(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 7)
+    public, info = _public_key(oms_json, repo)
+    line = repo.store.lines()[2]
+    code, out = oms_json(["evidence", "prove", "2", "--repo", repo.path])
+    assert code == EXIT_OK, out
+    assert out["verified"] is True
+    assert out["seq"] == 2 and out["tree_size"] == 7
+    leaf = hashlib.sha256(b"\x00" + line).digest()
+    assert out["leaf_hash"] == leaf.hex()
+    checkpoint = cp.verify_signed_checkpoint(out["checkpoint"].encode(), info["note_name"], public)
+    assert checkpoint.size == 7
+    assert base64.b64encode(checkpoint.root).decode() == out["root"]
+    proof = [bytes.fromhex(p) for p in out["proof"]]
+    assert len(proof) == 3
+    assert _rfc9162_verify(2, 7, leaf, proof, checkpoint.root)
+    assert not _rfc9162_verify(3, 7, leaf, proof, checkpoint.root)
+
+    code, out = oms_json(["evidence", "prove", "7", "--repo", repo.path])
+    assert code == EXIT_USAGE
+    assert out["error"]["kind"] == "not_found"
+
+
+def test_prove_of_a_modified_entry_is_not_verified(repo: Repo, oms_json: OmsJson) -> None:
+    add_notes(repo.store, 4)
+    lines = repo.store.lines()
+    lines[2] = lines[2].replace(b"note 2", b"note X")
+    write_lines(repo.store, lines)
+    code, out = oms_json(["evidence", "prove", "2", "--repo", repo.path])
+    assert code == EXIT_BLOCKED, out
+    assert out["verified"] is False
+
+
+def test_library_prove_verifies_every_entry(lib_store: EvidenceStore) -> None:
+    add_notes(lib_store, 11)
+    checkpoint, _ = lib_store.latest_checkpoint()
+    for seq, line in enumerate(lib_store.lines()):
+        out = prove(lib_store, seq)
+        assert out["verified"] is True
+        leaf = hashlib.sha256(b"\x00" + line).digest()
+        proof = [bytes.fromhex(p) for p in out["proof"]]
+        assert _rfc9162_verify(seq, 11, leaf, proof, checkpoint.root)
+
+
+def test_exported_dsse_envelope_verifies_with_securesystemslib(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+    from securesystemslib.signer import SSlibKey
+
+    add_notes(repo.store, 3)
+    public, info = _public_key(oms_json, repo)
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    key = SSlibKey(info["key_id"], "ed25519", "ed25519", {"public": raw.hex()})
+
+    code, out = oms_json(["evidence", "export", "1", "--dsse", "--repo", repo.path])
+    assert code == EXIT_OK, out
+    envelope = out["envelope"]
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    verified = Envelope.from_dict(copy.deepcopy(envelope)).verify([key], 1)
+    assert info["key_id"] in verified
+
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    line = repo.store.lines()[1]
+    assert {
+        "name": f"oms-evidence/{repo.repo_id}/1",
+        "digest": {"sha256": hashlib.sha256(line).hexdigest()},
+    } in statement["subject"]
+    assert statement["predicate"]["entry"] == json.loads(line)
+
+    forged = copy.deepcopy(envelope)
+    statement["predicate"]["entry"]["data"] = {"message": "forged"}
+    forged["payload"] = base64.b64encode(rfc8785.dumps(statement)).decode()
+    with pytest.raises(VerificationError):
+        Envelope.from_dict(forged).verify([key], 1)
+    other_raw = (
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    )
+    other = SSlibKey(info["key_id"], "ed25519", "ed25519", {"public": other_raw.hex()})
+    with pytest.raises(VerificationError):
+        Envelope.from_dict(copy.deepcopy(envelope)).verify([other], 1)
+
+
+def test_export_of_an_invalid_entry_is_refused_as_tampering(repo: Repo, oms_json: OmsJson) -> None:
+    add_notes(repo.store, 2)
+    write_lines(repo.store, [b'{"v":1}', repo.store.lines()[1]])
+    code, shown = oms_json(["evidence", "show", "0", "--repo", repo.path])
+    assert code == EXIT_BLOCKED and shown["error"]["kind"] == "tampered"
+    code, out = oms_json(["evidence", "export", "0", "--dsse", "--repo", repo.path])
+    assert code == EXIT_BLOCKED, out
+    assert out["error"]["kind"] == "tampered"
+
+
+def test_library_export_dsse_names_the_entry_line(lib_store: EvidenceStore) -> None:
+    from evidence.dsse import verify_envelope
+
+    add_notes(lib_store, 2)
+    env = export_dsse(lib_store, 0)
+    statement = json.loads(verify_envelope(env, lib_store.key.public))
+    digests = [s["digest"].get("sha256") for s in statement["subject"]]
+    assert hashlib.sha256(lib_store.lines()[0]).hexdigest() in digests
+
+
+# -- worktrees -------------------------------------------------------------------------
+
+
+def test_worktrees_and_subdirectories_share_one_log(
+    repo: Repo, oms_json: OmsJson, run_git: Callable[..., str], tmp_path: Path
+) -> None:
+    worktree = tmp_path / "second-worktree"
+    run_git(repo.path, "worktree", "add", "-q", "-b", "side", str(worktree))
+    code, out = oms_json(["init", "--repo", worktree])
+    assert code == EXIT_OK
+    assert out["repo_id"] == repo.repo_id
+    assert out["created"] is False
+
+    sub = repo.path / "pkg" / "inner"
+    sub.mkdir(parents=True)
+    assert oms_json(["init", "--repo", sub])[1]["repo_id"] == repo.repo_id
+
+    assert oms_json(["evidence", "note", "-m", "from main", "--repo", repo.path])[0] == EXIT_OK
+    assert oms_json(["evidence", "audit", "--repo", worktree])[1]["entries"] == 1
+    assert oms_json(["evidence", "note", "-m", "from worktree", "--repo", worktree])[0] == EXIT_OK
+    code, out = oms_json(["evidence", "audit", "--repo", repo.path])
+    assert code == EXIT_OK and out["entries"] == 2
+
+
+def test_separate_repositories_get_separate_logs(
+    repo: Repo, oms_json: OmsJson, run_git: Callable[..., str], tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    run_git(other, "init", "-q")
+    code, out = oms_json(["init", "--repo", other])
+    assert code == EXIT_OK
+    assert out["repo_id"] != repo.repo_id
+    assert out["key_id"] == repo.init["key_id"]  # one key per state root
+    oms_json(["evidence", "note", "-m", "x", "--repo", other])
+    assert oms_json(["evidence", "audit", "--repo", repo.path])[1]["entries"] == 0
+
+
+# -- the command contract --------------------------------------------------------------
+
+
+@pytest.fixture
+def not_a_repo(tmp_path: Path) -> Path:
+    d = tmp_path / "plain-dir"
+    d.mkdir()
+    return d
+
+
+ERROR_CASES = {
+    "show-missing-entry": (["evidence", "show", "999"], True, EXIT_USAGE, "not_found"),
+    "not-a-git-repo": (["evidence", "audit"], "plain", EXIT_USAGE, "usage"),
+    "init-not-a-git-repo": (["init"], "plain", EXIT_USAGE, "usage"),
+    "repo-does-not-exist": (["evidence", "audit"], "missing", EXIT_USAGE, "usage"),
+    "note-before-init": (["evidence", "note", "-m", "x"], False, EXIT_UNAVAILABLE, "unavailable"),
+    "audit-before-init": (["evidence", "audit"], False, EXIT_UNAVAILABLE, "unavailable"),
+    "seq-not-a-number": (["evidence", "show", "abc"], True, EXIT_USAGE, "usage"),
+    "unknown-command": (["evidence", "frobnicate"], True, EXIT_USAGE, "usage"),
+    "export-without-dsse": (["evidence", "export", "0"], True, EXIT_USAGE, "usage"),
+}
+
+
+def _error_args(
+    case: str, git_repo: Path, not_a_repo: Path, tmp_path: Path, oms_home: Path
+) -> tuple[list[Any], int, str]:
+    args, where, code, kind = ERROR_CASES[case]
+    if where is True:
+        EvidenceStore.init(oms_home, repo_id_for(git_repo / ".git"))  # what `oms init` does
+        target: Path = git_repo
+    elif where is False:
+        target = git_repo
+    elif where == "plain":
+        target = not_a_repo
+    else:
+        target = tmp_path / "no-such-dir"
+    return [*args, "--repo", target], code, kind
+
+
+@pytest.mark.parametrize("case", sorted(ERROR_CASES))
+def test_errors_are_one_json_object_with_the_matching_exit_code(
+    case: str,
+    git_repo: Path,
+    not_a_repo: Path,
+    tmp_path: Path,
+    oms_home: Path,
+    run_oms: Callable[..., subprocess.CompletedProcess[str]],
+    parse_json: Any,
+) -> None:
+    args, code, kind = _error_args(case, git_repo, not_a_repo, tmp_path, oms_home)
+    proc = run_oms([*args, "--json"])
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    out = parse_json(proc)
+    assert out["ok"] is False
+    assert out["error"]["kind"] == kind
+    assert out["error"]["message"] and "\n" not in out["error"]["message"]
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("case", sorted(ERROR_CASES))
+def test_errors_without_json_are_one_line_on_stderr(
+    case: str,
+    git_repo: Path,
+    not_a_repo: Path,
+    tmp_path: Path,
+    oms_home: Path,
+    run_oms: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    args, code, kind = _error_args(case, git_repo, not_a_repo, tmp_path, oms_home)
+    proc = run_oms(args)
+    assert proc.returncode == code, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert proc.stderr.endswith("\n") and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"oms: {kind}: ")
+    assert "Traceback" not in proc.stderr
+
+
+def test_note_before_init_creates_nothing(
+    git_repo: Path, oms_json: OmsJson, oms_home: Path
+) -> None:
+    code, out = oms_json(["evidence", "note", "-m", "too early", "--repo", git_repo])
+    assert code == EXIT_UNAVAILABLE
+    assert "oms init" in out["error"]["message"]
+    assert not (oms_home / "repos").exists()
+
+
+def test_successful_commands_print_exactly_one_json_object(
+    repo: Repo, oms_json: OmsJson, tmp_path: Path
+) -> None:
+    code, out = oms_json(["evidence", "note", "-m", "hello\x1b[31m", "--repo", repo.path])
+    assert code == EXIT_OK and out["seq"] == 0 and out["kind"] == "note"
+    code, shown = oms_json(["evidence", "show", "0", "--repo", repo.path])
+    assert code == EXIT_OK
+    assert shown["data"] == {"message": "hello\x1b[31m"}  # stored as data, verbatim
+    assert shown["prev"] == "0" * 64 and shown["seq"] == 0
+    for args in (["evidence", "audit"], ["evidence", "key"], ["evidence", "repair"]):
+        code, _ = oms_json([*args, "--repo", repo.path])
+        assert code == EXIT_OK, args
+
+
+def test_release_status_is_always_not_stable(oms_json: OmsJson) -> None:
+    code, out = oms_json(["release", "status"])
+    assert code == EXIT_OK
+    assert out["status"] == "not_stable"
+    assert out["ok"] is True
+    assert len(out) == 3  # ok, the exit code (checked by oms_json) and status: nothing else
+
+
+def test_the_oms_console_script_is_the_same_cli(oms_env: dict[str, str], parse_json: Any) -> None:
+    oms = Path(sys.executable).with_name("oms")
+    if not oms.exists():
+        pytest.skip(f"no console script at {oms}")
+    proc = subprocess.run(
+        [str(oms), "release", "status", "--json"], env=oms_env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0
+    assert parse_json(proc)["status"] == "not_stable"
