@@ -81,6 +81,7 @@ class Profile:
             "limits": asdict(self.limits),
             "unshare": ["user", "ipc", "pid", "net", "uts", "cgroup"],
             "flags": ["die-with-parent", "new-session", "clearenv", "disable-userns"],
+            "dev": {"shm_tmpfs": True, "readonly": True},
         }
 
     @property
@@ -215,7 +216,9 @@ def build_argv(
     argv += ["--ro-bind", str(etc_dir / "passwd"), "/etc/passwd"]
     argv += ["--ro-bind", str(etc_dir / "group"), "/etc/group"]
     argv += ["--proc", "/proc", "--dev", "/dev"]
-    argv += ["--size", tmpfs_bytes, "--tmpfs", "/tmp"]  # noqa: S108  # nosec B108 -- a tmpfs inside
+    # bwrap's /dev is a writable tmpfs of half the host RAM: cap /dev/shm, freeze the rest.
+    argv += ["--size", tmpfs_bytes, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]  # noqa: S108 # nosec B108
+    argv += ["--size", tmpfs_bytes, "--tmpfs", "/tmp"]  # noqa: S108 # nosec B108
     argv += ["--size", tmpfs_bytes, "--tmpfs", HOME]
     # Toolchains after the tmpfs mounts, so that one below /tmp is not hidden by them.
     if len(ro_fds) != len(profile.ro_paths):
