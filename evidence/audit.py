@@ -14,7 +14,7 @@ from .canonical import ZERO_HASH
 from .chaincheck import check_whole_lines
 from .errors import StoreUnavailable, TamperDetected
 from .log import read_log, split_lines
-from .merkle import root_from_leaf_hashes
+from .merkle import node_hash, root_from_leaf_hashes
 from .store import EvidenceStore
 
 
@@ -40,17 +40,34 @@ class _Bad(Exception):
         self.reason = reason
 
 
-def _check_lines(path: str, data: bytes) -> tuple[list[bytes], set[str]]:
-    """Verify every complete line; return the leaf hashes and the blob digests named."""
+@dataclass
+class _Tree:
+    """The log's leaf hashes (kept packed) and the roots known so far, by size."""
+
+    packed: bytes
+    size: int
+    roots: dict[int, bytes]
+
+    def root(self, size: int) -> bytes:
+        if size not in self.roots:
+            p = self.packed
+            self.roots[size] = root_from_leaf_hashes(
+                [p[i : i + 32] for i in range(0, 32 * size, 32)]
+            )
+        return self.roots[size]
+
+
+def _check_lines(path: str, data: bytes) -> tuple[_Tree, set[str]]:
+    """Verify every complete line; return the Merkle leaves and roots, and the blobs named."""
     try:
         chunks = check_whole_lines(path, data[: data.rfind(b"\n") + 1])
     except OSError as exc:
         raise StoreUnavailable(f"cannot audit the log: {exc}") from None
-    leaves: list[bytes] = []
+    count = 0
     blobs: set[str] = set()
     expect_prev = ZERO_HASH
     for chunk in chunks:
-        base = len(leaves)
+        base = count
         if chunk.count == 0 and chunk.bad_index is None:
             continue  # an empty log: nothing to link
         if chunk.bad_index == 0:
@@ -62,20 +79,28 @@ def _check_lines(path: str, data: bytes) -> tuple[list[bytes], set[str]]:
         if chunk.bad_index is not None:
             seq = base + chunk.bad_index
             raise _Bad(seq, f"entry {seq}: {chunk.bad_reason}")
-        raw = chunk.leaves
-        leaves.extend([raw[i : i + 32] for i in range(0, len(raw), 32)])
+        count += chunk.count
         blobs |= chunk.blobs
         if chunk.last_hash is not None:
             expect_prev = chunk.last_hash
-    return leaves, blobs
+    roots: dict[int, bytes] = {}
+    full = [c for c in chunks if c.count]
+    if len(full) == 1 and full[0].root_hex:
+        roots[count] = bytes.fromhex(full[0].root_hex)
+    elif len(full) == 2 and full[0].root_hex and full[1].root_hex:
+        k = full[0].count  # check_whole_lines split at the largest power of two below count
+        if k & (k - 1) == 0 and k < count <= 2 * k:
+            roots[count] = node_hash(
+                bytes.fromhex(full[0].root_hex), bytes.fromhex(full[1].root_hex)
+            )
+    return _Tree(b"".join(c.leaves for c in chunks), count, roots), blobs
 
 
 def _check_note(
     store: EvidenceStore,
     name: str,
     note: bytes | None,
-    leaves: list[bytes],
-    roots: dict[int, bytes],
+    tree: _Tree,
 ) -> int:
     """Verify a signed checkpoint and that its root is the root of that log prefix."""
     if note is None:
@@ -84,15 +109,13 @@ def _check_note(
         c = cp.verify_signed_checkpoint(note, store.origin, store.key.public)
     except cp.CheckpointError as exc:
         raise _Bad(None, f"{name}: {exc}") from None
-    if c.size > len(leaves):
+    if c.size > tree.size:
         raise _Bad(
-            len(leaves),
-            f"{name} covers {c.size} entries but the log has {len(leaves)}: "
+            tree.size,
+            f"{name} covers {c.size} entries but the log has {tree.size}: "
             "entries were removed or the log was rolled back",
         )
-    if c.size not in roots:
-        roots[c.size] = root_from_leaf_hashes(leaves[: c.size])
-    if roots[c.size] != c.root:
+    if tree.root(c.size) != c.root:
         raise _Bad(None, f"{name} root does not match the first {c.size} entries")
     return c.size
 
@@ -118,10 +141,9 @@ def audit(store: EvidenceStore) -> AuditReport:
     blobs_checked = 0
     entries = data.count(b"\n")
     try:
-        leaves, blobs = _check_lines(str(store.log_path), data)
-        roots: dict[int, bytes] = {}
-        cp_size = _check_note(store, "checkpoint", note("checkpoint"), leaves, roots)
-        wit_size = _check_note(store, "witness checkpoint", note("witness"), leaves, roots)
+        tree, blobs = _check_lines(str(store.log_path), data)
+        cp_size = _check_note(store, "checkpoint", note("checkpoint"), tree)
+        wit_size = _check_note(store, "witness checkpoint", note("witness"), tree)
         for digest in sorted(blobs):
             try:
                 problem = store.blobs.check(digest)

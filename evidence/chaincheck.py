@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 
 from .canonical import ENTRY_KEYS, NOT_FAST, fast_parse_canonical, parse_canonical
+from .merkle import root_from_leaf_hashes
 
 # Below this many bytes of log, one process is faster than starting workers.
 PARALLEL_BYTES = 8 << 20
@@ -34,12 +35,13 @@ class Chunk:
     blobs: frozenset[str] = field(default_factory=frozenset)
     bad_index: int | None = None  # index within the chunk of the first bad line
     bad_reason: str | None = None
+    root_hex: str | None = None  # RFC 6962 root of this chunk's leaves as a tree of their own
 
 
 def check_chunk(lines: list[bytes]) -> Chunk:
     """Check each line; the first line's seq and prev are returned for the caller to link."""
     sha256 = hashlib.sha256
-    leaves = bytearray()
+    leaves: list[bytes] = []
     blobs: set[str] = set()
     first_seq: object = None
     first_prev: object = None
@@ -47,7 +49,7 @@ def check_chunk(lines: list[bytes]) -> Chunk:
     seq = 0
 
     def stop(i: int, reason: str) -> Chunk:
-        return Chunk(i, first_seq, first_prev, prev, bytes(leaves), frozenset(blobs), i, reason)
+        return Chunk(i, first_seq, first_prev, prev, b"".join(leaves), frozenset(blobs), i, reason)
 
     fast = fast_parse_canonical
     for i, line in enumerate(lines):
@@ -72,8 +74,11 @@ def check_chunk(lines: list[bytes]) -> Chunk:
                 return stop(i, "blobs is not a list of digests")
             blobs.update(b)
         prev = sha256(line).hexdigest()
-        leaves += sha256(b"\x00" + line).digest()
-    return Chunk(len(lines), first_seq, first_prev, prev, bytes(leaves), frozenset(blobs))
+        leaves.append(sha256(b"\x00" + line).digest())
+    root = root_from_leaf_hashes(leaves).hex()
+    return Chunk(
+        len(lines), first_seq, first_prev, prev, b"".join(leaves), frozenset(blobs), root_hex=root
+    )
 
 
 def split_whole(data: bytes) -> list[bytes]:
@@ -82,18 +87,23 @@ def split_whole(data: bytes) -> list[bytes]:
     return lines
 
 
-def _spans(data: bytes, parts: int) -> list[tuple[int, int]]:
-    """About equal runs of whole lines."""
-    spans = []
-    start = 0
-    for k in range(1, parts):
-        cut = data.find(b"\n", max(start, len(data) * k // parts))
-        if cut < 0:
-            break
-        spans.append((start, cut + 1))
-        start = cut + 1
-    spans.append((start, len(data)))
-    return [s for s in spans if s[1] > s[0]]
+def _split_point(data: bytes, n: int) -> int:
+    """Byte offset just after line k, k the largest power of two below n (RFC 6962's split).
+
+    Splitting there makes each side's own Merkle root one child of the whole tree's
+    root, so the two sides hash in parallel too.
+    """
+    k = 1 << ((n - 1).bit_length() - 1)
+    # Guess by average line length, then walk line by line to exactly k lines.
+    pos = data.rfind(b"\n", 0, len(data) * k // n) + 1
+    have = data.count(b"\n", 0, pos)
+    while have < k:
+        pos = data.index(b"\n", pos) + 1
+        have += 1
+    while have > k:
+        pos = data.rindex(b"\n", 0, pos - 1) + 1
+        have -= 1
+    return pos
 
 
 def encode_chunk(chunk: Chunk) -> bytes:
@@ -110,24 +120,22 @@ def decode_chunk(raw: bytes) -> Chunk:
 
 
 def check_whole_lines(path: str, data: bytes) -> list[Chunk]:
-    """Check `data` (whole lines of the log at `path`) in one or more chunks, in order."""
-    workers = min(os.cpu_count() or 1, 8)
-    if len(data) < PARALLEL_BYTES or workers < 2:
+    """Check `data` (whole lines of the log at `path`): one chunk, or two checked at once.
+
+    With two, the first holds exactly the largest power of two of lines below the
+    total, so the whole tree's root is node_hash(first root, second root).
+    """
+    n = data.count(b"\n")
+    if len(data) < PARALLEL_BYTES or (os.cpu_count() or 1) < 2 or n < 2:
         return [check_chunk(split_whole(data))]
-    spans = _spans(data, workers)
-    # This process checks the first span while workers check the rest.
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "evidence._chainworker", path, str(a), str(b)],
-            stdout=subprocess.PIPE,
-        )
-        for a, b in spans[1:]
-    ]
-    first, end = spans[0]
-    chunks = [check_chunk(split_whole(data[first:end]))]
-    for p in procs:
-        out, _ = p.communicate()
-        if p.returncode != 0:
-            raise OSError(f"audit worker exited {p.returncode}")
-        chunks.append(decode_chunk(out))
-    return chunks
+    cut = _split_point(data, n)
+    # A worker checks the second span while this process checks the first.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evidence._chainworker", path, str(cut), str(len(data))],
+        stdout=subprocess.PIPE,
+    )
+    first = check_chunk(split_whole(data[:cut]))
+    out, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise OSError(f"audit worker exited {proc.returncode}")
+    return [first, decode_chunk(out)]

@@ -49,10 +49,23 @@ def _tree(repo: Path, sha: str) -> list[tuple[str, str, bytes]]:
     return entries
 
 
+def scratch_parent() -> Path | None:
+    """Where scratch copies go: $OMS_SCRATCH_DIR, else /dev/shm (RAM: creating
+    thousands of files there is ~10x faster than on a busy disk), else the temp dir."""
+    env = os.environ.get("OMS_SCRATCH_DIR")
+    if env:
+        return Path(env)
+    shm = Path("/dev/shm")  # noqa: S108 # nosec B108 -- mkdtemp makes a private dir in it
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return None
+
+
 def copy_commit(repo: Path, sha: str, dest_parent: Path | None = None) -> Path:
     """Write commit `sha`'s tree into a new private directory and return it."""
     entries = _tree(repo, sha)
-    root = Path(tempfile.mkdtemp(prefix="oms-scratch-", dir=dest_parent))
+    parent = dest_parent if dest_parent is not None else scratch_parent()
+    root = Path(tempfile.mkdtemp(prefix="oms-scratch-", dir=parent))
     try:
         _write_tree(repo, root, entries)
     except BaseException:

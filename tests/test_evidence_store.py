@@ -284,10 +284,13 @@ def test_a_fresh_store_with_no_entries_audits_intact(git_repo: Path, oms_json: O
 
 
 def _first_line_of_second_chunk(data: bytes) -> int:
-    """Where evidence.audit splits a log in two for its workers: the line after the first
-    newline at or past the middle (computed here independently)."""
-    cut = data.find(b"\n", len(data) // 2)
-    return data[: cut + 1].count(b"\n")
+    """Where evidence.audit splits a log in two for its workers: after the largest power
+    of two of lines below the total, RFC 6962's split (computed here independently)."""
+    n = data.count(b"\n")
+    k = 1
+    while k * 2 < n:
+        k *= 2
+    return k
 
 
 def _reline(lines: list[bytes], index: int, **changes: Any) -> bytes:
@@ -314,7 +317,7 @@ def test_the_parallel_audit_checks_the_joins_between_chunks(
     add_notes(lib_store, 40)
     original = lib_store.lines()
     b = _first_line_of_second_chunk(log_bytes(lib_store))
-    assert 10 < b < 30
+    assert b == 32
     report = audit(lib_store)
     assert report.intact and report.entries == 40
 
@@ -1230,3 +1233,29 @@ def test_the_oms_console_script_is_the_same_cli(oms_env: dict[str, str], parse_j
     )
     assert proc.returncode == 0
     assert parse_json(proc)["status"] == "not_stable"
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the parallel audit needs two CPUs")
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9, 17, 33])
+def test_the_parallel_audit_combines_both_halves_into_the_signed_root(
+    lib_store: EvidenceStore, monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
+    import evidence.chaincheck as chaincheck
+
+    monkeypatch.setattr(chaincheck, "PARALLEL_BYTES", 0)
+    add_notes(lib_store, n)
+    chunks = chaincheck.check_whole_lines(str(lib_store.log_path), log_bytes(lib_store))
+    assert [c.count for c in chunks] == [
+        _first_line_of_second_chunk(log_bytes(lib_store)),
+        n - _first_line_of_second_chunk(log_bytes(lib_store)),
+    ]
+    assert audit(lib_store).intact
+    # A checkpoint over the same size but another root must fail the combined-root path.
+    from evidence.checkpoint import Checkpoint, sign_checkpoint
+
+    bad = sign_checkpoint(
+        Checkpoint(lib_store.origin, n, b"\x00" * 32), lib_store.origin, lib_store.key.private
+    )
+    lib_store.checkpoint_path.write_bytes(bad)
+    report = audit(lib_store)
+    assert not report.intact and "root does not match" in (report.reason or "")
