@@ -46,14 +46,41 @@ def entry_statement(store: EvidenceStore, seq: int) -> dict[str, Any]:
     line = store.line(seq)
     entry = store.entry(seq)  # TamperDetected if the line is not a valid entry
     subjects: list[dict[str, Any]] = [s.model_dump() for s in entry.subject]
-    subjects.append(
-        {
-            "name": f"oms-evidence/{store.repo_id}/{seq}",
-            "digest": {"sha256": hashlib.sha256(line).hexdigest()},
+    this_entry = {
+        "uri": f"oms-evidence/{store.repo_id}/{seq}",
+        "digest": {"sha256": hashlib.sha256(line).hexdigest()},
+    }
+    if entry.kind == "result" and "vsa" in entry.data and subjects:
+        # The subject is the verified commit alone; the entry is the attestation input.
+        d = entry.data
+        predicate = {
+            **d["vsa"],
+            "inputAttestations": [this_entry],
+            "oms": {
+                "decision": d.get("decision"),
+                "reasons": d.get("reasons", []),
+                "base": d.get("base"),
+                "plan_digest": d.get("plan_digest"),
+                "profile_digest": d.get("profile_digest"),
+                "scanners": d.get("scanners", []),
+                "checks": [
+                    {
+                        k: c.get(k)
+                        for k in (
+                            "name",
+                            "exit_code",
+                            "timed_out",
+                            "duration_ms",
+                            "stdout_blob",
+                            "stderr_blob",
+                        )
+                    }
+                    for c in d.get("checks", [])
+                ],
+            },
         }
-    )
-    if entry.kind == "result" and "vsa" in entry.data:
-        return dsse.statement(subjects, SLSA_VSA, entry.data["vsa"])
+        return dsse.statement(subjects, SLSA_VSA, predicate)
+    subjects.append({"name": this_entry["uri"], "digest": this_entry["digest"]})
     predicate = {"entry": entry.model_dump(mode="json"), "log": store.origin}
     return dsse.statement(subjects, ENTRY_PREDICATE, predicate)
 

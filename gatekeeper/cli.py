@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from . import doctor as doctor_mod
-from . import records, sandboxing
+from . import records, result_gate, sandboxing, scanning
 from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE
 from .output import Outcome, command, emit_error
 from .text import sanitize
@@ -165,6 +165,57 @@ def sandbox_run(repo: Path, timeout: int | None, cmd: tuple[str, ...]) -> Outcom
     lines.append(f"[oms sandbox: {status} in {data['duration_s']} s]")
     code = 0 if data["exit_code"] == 0 and not data["timed_out"] else EXIT_FAILED
     return Outcome(data, code=code, lines=lines)
+
+
+@cli.command("scan")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--diff", "diff", metavar="BASE..HEAD", help="Scan what a commit range adds.")
+@click.option("--stdin", "use_stdin", is_flag=True, help="Scan standard input.")
+@click.option("--sarif", type=click.Path(dir_okay=False, path_type=Path), help="Write SARIF 2.1.0.")
+@REPO_OPTION
+@command
+def scan_cmd(
+    paths: tuple[Path, ...], diff: str | None, use_stdin: bool, sarif: Path | None, repo: Path
+) -> Outcome:
+    """Secrets in PATHs, a commit range or stdin, from Gitleaks and detect-secrets (exit 3)."""
+    text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if use_stdin else None
+    data, code = scanning.scan(repo, list(paths), diff, text, sarif)
+    lines = [
+        f"{f['file']}:{f['line']}: {f['rule']} ({f['scanner']}) {f['preview']}"
+        + (" [allowed]" if f["allowed"] else "")
+        for f in data["findings"]
+    ]
+    lines.append(f"{data['blocking']} finding(s) not allowed by policy")
+    return Outcome(data, code=code, lines=[sanitize(x) for x in lines])
+
+
+@cli.command("process-result")
+@REPO_OPTION
+@click.option("--candidate", required=True, help="The agent's commit (any ref).")
+@click.option("--base", help="The trusted base (default: merge-base with the default branch).")
+@click.option("--ticket", help="Ticket id, recorded in evidence.")
+@click.option("--attempt", type=click.IntRange(min=1), help="Attempt number, recorded.")
+@click.option("--deliver-branch", help="On READY_FOR_HUMAN: create or fast-forward this branch.")
+@click.option("--push", "push_remote", help="With --deliver-branch: push it (never forced).")
+@click.option("--draft-pr", is_flag=True, help="With --deliver-branch: open a draft PR via gh.")
+@command
+def process_result_cmd(
+    repo: Path,
+    candidate: str,
+    base: str | None,
+    ticket: str | None,
+    attempt: int | None,
+    deliver_branch: str | None,
+    push_remote: str | None,
+    draft_pr: bool,
+) -> Outcome:
+    """The result gate: frozen plan from the base, sandboxed checks, both scanners, evidence."""
+    v = result_gate.process_result(
+        repo, candidate, base, ticket, attempt, deliver_branch, push_remote, draft_pr
+    )
+    lines = [f"{v.decision}: {v.commit[:12]} (base {v.base[:12]}), evidence seq {v.evidence_seq}"]
+    lines += [f"  - {sanitize(r)}" for r in v.reasons]
+    return Outcome(v.to_json(), code=v.exit_code, lines=lines)
 
 
 @cli.group()

@@ -36,10 +36,13 @@ def emit_json(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def emit_error(as_json: bool, code: int, kind: str, message: str) -> None:
+def emit_error(
+    as_json: bool, code: int, kind: str, message: str, data: dict[str, Any] | None = None
+) -> None:
     message = sanitize(message.splitlines()[0] if message else kind)
     if as_json:
-        emit_json({"ok": False, "oms_exit_code": code, "error": {"kind": kind, "message": message}})
+        emit_json({"ok": False, "oms_exit_code": code, **(data or {}),
+                   "error": {"kind": kind, "message": message}})  # fmt: skip
     else:
         click.echo(f"oms: {kind}: {message}", err=True)
 
@@ -64,7 +67,9 @@ def command(fn: Callable[P, Outcome]) -> Callable[P, None]:
             else:
                 code, kind = known
                 msg = str(exc)
-            emit_error(as_json, code, kind, msg)
+            # A refusal that was recorded carries its data (e.g. the evidence seq).
+            data = getattr(exc, "data", None)
+            emit_error(as_json, code, kind, msg, data if isinstance(data, dict) else None)
             sys.exit(code)
         if as_json:
             # `exit_code` is left to the data (e.g. a sandboxed command's own exit code).

@@ -1,0 +1,256 @@
+"""The protected result gate: `oms process-result`.
+
+An agent-written commit becomes READY_FOR_HUMAN only here, and only if: the
+policy and plan come from the trusted base (never the candidate); no protected
+path changed; neither scanner found anything the base policy does not allow by
+fingerprint; and every check of the plan, run in the sandbox on a scratch copy
+of the exact candidate tree, exited 0 within its time-out. It never merges.
+Every decision, including "unavailable", is recorded as a signed evidence entry.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evidence import Draft, EvidenceStore, state_root
+from policy import LoadedPolicy
+from sandbox import RunResult
+
+from . import sandboxing
+from .change import added_items, read_change
+from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, Unavailable, UsageError
+from .git import Repo, git, open_repo, read_policy_at, resolve_commit
+from .protected import protected_changes
+from .scan import Finding, ScanItem, ScannerInfo
+from .scan.detect_secrets import DetectSecrets
+from .scan.gitleaks import Gitleaks
+
+READY = "READY_FOR_HUMAN"
+FAILED = "FAILED"
+BLOCKED = "BLOCKED"
+UNAVAILABLE = "UNAVAILABLE"
+MAX_LISTED = 200  # findings/reasons listed in the entry; the full list goes in a blob
+
+
+class GateUnavailable(Unavailable):
+    """Unavailable after the refusal was recorded; carries the JSON to show."""
+
+    def __init__(self, message: str, data: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.data = data
+
+
+@dataclass
+class Verdict:
+    decision: str
+    reasons: list[str]
+    commit: str
+    base: str
+    evidence_seq: int
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    protected: list[dict[str, str]] = field(default_factory=list)
+    delivered: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return {READY: EXIT_OK, FAILED: EXIT_FAILED}.get(self.decision, EXIT_BLOCKED)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "reasons": self.reasons,
+            "commit": self.commit,
+            "base": self.base,
+            "evidence_seq": self.evidence_seq,
+            "checks": self.checks,
+            "findings": self.findings,
+            "protected_changes": self.protected,
+            "delivered": self.delivered,
+        }
+
+
+def default_base(repo: Path, candidate: str) -> str:
+    """Merge-base of the candidate with the repository's default branch."""
+    for ref in ("refs/remotes/origin/HEAD", "refs/heads/main", "refs/heads/master"):
+        try:
+            target = resolve_commit(repo, ref)
+        except UsageError:
+            continue
+        out = git(repo, "merge-base", target, candidate, check=False).strip()
+        if out:
+            return out.decode("ascii")
+    raise UsageError("no default branch (origin/HEAD, main or master) to take the base from; "
+                     "pass --base REF")  # fmt: skip
+
+
+def scan_both(
+    items: list[ScanItem], loaded: LoadedPolicy
+) -> tuple[list[Finding], list[ScannerInfo]]:
+    """Gitleaks (a subprocess, in a thread) and detect-secrets (here) at the same time.
+
+    Either failing makes the whole scan fail: one scanner's silence is not "clean".
+    """
+    sp = loaded.policy.scanners
+    gl = Gitleaks(sp.gitleaks_sha256, sp.timeout_s)
+    box: dict[str, Any] = {}
+
+    def run_gitleaks() -> None:
+        try:
+            box["findings"] = gl.scan(items)
+        except BaseException as exc:  # re-raised below, in this thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run_gitleaks, name="oms-gitleaks", daemon=True)
+    thread.start()
+    ds = DetectSecrets()
+    try:
+        ds_findings = ds.scan(items)
+    finally:
+        thread.join()
+    if "error" in box:
+        raise box["error"]
+    return [*box["findings"], *ds_findings], [gl.info, ds.info]
+
+
+def _check_json(name: str, r: RunResult, store: EvidenceStore) -> dict[str, Any]:
+    return {
+        "name": name,
+        "exit_code": r.exit_code,
+        "timed_out": r.timed_out,
+        "signal": r.signal,
+        "duration_ms": int(r.duration_s * 1000),
+        "stdout_bytes": r.stdout.total,
+        "stderr_bytes": r.stderr.total,
+        "stdout_blob": store.blobs.put(r.stdout.kept),
+        "stderr_blob": store.blobs.put(r.stderr.kept),
+        "stdout_tail": r.stdout.display()[-2000:],
+        "stderr_tail": r.stderr.display()[-2000:],
+    }
+
+
+def _vsa(repo: Repo, sha: str, decision: str, loaded: LoadedPolicy, base: str) -> dict[str, Any]:
+    """A SLSA verification summary (v1) predicate for the verdict."""
+    return {
+        "verifier": {"id": "https://oms.local/process-result"},
+        "timeVerified": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "resourceUri": f"git+file://{repo.top}@{sha}",
+        "policy": {
+            "uri": f"git+file://{repo.top}@{base}#oms.toml",
+            "digest": {"sha256": loaded.digest.removeprefix("sha256:")},
+        },
+        "verificationResult": "PASSED" if decision == READY else "FAILED",
+        "verifiedLevels": [],
+    }
+
+
+def process_result(
+    repo_dir: Path,
+    candidate_ref: str,
+    base_ref: str | None = None,
+    ticket: str | None = None,
+    attempt: int | None = None,
+    deliver_branch: str | None = None,
+    push_remote: str | None = None,
+    draft_pr: bool = False,
+) -> Verdict:
+    repo = open_repo(repo_dir)
+    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
+    candidate = resolve_commit(repo.top, candidate_ref)
+    base = resolve_commit(repo.top, base_ref) if base_ref else default_base(repo.top, candidate)
+    tree = git(repo.top, "rev-parse", f"{candidate}^{{tree}}").decode().strip()
+    loaded = read_policy_at(repo.top, base)  # from the base, never the candidate
+    policy = loaded.policy
+    subject = [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": candidate}}]
+    record: dict[str, Any] = {
+        "repo_id": repo.repo_id,
+        "base": base,
+        "candidate": candidate,
+        "tree": tree,
+        "policy_digest": loaded.digest,
+        "plan_digest": loaded.plan_digest,
+        "ticket": ticket,
+        "attempt": attempt,
+    }
+    start = store.append(Draft(kind="result.start", subject=subject, data=record,
+                               policy=loaded.digest))  # fmt: skip
+    record["start_seq"] = start.seq
+    reasons: list[str] = []
+    verdict_checks: list[dict[str, Any]] = []
+    findings_json: list[dict[str, Any]] = []
+
+    def finish(decision: str, extra_blobs: list[str] | None = None) -> Verdict:
+        data = {**record, "decision": decision, "reasons": reasons[:MAX_LISTED],
+                "checks": verdict_checks, "findings": findings_json[:MAX_LISTED],
+                "vsa": _vsa(repo, candidate, decision, loaded, base)}  # fmt: skip
+        blobs = [c["stdout_blob"] for c in verdict_checks] + [
+            c["stderr_blob"] for c in verdict_checks
+        ]
+        entry = store.append(Draft(kind="result", subject=subject, data=data,
+                                   blobs=sorted(set(blobs + (extra_blobs or []))),
+                                   policy=loaded.digest))  # fmt: skip
+        return Verdict(decision, reasons, candidate, base, entry.seq, verdict_checks,
+                       findings_json, record.get("protected", []))  # fmt: skip
+
+    def unavailable(message: str) -> GateUnavailable:
+        reasons.append(message)
+        v = finish(UNAVAILABLE)
+        return GateUnavailable(message, {**v.to_json(), "decision": UNAVAILABLE})
+
+    # 1. Protected paths.
+    change = read_change(repo.top, base, candidate)
+    hits = protected_changes(change.files, policy.protected.paths)
+    record["protected"] = hits
+    record["changed_files"] = len(change.files)
+    reasons.extend(f"protected path changed: {h['path']} ({h['status']}, {h['pattern']})"
+                   for h in hits)  # fmt: skip
+    # 2. Scanners over everything the change adds, once each.
+    items = added_items(repo.top, change)
+    try:
+        findings, infos = scan_both(items, loaded)
+    except Unavailable as exc:
+        raise unavailable(str(exc)) from None
+    record["scanners"] = [{"name": i.name, "version": i.version, "digest": i.digest} for i in infos]
+    allowed = set(policy.scanners.allow_fingerprints)
+    for f in findings:
+        ok = f.fingerprint in allowed
+        findings_json.append({**f.to_json(), "allowed": ok})
+        if not ok:
+            reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")
+    if reasons:
+        reasons.append("checks not run: the candidate is blocked")
+        return finish(BLOCKED)
+    if not policy.checks:
+        reasons.append("the base policy has no verification plan ([[checks]] in oms.toml)")
+        return finish(BLOCKED)
+    # 3. The plan from the base, in the sandbox, on the exact candidate tree.
+    try:
+        profile = sandboxing.profile_for(repo, loaded)
+        record["profile_digest"] = profile.digest
+        bw = sandboxing.ready(repo, profile)
+    except Unavailable as exc:
+        raise unavailable(str(exc)) from None
+    for check in policy.checks:
+        prof = sandboxing.profile_for(repo, loaded, timeout_s=check.timeout_s)
+        try:
+            r = sandboxing.run_in_scratch(repo, candidate, prof, bw, check.cmd)
+        except Unavailable as exc:
+            raise unavailable(str(exc)) from None
+        verdict_checks.append(_check_json(check.name, r, store))
+        if r.timed_out:
+            reasons.append(f"check {check.name} timed out after {check.timeout_s} s")
+        elif r.exit_code != 0:
+            reasons.append(f"check {check.name} exited {r.exit_code}")
+    if reasons:
+        return finish(FAILED)
+    verdict = finish(READY)
+    if deliver_branch or push_remote or draft_pr:
+        from .deliver import deliver
+
+        verdict.delivered = deliver(repo, candidate, deliver_branch, push_remote, draft_pr)
+    return verdict

@@ -1,0 +1,5 @@
+"""Secret scanners: an interface, one module per scanner, report formats apart."""
+
+from .interface import Finding, ScanItem, Scanner, ScannerInfo, ScannerUnavailable, fingerprint
+
+__all__ = ["Finding", "ScanItem", "Scanner", "ScannerInfo", "ScannerUnavailable", "fingerprint"]
