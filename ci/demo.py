@@ -7,9 +7,12 @@ and what it answered; the demo exits non-zero if any step answers other than exp
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import secrets
 import shlex
+import string
 import subprocess
 import sys
 import tempfile
@@ -28,7 +31,9 @@ class Demo:
     def sh(self, *argv: str, cwd: Path | None = None) -> None:
         subprocess.run(argv, cwd=cwd or self.repo, check=True, env=self.env, capture_output=True)
 
-    def oms(self, *args: str, expect: int = 0, show: bool = True) -> dict[str, object]:
+    def oms(
+        self, *args: str, expect: int = 0, show: bool = True, keys: tuple[str, ...] = ()
+    ) -> dict[str, object]:
         argv = [*args, "--json"]
         print(f"\n$ oms {shlex.join(argv)}")
         proc = subprocess.run(
@@ -36,7 +41,8 @@ class Demo:
         )
         out = json.loads(proc.stdout) if proc.stdout.strip() else {}
         if show:
-            text = json.dumps(out, indent=2)
+            shown = {k: out.get(k) for k in keys} if keys else out
+            text = json.dumps(shown, indent=2)
             print(text if len(text) < 1800 else text[:1800] + "\n  …")
         mark = "ok" if proc.returncode == expect else "UNEXPECTED"
         print(f"  -> exit {proc.returncode} (expected {expect}) {mark}")
@@ -49,31 +55,95 @@ class Demo:
         print(f"\n=== {text} ===")
 
 
+POLICY = """version = 1
+
+[[checks]]
+name = "unit"
+cmd = ["/usr/bin/python3", "-m", "unittest", "-q"]
+timeout_s = 60
+"""
+TESTS = """import unittest
+
+from calc import add
+
+
+class TestCalc(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+"""
+
+
+VERDICT = ("decision", "reasons", "commit", "evidence_seq")
+
+
+def fake_cloud_key() -> str:
+    # Built at run time so that no scanner finds a key in this file.
+    return "AKIA" + "".join(secrets.choice(string.ascii_uppercase + "234567") for _ in range(16))
+
+
 def make_sample_repo(d: Demo) -> None:
     d.repo.mkdir()
     d.sh("git", "init", "-q", "-b", "main")
     d.sh("git", "config", "user.email", "demo@example.invalid")
     d.sh("git", "config", "user.name", "oms demo")
     d.sh("git", "config", "commit.gpgsign", "false")
+    (d.repo / "oms.toml").write_text(POLICY)
     (d.repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    (d.repo / "test_calc.py").write_text(
-        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
-    )
+    (d.repo / "test_calc.py").write_text(TESTS)
     d.sh("git", "add", "-A")
     d.sh("git", "commit", "-q", "-m", "sample project")
+
+
+def candidate(d: Demo, branch: str, files: dict[str, str], message: str) -> None:
+    """An agent-like commit on its own branch from main."""
+    d.sh("git", "checkout", "-q", "-b", branch, "main")
+    for name, text in files.items():
+        (d.repo / name).write_text(text)
+    d.sh("git", "add", "-A")
+    d.sh("git", "commit", "-q", "-m", message)
+    d.sh("git", "checkout", "-q", "main")
+
+
+def result_gate_demo(d: Demo) -> int:
+    d.title("3. four agent-like candidates through the result gate (policy from main)")
+    mul = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+    candidate(d, "agent/passes", {"calc.py": mul}, "add mul")
+    key = fake_cloud_key()
+    candidate(d, "agent/leaks-key", {"settings.py": f'AWS_KEY = "{key}"\n'}, "add settings")
+    weak = POLICY.replace('["/usr/bin/python3", "-m", "unittest", "-q"]', '["true"]')
+    candidate(d, "agent/edits-policy", {"oms.toml": weak}, "speed up CI")
+    candidate(d, "agent/breaks-test", {"calc.py": "def add(a, b):\n    return a - b\n"}, "refactor")
+
+    def gate(branch: str, expect: int) -> dict[str, object]:
+        args = ("process-result", "--candidate", branch, "--base", "main")
+        return d.oms(*args, expect=expect, keys=VERDICT)
+
+    ready = gate("agent/passes", 0)
+    gate("agent/leaks-key", 3)
+    gate("agent/edits-policy", 3)
+    gate("agent/breaks-test", 1)
+    seq = ready.get("evidence_seq")
+    return seq if isinstance(seq, int) else -1
 
 
 def evidence_demo(d: Demo) -> None:
     d.title("1. initialise oms for the repository (state root, key, log, checkpoint)")
     init = d.oms("init")
+    d.oms("doctor", show=False)
     d.title("2. append human notes to the evidence log")
     d.oms("evidence", "note", "-m", "started reviewing the agent's work")
     (d.work / "review.txt").write_text("looked at calc.py; fine\n")
     d.oms("evidence", "note", "-m", "review notes attached", "--attach", str(d.work / "review.txt"))
-    d.title("3. audit: chain, Merkle root, signed checkpoint and witness")
+    ready_seq = result_gate_demo(d)
+    d.title("4. audit: chain, Merkle root, signed checkpoint and witness")
     d.oms("evidence", "audit")
     d.oms("evidence", "prove", "1", show=False)
-    d.title("4. flip one byte of the log and audit again: the tampering is caught")
+    d.title("5. the passing verdict as a DSSE envelope (in-toto Statement, SLSA VSA)")
+    env = d.oms("evidence", "export", str(ready_seq), "--dsse", show=False).get("envelope", {})
+    if isinstance(env, dict) and "payload" in env:
+        statement = json.loads(base64.b64decode(env["payload"]))
+        print(json.dumps({"payloadType": env["payloadType"], "statement": statement}, indent=2))
+    d.title("6. flip one byte of the log and audit again: the tampering is caught")
     log = Path(d.env["OMS_HOME"]) / "repos" / str(init["repo_id"]) / "evidence" / "log.jsonl"
     data = bytearray(log.read_bytes())
     where = data.index(b"started")
