@@ -11,6 +11,7 @@ Every decision, including "unavailable", is recorded as a signed evidence entry.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,6 +56,7 @@ class Verdict:
     findings: list[dict[str, Any]] = field(default_factory=list)
     protected: list[dict[str, str]] = field(default_factory=list)
     delivered: dict[str, Any] | None = None
+    timings_ms: dict[str, int] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -71,7 +73,21 @@ class Verdict:
             "findings": self.findings,
             "protected_changes": self.protected,
             "delivered": self.delivered,
+            "timings_ms": self.timings_ms,
         }
+
+
+class _Clock:
+    """Wall time per gate stage, for the JSON output and the benchmark."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, int] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps[stage] = self.laps.get(stage, 0) + int((now - self._t) * 1000)
+        self._t = now
 
 
 def default_base(repo: Path, candidate: str) -> str:
@@ -158,6 +174,7 @@ def process_result(
     push_remote: str | None = None,
     draft_pr: bool = False,
 ) -> Verdict:
+    clock = _Clock()
     repo = open_repo(repo_dir)
     store = EvidenceStore.open(state_root(), repo.repo_id)
     store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
@@ -166,6 +183,7 @@ def process_result(
     tree = git(repo.top, "rev-parse", f"{candidate}^{{tree}}").decode().strip()
     loaded = read_policy_at(repo.top, base)  # from the base, never the candidate
     policy = loaded.policy
+    clock.lap("resolve")
     subject = [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": candidate}}]
     record: dict[str, Any] = {
         "repo_id": repo.repo_id,
@@ -180,6 +198,7 @@ def process_result(
     start = store.append(Draft(kind="result.start", subject=subject, data=record,
                                policy=loaded.digest))  # fmt: skip
     record["start_seq"] = start.seq
+    clock.lap("evidence")
     reasons: list[str] = []
     verdict_checks: list[dict[str, Any]] = []
     findings_json: list[dict[str, Any]] = []
@@ -194,8 +213,10 @@ def process_result(
         entry = store.append(Draft(kind="result", subject=subject, data=data,
                                    blobs=sorted(set(blobs + (extra_blobs or []))),
                                    policy=loaded.digest))  # fmt: skip
+        clock.lap("evidence")
         return Verdict(decision, reasons, candidate, base, entry.seq, verdict_checks,
-                       findings_json, record.get("protected", []))  # fmt: skip
+                       findings_json, record.get("protected", []),
+                       timings_ms=clock.laps)  # fmt: skip
 
     def unavailable(message: str) -> GateUnavailable:
         reasons.append(message)
@@ -207,14 +228,17 @@ def process_result(
     hits = protected_changes(change.files, policy.protected.paths)
     record["protected"] = hits
     record["changed_files"] = len(change.files)
+    clock.lap("protected")
     reasons.extend(f"protected path changed: {h['path']} ({h['status']}, {h['pattern']})"
                    for h in hits)  # fmt: skip
     # 2. Scanners over everything the change adds, once each.
     items = added_items(repo.top, change)
+    clock.lap("read_change")
     try:
         findings, infos = scan_both(items, loaded)
     except Unavailable as exc:
         raise unavailable(str(exc)) from None
+    clock.lap("scan")
     record["scanners"] = [{"name": i.name, "version": i.version, "digest": i.digest} for i in infos]
     allowed = set(policy.scanners.allow_fingerprints)
     for f in findings:
@@ -235,6 +259,7 @@ def process_result(
         bw = sandboxing.ready(repo, profile)
     except Unavailable as exc:
         raise unavailable(str(exc)) from None
+    clock.lap("probe")
     for check in policy.checks:
         prof = sandboxing.profile_for(repo, loaded, timeout_s=check.timeout_s)
         try:
@@ -246,6 +271,7 @@ def process_result(
             reasons.append(f"check {check.name} timed out after {check.timeout_s} s")
         elif r.exit_code != 0:
             reasons.append(f"check {check.name} exited {r.exit_code}")
+    clock.lap("checks")
     if reasons:
         return finish(FAILED)
     verdict = finish(READY)
