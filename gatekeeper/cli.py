@@ -10,9 +10,10 @@ import click
 
 from . import doctor as doctor_mod
 from . import records, result_gate, sandboxing, scanning
-from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE
+from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE, UsageError
 from .output import Outcome, command, emit_error
 from .text import sanitize
+from .transfer import gate as transfer_gate
 
 REPO_OPTION = click.option(
     "--repo",
@@ -216,6 +217,91 @@ def process_result_cmd(
     lines = [f"{v.decision}: {v.commit[:12]} (base {v.base[:12]}), evidence seq {v.evidence_seq}"]
     lines += [f"  - {sanitize(r)}" for r in v.reasons]
     return Outcome(v.to_json(), code=v.exit_code, lines=lines)
+
+
+@cli.group()
+def transfer() -> None:
+    """The data boundary: preview, approve, release, show, list."""
+
+
+@transfer.command("preview")
+@REPO_OPTION
+@click.option("--to", "to", required=True, metavar="PROVIDER:MODEL", help="The destination.")
+@click.option("--purpose", required=True, help="Why the context leaves (sent too).")
+@click.option(
+    "--context", type=click.Choice(["repo", "diff", "paths", "none"]), default="none",
+    show_default=True,
+)  # fmt: skip
+@click.option("--path", "paths", multiple=True, help="With --context paths: a file or folder.")
+@click.option("--base", help="With --context diff: the base (default: the default branch).")
+@click.option("--kind", type=click.Choice(["cli", "api", "browser"]), default="api",
+              show_default=True, help="How the destination is reached.")  # fmt: skip
+@click.option("--redact", is_flag=True, help="Replace lines with findings instead of blocking.")
+@command
+def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tuple[str, ...],
+                     base: str | None, kind: str, redact: bool) -> Outcome:  # fmt: skip
+    """Build, scan, sign and record a transfer manifest, and print its approval packet."""
+    data = transfer_gate.preview(repo, to, purpose, context, list(paths), base, redact, kind)
+    lines = [
+        *data["approval_packet"]["summary"],
+        "",
+        data["approval_packet"]["copyable_text_block"],
+    ]
+    return Outcome(data, code=EXIT_BLOCKED if data["status"] == "blocked" else 0, lines=lines)
+
+
+@transfer.command("approve")
+@click.argument("digest")
+@click.option("--code", required=True, help="The code from the approval packet.")
+@REPO_OPTION
+@command
+def transfer_approve(digest: str, code: str, repo: Path) -> Outcome:
+    """Approve one manifest: a human at the controlling terminal, or an autopilot rule."""
+    data = transfer_gate.approve(repo, digest, code)
+    return Outcome(data, lines=[f"approved by {data['approver']['name']} until {data['expires']}"])
+
+
+@transfer.command("release")
+@click.argument("digest")
+@click.option("--out", default="-", show_default=True, help="FILE, or - for standard output.")
+@REPO_OPTION
+@command
+def transfer_release(digest: str, out: str, repo: Path) -> Outcome:
+    """Write the approved payload, once, if nothing changed since the preview."""
+    if out == "-" and "--json" in sys.argv:
+        raise UsageError("with --json, give --out FILE (stdout carries the JSON)")
+    data, payload = transfer_gate.release(repo, digest, out)
+    if out == "-":
+        sys.stdout.buffer.write(payload)
+        sys.stdout.flush()
+        return Outcome(data, lines=[])
+    try:
+        with open(out, "xb") as f:
+            f.write(payload)
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    return Outcome(data, lines=[f"released {data['payload_bytes']} bytes to {out}"])
+
+
+@transfer.command("show")
+@click.argument("digest")
+@REPO_OPTION
+@command
+def transfer_show(digest: str, repo: Path) -> Outcome:
+    """A manifest, its packet and its state."""
+    data = transfer_gate.show(repo, digest)
+    return Outcome(data, lines=[f"{data['status']}: {digest}", *data["approval_packet"]["summary"]])
+
+
+@transfer.command("list")
+@REPO_OPTION
+@command
+def transfer_list(repo: Path) -> Outcome:
+    """Every manifest of this repository and its state."""
+    data = transfer_gate.list_transfers(repo)
+    lines = [f"{r['status']:<10} {r['digest']} {r['destination']} {r['bytes']} bytes"
+             for r in data["transfers"]]  # fmt: skip
+    return Outcome(data, lines=lines or ["no transfers"])
 
 
 @cli.group()

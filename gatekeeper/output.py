@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ParamSpec
 
 import click
@@ -28,7 +28,7 @@ P = ParamSpec("P")
 class Outcome:
     data: dict[str, Any]
     code: int = 0
-    lines: list[str] = field(default_factory=list)
+    lines: list[str] | None = None  # None: print the data as JSON; []: print nothing
 
 
 def emit_json(obj: dict[str, Any]) -> None:
@@ -75,7 +75,10 @@ def command(fn: Callable[P, Outcome]) -> Callable[P, None]:
             # `exit_code` is left to the data (e.g. a sandboxed command's own exit code).
             emit_json({"ok": outcome.code == 0, "oms_exit_code": outcome.code, **outcome.data})
         else:
-            for line in outcome.lines or [json.dumps(outcome.data, indent=2, ensure_ascii=False)]:
+            lines = outcome.lines
+            if lines is None:
+                lines = [json.dumps(outcome.data, indent=2, ensure_ascii=False)]
+            for line in lines:
                 click.echo(line)
         sys.exit(outcome.code)
 

@@ -28,6 +28,13 @@ LEAKS_EXIT = 42
 CONFIG = (
     b"# oms: the default Gitleaks rules, nothing allowed beyond them\n[extend]\nuseDefault = true\n"
 )
+# Gitleaks sniffs the first bytes it reads for a binary file type and, on a match
+# (%PDF, {\rtf, MZ, ELF, "ustar" at offset 257, "CD001" at offset 32769...), skips its
+# whole input with exit 0: one candidate file starting with "%PDF" would hide every
+# other file from it. A fixed text header, starting with a newline and longer than the
+# deepest offset any of those tests reads, makes the sniffed bytes always ours.
+HEADER = b"\n" + b"#" * 40_000 + b"\n"
+HEADER_LINES = HEADER.count(b"\n")
 
 
 def locate() -> str:
@@ -122,7 +129,7 @@ class Gitleaks:
                 parts.append(text.replace("\n", " "))
         if not parts:
             return []
-        stream = ("\n".join(parts) + "\n").encode("utf-8", "surrogateescape")
+        stream = HEADER + _encode("\n".join(parts) + "\n")
         fd = self._open_verified()
         try:
             with tempfile.TemporaryDirectory(prefix="oms-gitleaks-") as work:
@@ -150,7 +157,7 @@ class Gitleaks:
             raise ScannerUnavailable("gitleaks report does not match its exit code")
         findings = []
         for r in report:
-            line = int(r.get("StartLine", 0))
+            line = int(r.get("StartLine", 0)) - HEADER_LINES
             path, number = where[line - 1] if 0 < line <= len(where) else ("<stream>", line)
             secret = str(r.get("Secret") or r.get("Match") or "")
             findings.append(
@@ -161,6 +168,15 @@ class Gitleaks:
                     number,
                     fingerprint(secret),
                     redact(secret),
+                    end_line=number + max(0, int(r.get("EndLine", line)) - line),
                 )
             )
         return findings
+
+
+def _encode(text: str) -> bytes:
+    """Bytes as read (surrogateescape); a lone surrogate from elsewhere must not crash the gate."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")

@@ -41,6 +41,7 @@ class Finding:
     fingerprint: str
     preview: str
     allowed: bool = field(default=False, compare=False)
+    end_line: int | None = field(default=None, compare=False)  # last line of a multi-line secret
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)

@@ -1,0 +1,1 @@
+"""The transfer gate: signed manifests, approval packets, single-use approvals."""

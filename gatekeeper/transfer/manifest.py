@@ -1,0 +1,97 @@
+"""The transfer manifest: exactly which bytes go where and why. Versioned; unknown keys rejected.
+
+The manifest digest is SHA-256 over its RFC 8785 canonical JSON; the manifest is
+signed as a DSSE envelope and recorded in evidence; approvals name that digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Literal
+
+import rfc8785
+from pydantic import BaseModel, ConfigDict, Field
+
+PAYLOAD_TYPE = "application/vnd.oms.transfer-manifest+json"
+
+Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Context = Literal["repo", "diff", "paths", "none"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Visibility(_M):
+    state: Literal["dirty", "unpushed", "clean-pushed", "no-upstream"]
+    upstream: str | None = None
+
+
+class Destination(_M):
+    provider: Annotated[str, Field(min_length=1, max_length=64)]
+    model: Annotated[str, Field(min_length=1, max_length=128)]
+    kind: Literal["cli", "api", "browser"] = "api"
+
+
+class Item(_M):
+    path: str
+    bytes: int
+    sha256: Hex64
+    mode: Literal["full", "diff", "redacted"]
+
+
+class Excluded(_M):
+    path: str
+    reason: str
+
+
+class FindingRef(_M):
+    scanner: str
+    rule: str
+    file: str
+    line: int
+    fingerprint: Hex64
+
+
+class Redaction(_M):
+    rule: str
+    path: str
+    line: int
+
+
+class Totals(_M):
+    items: int
+    bytes: int
+    excluded: int
+    findings: int
+    redactions: int
+
+
+class Manifest(_M):
+    version: Literal[1] = 1
+    repo_id: str
+    head: str
+    branch: str | None
+    visibility: Visibility
+    destination: Destination
+    purpose: Annotated[str, Field(max_length=4000)]
+    context: Context
+    base: str | None = None
+    items: list[Item]
+    excluded: list[Excluded]
+    findings: list[FindingRef]
+    redactions: list[Redaction]
+    totals: Totals
+    blocked: bool
+    block_reasons: list[str]
+    autopilot_rule: str | None
+    policy_digest: str
+    created: str
+    expires: str
+    nonce: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+
+    def canonical(self) -> bytes:
+        return bytes(rfc8785.dumps(self.model_dump(mode="json")))
+
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(self.canonical()).hexdigest()
