@@ -61,6 +61,13 @@ POLICY = """version = 1
 name = "unit"
 cmd = ["/usr/bin/python3", "-m", "unittest", "-q"]
 timeout_s = 60
+
+[[transfer.autopilot]]
+name = "small-docs"
+destinations = ["anthropic:claude-sonnet"]
+max_bytes = 65536
+context = ["paths"]
+require_clean_pushed = true
 """
 TESTS = """import unittest
 
@@ -92,6 +99,11 @@ def make_sample_repo(d: Demo) -> None:
     (d.repo / "test_calc.py").write_text(TESTS)
     d.sh("git", "add", "-A")
     d.sh("git", "commit", "-q", "-m", "sample project")
+    # A local bare repository as origin, so the demo can show a clean-pushed state.
+    origin = d.work / "origin.git"
+    d.sh("git", "init", "-q", "--bare", str(origin))
+    d.sh("git", "remote", "add", "origin", str(origin))
+    d.sh("git", "push", "-q", "-u", "origin", "main")
 
 
 def candidate(d: Demo, branch: str, files: dict[str, str], message: str) -> None:
@@ -126,6 +138,42 @@ def result_gate_demo(d: Demo) -> int:
     return seq if isinstance(seq, int) else -1
 
 
+def transfer_demo(d: Demo) -> None:
+    d.title("4. the data boundary: what would leave for a model provider, and only that")
+    notes = d.repo / "notes"
+    notes.mkdir()
+    key = fake_cloud_key()
+    (notes / "setup.md").write_text(f"# Setup\n\nDeploy with the usual script.\nkey: {key}\n")
+    d.sh("git", "add", "-A")
+    d.sh("git", "commit", "-q", "-m", "setup notes")
+    d.sh("git", "push", "-q", "origin", "main")
+    ask = ("transfer", "preview", "--to", "anthropic:claude-sonnet", "--purpose",
+           "summarise the setup notes", "--context", "paths", "--path", "notes")  # fmt: skip
+    packet_keys = ("status", "digest", "approval_packet")
+    d.oms(*ask, expect=3, keys=packet_keys)
+    print("  (blocked: the notes hold a key; preview again with --redact)")
+    out = d.oms(*ask, "--redact", keys=packet_keys)
+    block = out.get("approval_packet", {})
+    command = block.get("copyable_text_block", "") if isinstance(block, dict) else ""
+    words = str(command).split()
+    if len(words) != 6:
+        d.failures += 1
+        print("  no approval command in the packet")
+        return
+    digest, code = words[3], words[5]
+    d.oms("transfer", "approve", digest, "--code", code, keys=("approver", "expires"))
+    payload = d.work / "payload.out"
+    d.oms("transfer", "release", digest, "--out", str(payload), keys=("status", "payload_bytes"))
+    body = payload.read_text()
+    leaked = key in body
+    print(f"  payload: {len(body)} bytes; the key is {'PRESENT' if leaked else 'not'} in it")
+    if leaked:
+        d.failures += 1
+    d.oms("transfer", "release", digest, "--out", str(d.work / "again.out"), expect=3,
+          keys=("error",))  # fmt: skip
+    print("  (a second release of the same approval is refused)")
+
+
 def evidence_demo(d: Demo) -> None:
     d.title("1. initialise oms for the repository (state root, key, log, checkpoint)")
     init = d.oms("init")
@@ -135,15 +183,16 @@ def evidence_demo(d: Demo) -> None:
     (d.work / "review.txt").write_text("looked at calc.py; fine\n")
     d.oms("evidence", "note", "-m", "review notes attached", "--attach", str(d.work / "review.txt"))
     ready_seq = result_gate_demo(d)
-    d.title("4. audit: chain, Merkle root, signed checkpoint and witness")
+    transfer_demo(d)
+    d.title("5. audit: chain, Merkle root, signed checkpoint and witness")
     d.oms("evidence", "audit")
     d.oms("evidence", "prove", "1", show=False)
-    d.title("5. the passing verdict as a DSSE envelope (in-toto Statement, SLSA VSA)")
+    d.title("6. the passing verdict as a DSSE envelope (in-toto Statement, SLSA VSA)")
     env = d.oms("evidence", "export", str(ready_seq), "--dsse", show=False).get("envelope", {})
     if isinstance(env, dict) and "payload" in env:
         statement = json.loads(base64.b64decode(env["payload"]))
         print(json.dumps({"payloadType": env["payloadType"], "statement": statement}, indent=2))
-    d.title("6. flip one byte of the log and audit again: the tampering is caught")
+    d.title("7. flip one byte of the log and audit again: the tampering is caught")
     log = Path(d.env["OMS_HOME"]) / "repos" / str(init["repo_id"]) / "evidence" / "log.jsonl"
     data = bytearray(log.read_bytes())
     where = data.index(b"started")

@@ -134,8 +134,12 @@ def _redact(sel: Selected, findings: list[Finding]) -> bytes:
 
 
 def _autopilot(tp: TransferPolicy, m: dict[str, Any]) -> str | None:
-    """The first rule that approves this manifest, if any. Never with findings."""
-    if m["findings"] or m["blocked"]:
+    """The first rule that approves this manifest, if any.
+
+    Never with a finding that would leave: a blocked manifest never qualifies, and
+    findings qualify only when every one was redacted and the re-scan was clean.
+    """
+    if m["blocked"] or (m["findings"] and not m["redactions"]):
         return None
     dest = f"{m['destination']['provider']}:{m['destination']['model']}"
     for rule in tp.autopilot:
@@ -156,7 +160,8 @@ def packet(m: Manifest, digest: str) -> dict[str, Any]:
     if m.visibility.state == "unpushed":
         risks.append("HEAD has commits not on its upstream: this code is not public yet")
     if m.redactions:
-        risks.append(f"{len(m.redactions)} line(s) redacted for secret findings")
+        lines = len({(r.path, r.line) for r in m.redactions})
+        risks.append(f"{len(m.redactions)} secret finding(s) redacted ({lines} line(s) replaced)")
     summary = [
         f"destination: {d.provider}:{d.model} ({d.kind})",
         f"purpose: {m.purpose}",
@@ -250,8 +255,6 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
         "expires": _ts(now + timedelta(seconds=tp.manifest_ttl_s)),
         "nonce": secrets.token_hex(16),
     }  # fmt: skip
-    if redact and redactions and not block_reasons:
-        fields["findings"] = []  # all redacted: nothing secret is in the payload
     fields["autopilot_rule"] = _autopilot(tp, fields)
     m = Manifest.model_validate(fields)
     digest = m.digest()
