@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from . import doctor as doctor_mod
 from . import records, result_gate, sandboxing, scanning
 from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE, UsageError
+from .git import open_repo
 from .output import Outcome, command, emit_error
 from .text import sanitize
 from .transfer import gate as transfer_gate
@@ -302,6 +305,67 @@ def transfer_list(repo: Path) -> Outcome:
     lines = [f"{r['status']:<10} {r['digest']} {r['destination']} {r['bytes']} bytes"
              for r in data["transfers"]]  # fmt: skip
     return Outcome(data, lines=lines or ["no transfers"])
+
+
+@cli.group(invoke_without_command=True)
+@REPO_OPTION
+@click.pass_context
+def mcp(ctx: click.Context, repo: Path) -> None:
+    """Serve MCP over stdio for one repository (`oms mcp`), or print client snippets."""
+    if ctx.invoked_subcommand is None:
+        from .mcp_server import serve
+
+        serve(repo)
+
+
+@mcp.command("config")
+@click.option("--client", type=click.Choice(["claude-code", "codex", "json"]), default="json",
+              show_default=True)  # fmt: skip
+@REPO_OPTION
+@command
+def mcp_config(client: str, repo: Path) -> Outcome:
+    """Registration snippets for Claude Code and Codex (installed package and source checkout)."""
+    top = str(open_repo(repo).top)
+    checkout_python = str(Path(sys.executable))
+    installed = ["oms", "mcp", "--repo", top]
+    source = [checkout_python, "-m", "gatekeeper", "mcp", "--repo", top]
+    snippets: dict[str, dict[str, Any]] = {
+        "claude-code": {
+            "installed": f"claude mcp add oms -- {shlex.join(installed)}",
+            "source_checkout": f"claude mcp add oms -- {shlex.join(source)}",
+            ".mcp.json": {"mcpServers": {"oms": {"command": "oms", "args": installed[1:]}}},
+        },
+        "codex": {
+            "installed": "[mcp_servers.oms]\n"
+            f"command = {json.dumps('oms')}\n"
+            f"args = {json.dumps(installed[1:])}\n",
+            "source_checkout": "[mcp_servers.oms]\n"
+            f"command = {json.dumps(checkout_python)}\n"
+            f"args = {json.dumps(source[1:])}\n",
+            "file": "~/.codex/config.toml",
+        },
+    }
+    chosen = snippets if client == "json" else {client: snippets[client]}
+    lines = []
+    for name, snip in chosen.items():
+        lines.append(f"# {name}")
+        for key, value in snip.items():
+            text = value if isinstance(value, str) else json.dumps(value, indent=2)
+            lines += [f"## {key}", text.rstrip("\n")]
+    return Outcome({"snippets": chosen}, lines=lines)
+
+
+@mcp.command("tools-digest")
+@REPO_OPTION
+@command
+def mcp_tools_digest(repo: Path) -> Outcome:
+    """SHA-256 of the canonical tools/list result, to pin the tool definitions."""
+    import anyio
+
+    from .mcp_server import tools_digest
+
+    digest, names = anyio.run(tools_digest, repo)
+    return Outcome({"tools_digest": digest, "tools": names}, lines=[digest])
 
 
 @cli.group()

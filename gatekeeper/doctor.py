@@ -113,6 +113,15 @@ def doctor(repo_dir: Path) -> tuple[dict[str, Any], bool]:
             }
         except EvidenceError as exc:
             report["evidence"] = {"intact": None, "error": str(exc)}
+    if repo is not None:
+        try:
+            import anyio
+
+            from .mcp_server import tools_digest
+
+            report["mcp_tools_digest"] = anyio.run(tools_digest, repo.top)[0]
+        except Exception as exc:  # informational only; never a reason to be "ready"
+            report["mcp_tools_digest"] = f"unavailable: {type(exc).__name__}"
     report["remedies"] = remedies
     ready = sandbox_ok and key_ok
     report["ready"] = ready
