@@ -90,18 +90,22 @@ class _Clock:
         self._t = now
 
 
-def default_base(repo: Path, candidate: str) -> str:
-    """Merge-base of the candidate with the repository's default branch."""
+def default_branch(repo: Path) -> str:
+    """The tip of the default branch: origin/HEAD, else main, else master."""
     for ref in ("refs/remotes/origin/HEAD", "refs/heads/main", "refs/heads/master"):
         try:
-            target = resolve_commit(repo, ref)
+            return resolve_commit(repo, ref)
         except UsageError:
             continue
-        out = git(repo, "merge-base", target, candidate, check=False).strip()
-        if out:
-            return out.decode("ascii")
-    raise UsageError("no default branch (origin/HEAD, main or master) to take the base from; "
-                     "pass --base REF")  # fmt: skip
+    raise UsageError("no default branch (origin/HEAD, main or master); pass --base REF")
+
+
+def default_base(repo: Path, candidate: str) -> str:
+    """Merge-base of the candidate with the repository's default branch."""
+    out = git(repo, "merge-base", default_branch(repo), candidate, check=False).strip()
+    if not out:
+        raise UsageError("the candidate shares no history with the default branch; pass --base")
+    return out.decode("ascii")
 
 
 def scan_both(

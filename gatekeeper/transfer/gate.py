@@ -27,7 +27,7 @@ from policy import LoadedPolicy, TransferPolicy
 
 from ..errors import Blocked, UsageError
 from ..git import Repo, git, open_repo, read_policy_at, resolve_commit
-from ..result_gate import default_base, scan_both
+from ..result_gate import default_base, default_branch, scan_both
 from ..scan import Finding, ScanItem
 from ..text import sanitize
 from .manifest import (
@@ -78,8 +78,7 @@ def _locked(store: EvidenceStore) -> Iterator[None]:
 def trusted_policy(repo: Repo) -> LoadedPolicy:
     """Transfer limits and autopilot rules come from the default branch, not the worktree
     or the current branch, which an agent could edit."""
-    head = resolve_commit(repo.top, "HEAD")
-    return read_policy_at(repo.top, default_base(repo.top, head))
+    return read_policy_at(repo.top, default_branch(repo.top))
 
 
 def visibility(repo: Repo) -> Visibility:
