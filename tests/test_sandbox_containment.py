@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_support import cli_env, make_repo
+from sandbox_support import git as _git
 
 from gatekeeper.sandboxing import sandbox_run
 from sandbox.runner import SANDBOX_HOST_UID
@@ -42,55 +44,6 @@ pytestmark = pytest.mark.skipif(
 
 
 # ---------------------------------------------------------------- fixtures ---
-
-
-def _git_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OMS_", "XDG_"))}
-    env.update(
-        HOME=str(home),
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-        GIT_TERMINAL_PROMPT="0",
-        LC_ALL="C",
-    )
-    return env
-
-
-def _git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env=_git_env(repo),
-        check=False,
-    )
-    assert proc.returncode == 0, f"git {args}: {proc.stderr}"
-    return proc.stdout
-
-
-def make_repo(
-    root: Path,
-    files: dict[str, str] | None = None,
-    symlinks: dict[str, str] | None = None,
-    sandbox_policy: dict[str, int] | None = None,
-) -> Path:
-    """A real git repository at `root` with one commit holding `files` and `symlinks`."""
-    root.mkdir(parents=True, exist_ok=True)
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "config", "user.name", "Sandbox Test")
-    _git(root, "config", "user.email", "sandbox-test@example.invalid")
-    _git(root, "config", "commit.gpgsign", "false")
-    for name, content in {"README.md": "hello\n", **(files or {})}.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(content)
-    for name, target in (symlinks or {}).items():
-        os.symlink(target, root / name)
-    if sandbox_policy:
-        body = "".join(f"{k} = {v}\n" for k, v in sandbox_policy.items())
-        (root / "oms.toml").write_text(f"version = 1\n\n[sandbox]\n{body}")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "initial")
-    return root
 
 
 @pytest.fixture
@@ -128,12 +81,6 @@ def run_sh(repo_dir: Path, script: str, timeout_s: int = 20) -> dict[str, Any]:
 
 def run_py(repo_dir: Path, code: str, timeout_s: int = 20) -> dict[str, Any]:
     return sandbox_run(repo_dir, [PY, "-c", code], timeout_s)
-
-
-def cli_env(state: dict[str, Path], **extra: str) -> dict[str, str]:
-    env = _git_env(state["home"])
-    env.update(OMS_HOME=str(state["oms_home"]), PYTHONDONTWRITEBYTECODE="1", **extra)
-    return env
 
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 60) -> dict[str, Any]:

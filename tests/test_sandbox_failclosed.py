@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_support import cli_env
+from sandbox_support import git as _git
 
 import gatekeeper.sandboxing as gs
 from gatekeeper.errors import EXIT_UNAVAILABLE, Unavailable, classify
@@ -43,29 +45,6 @@ needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="needs /usr/bin/bwrap")
 
 
 # ---------------------------------------------------------------- fixtures ---
-
-
-def _git_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OMS_", "XDG_"))}
-    env.update(
-        HOME=str(home),
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-        GIT_TERMINAL_PROMPT="0",
-        LC_ALL="C",
-    )
-    return env
-
-
-def _git(repo: Path, *args: str) -> None:
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env=_git_env(repo),
-        check=False,
-    )
-    assert proc.returncode == 0, f"git {args}: {proc.stderr}"
 
 
 def commit_policy(repo: Path, sandbox_policy: dict[str, int]) -> None:
@@ -128,12 +107,6 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     monkeypatch.setattr(gs, "copy_commit", fake_copy)
     monkeypatch.setattr(gs, "sandbox_exec", fake_exec)
     return calls
-
-
-def cli_env(state: dict[str, Path], **extra: str) -> dict[str, str]:
-    env = _git_env(state["home"])
-    env.update(OMS_HOME=str(state["oms_home"]), PYTHONDONTWRITEBYTECODE="1", **extra)
-    return env
 
 
 def run_cli_json(argv: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_support import cli_env, make_repo
 
 from gatekeeper.sandboxing import sandbox_run
 
@@ -33,44 +34,6 @@ pytestmark = pytest.mark.skipif(
 
 
 # ---------------------------------------------------------------- fixtures ---
-
-
-def _git_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OMS_", "XDG_"))}
-    env.update(
-        HOME=str(home),
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-        GIT_TERMINAL_PROMPT="0",
-        LC_ALL="C",
-    )
-    return env
-
-
-def _git(repo: Path, *args: str) -> None:
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=True,
-        env=_git_env(repo),
-        check=False,
-    )
-    assert proc.returncode == 0, f"git {args}: {proc.stderr}"
-
-
-def make_repo(root: Path, sandbox_policy: dict[str, int] | None = None) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "config", "user.name", "Sandbox Test")
-    _git(root, "config", "user.email", "sandbox-test@example.invalid")
-    _git(root, "config", "commit.gpgsign", "false")
-    (root / "README.md").write_text("hello\n")
-    if sandbox_policy:
-        body = "".join(f"{k} = {v}\n" for k, v in sandbox_policy.items())
-        (root / "oms.toml").write_text(f"version = 1\n\n[sandbox]\n{body}")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "initial")
-    return root
 
 
 @pytest.fixture
@@ -88,12 +51,6 @@ def cli_argv(repo_dir: Path, *cmd: str, timeout: int | None = None) -> list[str]
     extra = ["--timeout", str(timeout)] if timeout else []
     return [sys.executable, "-m", "gatekeeper", "sandbox", "run", "--repo", str(repo_dir),
             *extra, "--json", "--", *cmd]  # fmt: skip
-
-
-def cli_env(state: dict[str, Path]) -> dict[str, str]:
-    env = _git_env(state["home"])
-    env.update(OMS_HOME=str(state["oms_home"]), PYTHONDONTWRITEBYTECODE="1")
-    return env
 
 
 def parse_envelope(stdout: str, returncode: int) -> dict[str, Any]:
@@ -152,7 +109,7 @@ def _user_process_count(uid: int) -> int:
     reason="as a normal user RLIMIT_NPROC also counts the user's own host processes",
 )
 def test_fork_storm_hits_max_procs_and_the_run_ends(tmp_path: Path, state: Any) -> None:
-    repo_dir = make_repo(tmp_path / "repo", {"max_procs": 32, "wall_s": 20})
+    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"max_procs": 32, "wall_s": 20})
     marker = f"oms-fork-storm-{secrets.token_hex(6)}"
     code = f"""# {marker}
 import os, time
@@ -185,7 +142,7 @@ except OSError as e:
 
 
 def test_memory_hog_cannot_allocate_beyond_memory_mb(tmp_path: Path, state: Any) -> None:
-    repo_dir = make_repo(tmp_path / "repo", {"memory_mb": 256})
+    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"memory_mb": 256})
     code = """
 small = bytearray(64 << 20)
 print("small_ok")
@@ -206,7 +163,7 @@ except MemoryError:
 
 
 def test_file_larger_than_file_size_mb_cannot_be_written(tmp_path: Path, state: Any) -> None:
-    repo_dir = make_repo(tmp_path / "repo", {"file_size_mb": 5})
+    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"file_size_mb": 5})
     code = """
 import errno, os, subprocess
 chunk = b"x" * (1 << 20)
@@ -235,7 +192,7 @@ print("shell_rc", r.returncode, os.path.getsize("/workspace/big2"))
 
 
 def test_tmp_and_home_are_capped_at_tmpfs_mb(tmp_path: Path, state: Any) -> None:
-    repo_dir = make_repo(tmp_path / "repo", {"tmpfs_mb": 16, "file_size_mb": 1024})
+    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"tmpfs_mb": 16, "file_size_mb": 1024})
     code = """
 import errno, os
 chunk = b"x" * (1 << 20)
@@ -350,7 +307,7 @@ def test_background_process_does_not_outlive_the_run(
 def test_output_flood_is_counted_but_bounded_in_json_and_oms_memory(
     tmp_path: Path, state: dict[str, Path]
 ) -> None:
-    repo_dir = make_repo(tmp_path / "repo", {"wall_s": 60})
+    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"wall_s": 60})
     total = 300_000_000
     script = f"yes 0123456789abcdef | head -c {total}"
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
