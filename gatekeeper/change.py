@@ -39,7 +39,9 @@ class Change:
 
 
 def _path(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
+    # A label for reports, matching and evidence, which must be valid Unicode: a name
+    # that is not UTF-8 is shown with \xNN escapes. Contents are read by blob id.
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def read_change(repo: Path, base: str, candidate: str) -> Change:

@@ -58,7 +58,9 @@ def deliver(
         if remote.startswith("-"):
             raise UsageError(f"not a valid remote: {remote[:80]!r}")
         # No '+': a non-fast-forward is refused by git itself.
-        git(repo.top, "push", "--no-verify", "--", remote, f"{sha}:refs/heads/{branch}")
+        # oms turns every transport off for its own git calls; this one push is asked for.
+        git(repo.top, "-c", "protocol.allow=user", "push", "--no-verify", "--", remote,
+            f"{sha}:refs/heads/{branch}")  # fmt: skip
         out["push"] = {"remote": remote, "branch": branch}
     if draft_pr:
         gh = shutil.which("gh")

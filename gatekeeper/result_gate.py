@@ -282,5 +282,10 @@ def process_result(
     if deliver_branch or push_remote or draft_pr:
         from .deliver import deliver
 
-        verdict.delivered = deliver(repo, candidate, deliver_branch, push_remote, draft_pr)
+        try:
+            verdict.delivered = deliver(repo, candidate, deliver_branch, push_remote, draft_pr)
+        except Exception as exc:
+            # The READY verdict stands (it is recorded); the refusal is about delivery.
+            exc.data = {**verdict.to_json(), "delivered": {"error": str(exc)}}  # type: ignore[attr-defined]
+            raise
     return verdict

