@@ -10,7 +10,6 @@ Every decision, including "unavailable", is recorded as a signed evidence entry.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,9 +25,7 @@ from .change import added_items, read_change
 from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, Unavailable, UsageError
 from .git import Repo, git, open_repo, read_policy_at, resolve_commit
 from .protected import protected_changes
-from .scan import Finding, ScanItem, ScannerInfo
-from .scan.detect_secrets import DetectSecrets
-from .scan.gitleaks import Gitleaks
+from .scan import Finding, ScanItem, ScannerInfo, combined
 
 READY = "READY_FOR_HUMAN"
 FAILED = "FAILED"
@@ -111,30 +108,9 @@ def default_base(repo: Path, candidate: str) -> str:
 def scan_both(
     items: list[ScanItem], loaded: LoadedPolicy
 ) -> tuple[list[Finding], list[ScannerInfo]]:
-    """Gitleaks (a subprocess, in a thread) and detect-secrets (here) at the same time.
-
-    Either failing makes the whole scan fail: one scanner's silence is not "clean".
-    """
+    """Both scanners over `items` with the pin and time-out of this policy."""
     sp = loaded.policy.scanners
-    gl = Gitleaks(sp.gitleaks_sha256, sp.timeout_s)
-    box: dict[str, Any] = {}
-
-    def run_gitleaks() -> None:
-        try:
-            box["findings"] = gl.scan(items)
-        except BaseException as exc:  # re-raised below, in this thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=run_gitleaks, name="oms-gitleaks", daemon=True)
-    thread.start()
-    ds = DetectSecrets()
-    try:
-        ds_findings = ds.scan(items)
-    finally:
-        thread.join()
-    if "error" in box:
-        raise box["error"]
-    return [*box["findings"], *ds_findings], [gl.info, ds.info]
+    return combined.scan_both(items, sp.gitleaks_sha256, sp.timeout_s)
 
 
 def _check_json(name: str, r: RunResult, store: EvidenceStore) -> dict[str, Any]:
