@@ -6,7 +6,14 @@ import runpy
 import sys
 from pathlib import Path
 
-BENCHES = ["evidence_bench.py", "sandbox_bench.py", "gate_bench.py", "scan_bench.py"]
+BENCHES = [
+    "evidence_bench.py",
+    "sandbox_bench.py",
+    "gate_bench.py",
+    "scan_bench.py",
+    "transfer_bench.py",
+    "mcp_bench.py",
+]
 
 
 def main() -> int:

@@ -273,16 +273,25 @@ def transfer_release(digest: str, out: str, repo: Path) -> Outcome:
     """Write the approved payload, once, if nothing changed since the preview."""
     if out == "-" and "--json" in sys.argv:
         raise UsageError("with --json, give --out FILE (stdout carries the JSON)")
-    data, payload = transfer_gate.release(repo, digest, out)
     if out == "-":
+        data, payload = transfer_gate.release(repo, digest, out)
         sys.stdout.buffer.write(payload)
         sys.stdout.flush()
         return Outcome(data, lines=[])
+    # Create the file first, so an unwritable --out does not spend the approval.
     try:
-        with open(out, "xb") as f:
-            f.write(payload)
+        fh = open(out, "xb")
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    try:
+        data, payload = transfer_gate.release(repo, digest, out)
+        fh.write(payload)
+        fh.close()
+    except BaseException:
+        fh.close()
+        if Path(out).stat().st_size == 0:
+            Path(out).unlink()
+        raise
     return Outcome(data, lines=[f"released {data['payload_bytes']} bytes to {out}"])
 
 
@@ -302,7 +311,7 @@ def transfer_show(digest: str, repo: Path) -> Outcome:
 def transfer_list(repo: Path) -> Outcome:
     """Every manifest of this repository and its state."""
     data = transfer_gate.list_transfers(repo)
-    lines = [f"{r['status']:<10} {r['digest']} {r['destination']} {r['bytes']} bytes"
+    lines = [f"{r['status']:<10} {r['digest']} {sanitize(r['destination'])} {r['bytes']} bytes"
              for r in data["transfers"]]  # fmt: skip
     return Outcome(data, lines=lines or ["no transfers"])
 

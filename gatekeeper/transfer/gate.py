@@ -217,6 +217,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
         by_file.setdefault(f.file, []).append(f)
     if by_file.get("<purpose>"):
         block_reasons.append("the purpose text itself contains a secret")
+        purpose = "[oms: purpose withheld: it contains a secret]"
     for s in selected:
         fs = by_file.get(s.path, [])
         if fs and redact:
@@ -233,14 +234,18 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     elif findings:
         block_reasons.append(f"{len(findings)} secret finding(s); use --redact to send with "
                              "those lines replaced")  # fmt: skip
-    blobs = [store.blobs.put(data) for _, data, _ in sent]
+    # The bytes that would leave, as one blob (one durable write however many files),
+    # and only for a manifest that can be approved: a blocked one may hold secrets.
+    pack = None if block_reasons else store.blobs.put(b"".join(d for _, d, _ in sent))
     now = _now()
     fields: dict[str, Any] = {
         "repo_id": repo.repo_id, "head": head, "branch": branch or None,
         "visibility": visibility(repo).model_dump(), "destination": dest.model_dump(),
         "purpose": purpose, "context": context, "base": base,
         "items": [Item(path=s.path, bytes=len(d), sha256=hashlib.sha256(d).hexdigest(),
-                       mode=mode).model_dump() for s, d, mode in sent],
+                       mode=mode, source_sha256=hashlib.sha256(s.data).hexdigest()).model_dump()
+                  for s, d, mode in sent],
+        "paths": list(paths), "payload_blob": pack,
         "excluded": [Excluded(path=p, reason=r).model_dump() for p, r in excluded],
         "findings": [FindingRef(scanner=f.scanner, rule=f.rule, file=f.file, line=f.line,
                                 fingerprint=f.fingerprint).model_dump() for f in findings],
@@ -266,7 +271,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
         data={"digest": digest, "blocked": m.blocked,
               "destination": f"{dest.provider}:{dest.model}", "bytes": m.totals.bytes,
               "items": m.totals.items, "autopilot_rule": m.autopilot_rule},
-        blobs=sorted(set(blobs)), policy=loaded.digest,
+        blobs=[pack] if pack else [], policy=loaded.digest,
     ))  # fmt: skip
     return {"digest": digest, "status": "blocked" if m.blocked else "previewed",
             "evidence_seq": entry.seq, "manifest": m.model_dump(mode="json"),
@@ -334,6 +339,8 @@ def approve(repo_dir: Path, digest: str, code: str) -> dict[str, Any]:
     st = state_of(store, m, digest)
     if st["releases"]:
         raise Blocked("this manifest was already released; preview again")
+    if st["live"]:
+        raise Blocked("this manifest already has an unused approval")
     tp = trusted_policy(repo).policy.transfer
     rule = _autopilot(tp, m.model_dump(mode="json"))
     if rule is not None:
@@ -366,10 +373,16 @@ def _payload(m: Manifest, store: EvidenceStore) -> bytes:
     """The release format: the manifest's canonical JSON on one line, then for each item a
     JSON header line {"path","bytes","sha256","mode"} followed by exactly that many bytes
     and a newline."""
+    pack = store.blobs.get(m.payload_blob) if m.payload_blob else b""
     parts = [m.canonical(), b"\n"]
+    at = 0
     for item in m.items:
-        data = store.blobs.get(item.sha256)
-        parts += [json.dumps(item.model_dump(), sort_keys=True).encode(), b"\n", data, b"\n"]
+        data = pack[at : at + item.bytes]
+        at += item.bytes
+        if hashlib.sha256(data).hexdigest() != item.sha256:
+            raise TamperDetected(f"stored payload of {m.digest()} does not match its manifest")
+        head = {k: v for k, v in item.model_dump().items() if k != "source_sha256"}
+        parts += [json.dumps(head, sort_keys=True).encode(), b"\n", data, b"\n"]
     return b"".join(parts)
 
 
@@ -381,24 +394,24 @@ def release(repo_dir: Path, digest: str, out: str | None) -> tuple[dict[str, Any
         st = state_of(store, m, digest)
         if m.blocked:
             raise Blocked("a blocked manifest is never released")
+        if st["releases"]:
+            raise Blocked(f"{digest} was already released; one manifest, one release")
         if not st["live"]:
-            why = "it was already released" if st["releases"] else "none, or it expired"
-            raise Blocked(f"no unused, unexpired approval for {digest} ({why})")
+            raise Blocked(f"no unused, unexpired approval for {digest} (none, or it expired)")
         approval = st["live"][0]["data"]
         head = resolve_commit(repo.top, "HEAD")
         if head != m.head:
             raise Blocked(f"HEAD moved since the preview ({m.head[:12]} -> {head[:12]})")
         tp = trusted_policy(repo).policy.transfer
         base = m.base
-        selected, _ = _select(repo, m.context, [i.path for i in m.items] if m.context == "paths"
-                              else [], base, tp)  # fmt: skip
+        selected, _ = _select(repo, m.context, m.paths, base, tp)
         now_paths = sorted(s.path for s in selected)
         then_paths = sorted(i.path for i in m.items)
         if now_paths != then_paths:
             raise Blocked("the files changed since the preview (added or removed): preview again")
         for s, item in zip(sorted(selected, key=lambda x: x.path),
                            sorted(m.items, key=lambda x: x.path), strict=True):  # fmt: skip
-            if item.mode != "redacted" and hashlib.sha256(s.data).hexdigest() != item.sha256:
+            if hashlib.sha256(s.data).hexdigest() != item.source_sha256:
                 raise Blocked(f"{sanitize(item.path)} changed since the preview: preview again")
         payload = _payload(m, store)
         entry = store.append(Draft(kind="transfer.release", data={

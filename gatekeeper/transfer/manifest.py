@@ -36,8 +36,9 @@ class Destination(_M):
 class Item(_M):
     path: str
     bytes: int
-    sha256: Hex64
+    sha256: Hex64  # of the bytes that leave
     mode: Literal["full", "diff", "redacted"]
+    source_sha256: Hex64  # of the file (or diff) as read, before any redaction
 
 
 class Excluded(_M):
@@ -76,6 +77,7 @@ class Manifest(_M):
     destination: Destination
     purpose: Annotated[str, Field(max_length=4000)]
     context: Context
+    paths: list[str] = []  # with context "paths": what was asked for, re-selected at release
     base: str | None = None
     items: list[Item]
     excluded: list[Excluded]
@@ -84,6 +86,7 @@ class Manifest(_M):
     totals: Totals
     blocked: bool
     block_reasons: list[str]
+    payload_blob: Hex64 | None  # all item bytes, in item order, as one stored blob
     autopilot_rule: str | None
     policy_digest: str
     created: str
