@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
+import pydantic_core
 import rfc8785
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -33,7 +34,7 @@ from .git import git, open_repo, read_policy_at, resolve_commit
 from .text import sanitize
 from .transfer import gate as transfer_gate
 
-MAX_RESULT_CHARS = 8000
+MAX_RESULT_BYTES = 7600  # of the JSON text the SDK sends (indent=2), under 8 KiB
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -61,17 +62,24 @@ def _clean_error(exc: BaseException) -> str:
     return sanitize(f"{kind}: {text}", limit=400)
 
 
+def _sent_size(result: Result) -> int:
+    """Bytes of the text content the SDK sends for a structured result (indent=2 JSON)."""
+    return len(pydantic_core.to_json(result, indent=2))
+
+
 def bounded(data: dict[str, Any]) -> Result:
-    """Cut a document to the result bound, saying so."""
-    text = json.dumps(data, ensure_ascii=False)
-    if len(text) <= MAX_RESULT_CHARS:
-        return Result(ok=True, truncated=False, data=data)
+    """The result, or, when it would exceed the bound, the result with its largest fields
+    replaced by a note (tools that page keep their pages under the bound themselves)."""
+    result = Result(ok=True, truncated=bool(data.get("truncated", False)), data=data)
+    if _sent_size(result) <= MAX_RESULT_BYTES:
+        return result
     cut = dict(data)
     for key in sorted(cut, key=lambda k: -len(json.dumps(cut[k], ensure_ascii=False))):
         cut[key] = "[cut: too long for one tool result; use the CLI or a paged tool]"
-        if len(json.dumps(cut, ensure_ascii=False)) <= MAX_RESULT_CHARS:
+        result = Result(ok=True, truncated=True, data=cut)
+        if _sent_size(result) <= MAX_RESULT_BYTES:
             break
-    return Result(ok=True, truncated=True, data=cut)
+    return result
 
 
 def tool_errors(fn: Callable[P, Awaitable[Result]]) -> Callable[P, Awaitable[Result]]:
@@ -245,9 +253,9 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
         if digest not in entry.blobs:
             raise ToolError("not_found: that entry does not reference that blob")
         data = s.blobs.get(digest)
-        limit = max(1, min(limit, 6000))
         text = data.decode("utf-8", "replace")
-        chunk = text[max(0, offset) : max(0, offset) + limit]
+        offset = max(0, offset)
+        chunk = repo_gateway.fit(text, offset, min(max(1, limit), repo_gateway.PAGE_BYTES))
         nxt = offset + len(chunk)
         return bounded({"seq": seq, "digest": digest, "text": chunk, "offset": offset,
                         "total_chars": len(text), "truncated": nxt < len(text),
@@ -265,7 +273,8 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_repo_tree(path: str = "", offset: int = 0, limit: int = 500) -> Result:
-        return bounded(repo_gateway.tree(repo, path, max(0, offset), max(1, min(limit, 500))))
+        return bounded(await _thread(repo_gateway.tree, repo, path, max(0, offset),
+                                     max(1, min(limit, 500))))  # fmt: skip
 
     @server.tool(description="Search the repository's text files (literal by default; "
                  "regex=true runs under a time bound). Findings are redacted.",
@@ -288,32 +297,17 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_git_status() -> Result:
-        out = git(repo.top, "status", "--porcelain=v1", "--branch", "--untracked-files=normal")
+        out = await _thread(git, repo.top, "status", "--porcelain=v1", "--branch",
+                            "--untracked-files=normal")  # fmt: skip
         text = out.decode("utf-8", "replace")
-        return bounded({"status": sanitize_lines(text[:6000]), "truncated": len(text) > 6000})
+        return bounded({"status": sanitize_lines(text[:4000]), "truncated": len(text) > 4000})
 
     @server.tool(description="git diff of the worktree (or against `base`), paged; lines with "
                  "secret findings are redacted.", annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_git_diff(base: str | None = None, path: str = "", offset: int = 0) -> Result:
-        args = ["diff", "--no-ext-diff", "--no-textconv", "--no-color"]
-        if base:
-            args.append(resolve_commit(repo.top, base))
-        _, rel = repo_gateway.resolve_inside(repo, path)
-        text = git(repo.top, *args, "--", rel or ".").decode("utf-8", "replace")
-        text, redacted = await _thread(repo_gateway.redact_text, repo, "<diff>", text, policy())
-        chunk = text[max(0, offset) : max(0, offset) + 6000]
-        nxt = offset + len(chunk)
-        return bounded(
-            {
-                "diff": chunk,
-                "offset": offset,
-                "total_chars": len(text),
-                "next_offset": nxt if nxt < len(text) else None,
-                "truncated": nxt < len(text),
-                "redacted_findings": redacted,
-            }
-        )
+        return bounded(await _thread(repo_gateway.diff, repo, base, path, max(0, offset),
+                                     policy()))  # fmt: skip
 
     return server
 

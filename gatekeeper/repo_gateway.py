@@ -19,20 +19,21 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .errors import UsageError
-from .git import Repo, git
+from .git import Repo, git, resolve_commit
 from .result_gate import scan_both
 from .scan import ScanItem
 from .transfer.select import DEPENDENCY_DIRS, secret_looking
 
-MAX_TEXT = 6000  # characters of file text per answer (results stay under 8 KiB)
+PAGE_BYTES = 5000  # JSON-encoded bytes of text per answer (results stay under 8 KiB)
 MAX_FILE_BYTES = 4 << 20
 SKIP_DIRS = DEPENDENCY_DIRS | {".git", ".oms"}
 REGEX_TIMEOUT_S = 5
 
 
-def _skipped(rel: str) -> str | None:
+def _skipped(rel: str, is_dir: bool = False) -> str | None:
     parts = PurePosixPath(rel).parts
-    if any(p in SKIP_DIRS for p in parts):
+    dirs = parts if is_dir else parts[:-1]
+    if any(p in SKIP_DIRS for p in dirs) or (parts and parts[-1] in (".git", ".oms")):
         return "a .git, .oms, dependency or build folder"
     if secret_looking(rel):
         return "a secret-looking name"
@@ -52,7 +53,11 @@ def resolve_inside(repo: Repo, raw: str) -> tuple[Path, str]:
     if real != top and top not in real.parents:
         raise UsageError("path resolves outside the repository")
     rel = str(p)
-    why = _skipped(rel)
+    # Both the name asked for and what it resolves to: a link inside the repository
+    # to .git/config or .env must not serve what the name itself would not.
+    why = _skipped(rel, full.is_dir()) or _skipped(
+        real.relative_to(top).as_posix() if real != top else "", real.is_dir()
+    )
     if why:
         raise UsageError(f"path is not served: {why}")
     return real, rel
@@ -70,7 +75,7 @@ def redact_text(repo: Repo, path: str, text: str, loaded: Any) -> tuple[str, int
     return "\n".join(lines), len(findings)
 
 
-def _files(repo: Repo, path: str) -> list[str]:
+def served_files(repo: Repo, path: str) -> list[str]:
     """Tracked and untracked, not ignored, served files below `path` (no symlinks)."""
     _, rel = resolve_inside(repo, path)
     out = git(repo.top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
@@ -81,12 +86,29 @@ def _files(repo: Repo, path: str) -> list[str]:
                   if not _skipped(n) and not os.path.islink(os.path.join(top, n)))  # fmt: skip
 
 
+def json_size(value: Any) -> int:
+    """Bytes `value` takes in the JSON text that goes to the client."""
+    return len(json.dumps(value, ensure_ascii=False).encode())
+
+
+def fit(text: str, offset: int, budget: int) -> str:
+    """The longest piece of `text` from `offset` whose JSON form fits `budget` bytes."""
+    lo, hi = 0, min(len(text) - offset, budget)
+    while lo < hi:  # JSON escaping can make a character take up to 6 bytes
+        mid = (lo + hi + 1) // 2
+        if json_size(text[offset : offset + mid]) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[offset : offset + max(lo, 0)]
+
+
 def tree(repo: Repo, path: str, offset: int, limit: int) -> dict[str, Any]:
-    files = _files(repo, path)
+    files = served_files(repo, path)
     page = files[offset : offset + limit]
-    budget, shown = 6000, []
+    budget, shown = PAGE_BYTES, []
     for f in page:
-        budget -= len(f) + 4
+        budget -= json_size(f) + 8
         if budget < 0:
             break
         shown.append(f)
@@ -109,7 +131,7 @@ def read_file(repo: Repo, path: str, offset: int, loaded: Any) -> dict[str, Any]
         raise UsageError("binary file")
     text = data.decode("utf-8", "replace")
     text, redacted = redact_text(repo, rel, text, loaded)
-    chunk = text[offset : offset + MAX_TEXT]
+    chunk = fit(text, offset, PAGE_BYTES)
     nxt = offset + len(chunk)
     return {"path": rel, "text": chunk, "offset": offset, "total_chars": len(text),
             "next_offset": nxt if nxt < len(text) else None, "truncated": nxt < len(text),
@@ -139,7 +161,7 @@ def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
            loaded: Any) -> dict[str, Any]:  # fmt: skip
     if not query or len(query) > 200:
         raise UsageError("query must be 1 to 200 characters")
-    names = _files(repo, path)
+    names = served_files(repo, path)
     top = os.path.realpath(repo.top)
     if regex:
         try:
@@ -177,11 +199,32 @@ def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
     text = "\n".join(h[2] for h in hits)
     redacted_text, redacted = redact_text(repo, "<search>", text, loaded) if hits else ("", 0)
     lines = redacted_text.split("\n") if hits else []
-    results, budget = [], 6500
+    results: list[dict[str, Any]] = []
+    budget = PAGE_BYTES
     for h, shown in zip(hits, lines, strict=False):
-        budget -= len(h[0]) + len(shown) + 40
+        budget -= json_size({"path": h[0], "line": h[1], "text": shown}) + 16
         if budget < 0:
             break
         results.append({"path": h[0], "line": h[1], "text": shown})
     return {"results": results, "truncated": len(results) < len(hits) or len(hits) >= limit,
             "redacted_findings": redacted}  # fmt: skip
+
+
+def diff(repo: Repo, base: str | None, path: str, offset: int, loaded: Any) -> dict[str, Any]:
+    """The worktree diff (against `base` if given) of served files only, redacted, paged."""
+    args = ["diff", "--no-ext-diff", "--no-textconv", "--no-color"]
+    if base:
+        args.append(resolve_commit(repo.top, base))
+    _, rel = resolve_inside(repo, path)
+    names = git(repo.top, *args, "--name-only", "-z", "--", rel or ".")
+    served = [n for raw in names.split(b"\0") if raw
+              if not _skipped(n := raw.decode("utf-8", "surrogateescape"))]  # fmt: skip
+    text = ""
+    if served:
+        text = git(repo.top, *args, "--", *served).decode("utf-8", "replace")
+    text, redacted = redact_text(repo, "<diff>", text, loaded)
+    chunk = fit(text, offset, PAGE_BYTES)
+    nxt = offset + len(chunk)
+    return {"diff": chunk, "offset": offset, "total_chars": len(text),
+            "next_offset": nxt if nxt < len(text) else None, "truncated": nxt < len(text),
+            "redacted_findings": redacted, "files": len(served)}  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -35,9 +36,12 @@ class Selected:
     data: bytes
 
 
+_SECRET_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAMES))
+
+
 def secret_looking(path: str) -> bool:
-    name = PurePosixPath(path).name
-    return any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(path, p) for p in SECRET_NAMES)
+    """A name (or, for patterns with '/', a path) that usually holds credentials."""
+    return bool(_SECRET_RE.match(PurePosixPath(path).name) or _SECRET_RE.match(path))
 
 
 def _safe_rel(raw: str) -> str | None:
