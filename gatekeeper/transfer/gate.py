@@ -35,7 +35,6 @@ from .manifest import (
     Destination,
     Excluded,
     FindingRef,
-    Item,
     Manifest,
     Redaction,
     Totals,
@@ -150,6 +149,13 @@ def _autopilot(tp: TransferPolicy, m: dict[str, Any]) -> str | None:
     return None
 
 
+def _item(s: Selected, data: bytes, mode: str) -> dict[str, Any]:
+    source = hashlib.sha256(s.data).hexdigest()
+    sent = source if data is s.data else hashlib.sha256(data).hexdigest()
+    return {"path": s.path, "bytes": len(data), "sha256": sent, "mode": mode,
+            "source_sha256": source}  # fmt: skip
+
+
 def packet(m: Manifest, digest: str) -> dict[str, Any]:
     """The approval packet: summary lines and the one command to copy. All sanitised."""
     d = m.destination
@@ -242,9 +248,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
         "repo_id": repo.repo_id, "head": head, "branch": branch or None,
         "visibility": visibility(repo).model_dump(), "destination": dest.model_dump(),
         "purpose": purpose, "context": context, "base": base,
-        "items": [Item(path=s.path, bytes=len(d), sha256=hashlib.sha256(d).hexdigest(),
-                       mode=mode, source_sha256=hashlib.sha256(s.data).hexdigest()).model_dump()
-                  for s, d, mode in sent],
+        "items": [_item(s, d, mode) for s, d, mode in sent],
         "paths": list(paths), "payload_blob": pack,
         "excluded": [Excluded(path=p, reason=r).model_dump() for p, r in excluded],
         "findings": [FindingRef(scanner=f.scanner, rule=f.rule, file=f.file, line=f.line,
@@ -261,8 +265,9 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     }  # fmt: skip
     fields["autopilot_rule"] = _autopilot(tp, fields)
     m = Manifest.model_validate(fields)
-    digest = m.digest()
-    envelope = sign_envelope(PAYLOAD_TYPE, m.canonical(), key.private, key.key_id)
+    canonical = m.canonical()
+    digest = "sha256:" + hashlib.sha256(canonical).hexdigest()
+    envelope = sign_envelope(PAYLOAD_TYPE, canonical, key.private, key.key_id)
     name = digest.removeprefix("sha256:")
     atomic_write(_transfers_dir(store) / f"{name}.dsse.json", json.dumps(envelope).encode())
     entry = store.append(Draft(
