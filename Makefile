@@ -14,8 +14,16 @@ $(STAMP): pyproject.toml ci/gitleaks.lock
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
+INSPECTOR := .cache/inspector/node_modules/.bin/mcp-inspector
+
 setup: $(STAMP)
 	@bash ci/ensure-bwrap.sh
+
+# The MCP Inspector CLI for the MCP tests, when npm is here (its test skips, saying why,
+# when it is not). Node 20 takes the 0.15 line; 2.x needs Node 22.
+$(INSPECTOR):
+	-@command -v npm >/dev/null 2>&1 && npm install --silent --no-audit --no-fund \
+		--prefix .cache/inspector @modelcontextprotocol/inspector@0.15.0 >/dev/null 2>&1 || true
 
 demo: setup
 	$(PY) ci/demo.py
@@ -26,7 +34,7 @@ lint: setup
 	$(VENV)/bin/mypy gatekeeper sandbox evidence policy
 	$(VENV)/bin/bandit -q -c pyproject.toml -r gatekeeper sandbox evidence policy --severity-level medium
 
-test: lint
+test: lint $(INSPECTOR)
 	$(VENV)/bin/pytest -q
 
 bench: setup

@@ -731,15 +731,23 @@ _REGISTRY_FAILURE = re.compile(
 )
 
 
+INSTALLED_INSPECTOR = (
+    Path(__file__).resolve().parent.parent / ".cache/inspector/node_modules/.bin/mcp-inspector"
+)
+
+
 def _inspector(small: Small, *method: str) -> dict[str, Any]:
     npx = shutil.which("npx")
     if npx is None or shutil.which("node") is None:
         pytest.skip("Node.js/npx is not on PATH: the MCP Inspector CLI cannot run")
+    # `make test` installs it when npm is there; otherwise npx fetches it.
+    runner = [str(INSTALLED_INSPECTOR)] if INSTALLED_INSPECTOR.exists() else [
+        npx, "-y", f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}"]  # fmt: skip
     w = small.world
     cache = Path(tempfile.gettempdir()) / "oms-test-npm-cache"
     env = {**w.env, "npm_config_cache": str(cache), "npm_config_update_notifier": "false",
            "npm_config_fund": "false", "npm_config_audit": "false"}  # fmt: skip
-    argv = [npx, "-y", f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}", "--cli",
+    argv = [*runner, "--cli",
             "-e", f"OMS_HOME={w.env['OMS_HOME']}", "-e", f"HOME={w.env['HOME']}",
             sys.executable, "-m", "gatekeeper", "mcp", "--repo", str(w.repo), *method]  # fmt: skip
     try:
