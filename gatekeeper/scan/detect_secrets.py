@@ -69,9 +69,8 @@ class DetectSecrets:
         )
         from detect_secrets.settings import get_plugins, get_settings, transient_settings
 
-        plugins = [
-            {"name": cls.__name__} for cls in get_mapping_from_secret_type_to_class().values()
-        ]
+        classes: list[type[Any]] = list(get_mapping_from_secret_type_to_class().values())
+        plugins = [{"name": cls.__name__} for cls in classes]
         config = {"plugins_used": plugins, "filters_used": [{"path": f} for f in KEPT_FILTERS]}
         with transient_settings(config):
             get_settings().disable_filters(*DISABLED_FILTERS)
