@@ -174,7 +174,7 @@ def main() -> int:
         redact = timed(lambda: repo_gateway.redact_text(gw_repo, *next(it2), policy), calls)
         scan_py = timed(lambda: literal_scan(repo, names, QUERY.encode()), calls)
         assert len(literal_scan(repo, names, QUERY.encode())) == 8
-        files = timed(lambda: repo_gateway._files(gw_repo, ""), min(calls, 10))
+        files = timed(lambda: repo_gateway.served_files(gw_repo, ""), min(calls, 10))
         ls_argv = ["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others",
                    "--exclude-standard"]  # fmt: skip
         ls = timed(lambda: subprocess.run(ls_argv, check=True, capture_output=True, env=env), 10)
