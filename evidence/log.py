@@ -20,11 +20,12 @@ LOCK_FILE = "log.lock"
 
 
 @contextmanager
-def locked(directory: Path) -> Iterator[None]:
+def locked(directory: Path, name: str = LOCK_FILE) -> Iterator[None]:
+    """Hold an exclusive `fcntl` lock on `directory/name` (created 0600) for the block."""
     try:
-        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
-        raise StoreUnavailable(f"cannot open the evidence lock: {exc.strerror}") from None
+        raise StoreUnavailable(f"cannot open the lock {name}: {exc.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -9,19 +9,16 @@ unused, unexpired approval, after re-reading every byte and finding it unchanged
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from evidence import Draft, EvidenceStore, TamperDetected, state_root
 from evidence.dsse import DsseError, sign_envelope, verify_envelope
+from evidence.log import locked
 from evidence.state import atomic_write, ensure_private_dir
 from policy import LoadedPolicy, TransferPolicy
 
@@ -62,16 +59,6 @@ def _transfers_dir(store: EvidenceStore) -> Path:
     d = store.dir.parent / "transfers"
     ensure_private_dir(d)
     return d
-
-
-@contextmanager
-def _locked(store: EvidenceStore) -> Iterator[None]:
-    fd = os.open(_transfers_dir(store) / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def trusted_policy(repo: Repo) -> LoadedPolicy:
@@ -394,7 +381,7 @@ def _payload(m: Manifest, store: EvidenceStore) -> bytes:
 def release(repo_dir: Path, digest: str, out: str | None) -> tuple[dict[str, Any], bytes]:
     repo = open_repo(repo_dir)
     store = EvidenceStore.open(state_root(), repo.repo_id)
-    with _locked(store):
+    with locked(_transfers_dir(store), "lock"):
         m = _load(store, digest)
         st = state_of(store, m, digest)
         if m.blocked:
