@@ -22,7 +22,7 @@ setup: $(STAMP)
 # The MCP Inspector CLI for the MCP tests, when npm is here (its test skips, saying why,
 # when it is not). Node 20 takes the 0.15 line; 2.x needs Node 22.
 $(INSPECTOR):
-	-@command -v npm >/dev/null 2>&1 && npm install --silent --no-audit --no-fund \
+	-@command -v npm >/dev/null 2>&1 && timeout 300 npm install --silent --no-audit --no-fund \
 		--prefix .cache/inspector @modelcontextprotocol/inspector@0.15.0 >/dev/null 2>&1 || true
 
 demo: setup
