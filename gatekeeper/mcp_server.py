@@ -255,11 +255,9 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
         data = s.blobs.get(digest)
         text = data.decode("utf-8", "replace")
         offset = max(0, offset)
-        chunk = repo_gateway.fit(text, offset, min(max(1, limit), repo_gateway.PAGE_BYTES))
-        nxt = offset + len(chunk)
-        return bounded({"seq": seq, "digest": digest, "text": chunk, "offset": offset,
-                        "total_chars": len(text), "truncated": nxt < len(text),
-                        "next_offset": nxt if nxt < len(text) else None})  # fmt: skip
+        budget = min(max(1, limit), repo_gateway.PAGE_BYTES)
+        return bounded({"seq": seq, "digest": digest,
+                        **repo_gateway.page(text, offset, "text", budget)})  # fmt: skip
 
     @server.tool(description="Audit the evidence log offline (chain, Merkle root, checkpoint, "
                  "witness, blobs).", annotations=READ_ONLY)  # fmt: skip

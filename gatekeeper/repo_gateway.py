@@ -21,7 +21,7 @@ from typing import Any
 from .errors import UsageError
 from .git import Repo, git, resolve_commit
 from .result_gate import scan_both
-from .scan import ScanItem
+from .scan import ScanItem, redact_lines
 from .transfer.select import DEPENDENCY_DIRS, secret_looking
 
 PAGE_BYTES = 5000  # JSON-encoded bytes of text per answer (results stay under 8 KiB)
@@ -67,12 +67,7 @@ def redact_text(repo: Repo, path: str, text: str, loaded: Any) -> tuple[str, int
     findings, _ = scan_both([ScanItem.whole(path, text)], loaded)
     if not findings:
         return text, 0
-    lines = text.split("\n")
-    for f in findings:
-        for n in range(f.line, (f.end_line or f.line) + 1):
-            if 0 < n <= len(lines):
-                lines[n - 1] = f"[oms: line redacted: {f.rule}]"
-    return "\n".join(lines), len(findings)
+    return redact_lines(text, findings), len(findings)
 
 
 def served_files(repo: Repo, path: str) -> list[str]:
@@ -103,6 +98,15 @@ def fit(text: str, offset: int, budget: int) -> str:
     return text[offset : offset + max(lo, 0)]
 
 
+def page(text: str, offset: int, key: str, budget: int = PAGE_BYTES) -> dict[str, Any]:
+    """One page of `text` from `offset` under `key`, with where the next page starts."""
+    chunk = fit(text, offset, budget)
+    nxt = offset + len(chunk)
+    more = nxt < len(text)
+    return {key: chunk, "offset": offset, "total_chars": len(text),
+            "next_offset": nxt if more else None, "truncated": more}  # fmt: skip
+
+
 def tree(repo: Repo, path: str, offset: int, limit: int) -> dict[str, Any]:
     files = served_files(repo, path)
     page = files[offset : offset + limit]
@@ -131,11 +135,7 @@ def read_file(repo: Repo, path: str, offset: int, loaded: Any) -> dict[str, Any]
         raise UsageError("binary file")
     text = data.decode("utf-8", "replace")
     text, redacted = redact_text(repo, rel, text, loaded)
-    chunk = fit(text, offset, PAGE_BYTES)
-    nxt = offset + len(chunk)
-    return {"path": rel, "text": chunk, "offset": offset, "total_chars": len(text),
-            "next_offset": nxt if nxt < len(text) else None, "truncated": nxt < len(text),
-            "redacted_findings": redacted}  # fmt: skip
+    return {"path": rel, **page(text, offset, "text"), "redacted_findings": redacted}
 
 
 def _regex_worker(pattern: str, files: list[str], top: str, limit: int) -> list[list[Any]]:
@@ -223,8 +223,4 @@ def diff(repo: Repo, base: str | None, path: str, offset: int, loaded: Any) -> d
     if served:
         text = git(repo.top, *args, "--", *served).decode("utf-8", "replace")
     text, redacted = redact_text(repo, "<diff>", text, loaded)
-    chunk = fit(text, offset, PAGE_BYTES)
-    nxt = offset + len(chunk)
-    return {"diff": chunk, "offset": offset, "total_chars": len(text),
-            "next_offset": nxt if nxt < len(text) else None, "truncated": nxt < len(text),
-            "redacted_findings": redacted, "files": len(served)}  # fmt: skip
+    return {**page(text, offset, "diff"), "redacted_findings": redacted, "files": len(served)}

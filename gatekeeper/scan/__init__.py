@@ -1,5 +1,21 @@
 """Secret scanners: an interface, one module per scanner, report formats apart."""
 
-from .interface import Finding, ScanItem, Scanner, ScannerInfo, ScannerUnavailable, fingerprint
+from .interface import (
+    Finding,
+    ScanItem,
+    Scanner,
+    ScannerInfo,
+    ScannerUnavailable,
+    fingerprint,
+    redact_lines,
+)
 
-__all__ = ["Finding", "ScanItem", "Scanner", "ScannerInfo", "ScannerUnavailable", "fingerprint"]
+__all__ = [
+    "Finding",
+    "ScanItem",
+    "Scanner",
+    "ScannerInfo",
+    "ScannerUnavailable",
+    "fingerprint",
+    "redact_lines",
+]

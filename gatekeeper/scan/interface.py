@@ -58,6 +58,20 @@ def redact(secret: str) -> str:
     return f"{shown}…[redacted, {len(secret)} chars]"
 
 
+REDACTION_MARK = "[oms: line redacted: {rule}]"
+
+
+def redact_lines(text: str, findings: Sequence[Finding]) -> str:
+    """`text` with every line that holds a finding (through its last line) replaced by a
+    marker naming the rule: wider than the secret's span, so nothing of it stays."""
+    lines = text.split("\n")
+    for f in findings:
+        for n in range(f.line, (f.end_line or f.line) + 1):
+            if 0 < n <= len(lines):
+                lines[n - 1] = REDACTION_MARK.format(rule=f.rule)
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class ScannerInfo:
     name: str

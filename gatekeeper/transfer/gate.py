@@ -25,7 +25,7 @@ from policy import LoadedPolicy, TransferPolicy
 from ..errors import Blocked, UsageError
 from ..git import Repo, git, open_repo, read_policy_at, resolve_commit
 from ..result_gate import default_base, default_branch, scan_both
-from ..scan import Finding, ScanItem
+from ..scan import Finding, ScanItem, redact_lines
 from ..text import sanitize
 from .manifest import (
     PAYLOAD_TYPE,
@@ -39,8 +39,6 @@ from .manifest import (
 )
 from .select import Selected, candidates, read_files
 from .tty import confirm_at_terminal
-
-REDACTION_MARK = "[oms: line redacted: {rule}]"
 
 
 def _now() -> datetime:
@@ -107,15 +105,6 @@ def _select(repo: Repo, context: str, paths: list[str], base: str | None,
         return selected, excluded
     selected, more = read_files(repo.top, files, tp.max_file_bytes)
     return selected, excluded + more
-
-
-def _redact(sel: Selected, findings: list[Finding]) -> bytes:
-    lines = sel.data.decode("utf-8", "surrogateescape").split("\n")
-    for f in findings:
-        for n in range(f.line, (f.end_line or f.line) + 1):
-            if 0 < n <= len(lines):
-                lines[n - 1] = REDACTION_MARK.format(rule=f.rule)
-    return "\n".join(lines).encode("utf-8", "surrogateescape")
 
 
 def _autopilot(tp: TransferPolicy, m: dict[str, Any]) -> str | None:
@@ -214,7 +203,8 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     for s in selected:
         fs = by_file.get(s.path, [])
         if fs and redact:
-            data = _redact(s, fs)
+            text = redact_lines(s.data.decode("utf-8", "surrogateescape"), fs)
+            data = text.encode("utf-8", "surrogateescape")
             redactions += [Redaction(rule=f.rule, path=f.file, line=f.line) for f in fs]
             sent.append((s, data, "redacted"))
         else:
@@ -289,16 +279,13 @@ def _load(store: EvidenceStore, digest: str) -> Manifest:
     return m
 
 
-def _transfer_entries(store: EvidenceStore, digest: str) -> list[dict[str, Any]]:
-    out = []
-    for line in store.lines():
-        if b'"transfer.' in line and digest.encode() in line:
-            out.append(json.loads(line))
-    return out
-
-
-def state_of(store: EvidenceStore, m: Manifest, digest: str) -> dict[str, Any]:
-    entries = _transfer_entries(store, digest)
+def state_of(
+    store: EvidenceStore, m: Manifest, digest: str, lines: list[bytes] | None = None
+) -> dict[str, Any]:
+    """The manifest's state from its evidence entries (`lines`: the log, if already read)."""
+    key = digest.encode()
+    entries = [json.loads(line) for line in (store.lines() if lines is None else lines)
+               if b'"transfer.' in line and key in line]  # fmt: skip
     approvals = [e for e in entries if e["kind"] == "transfer.approve"]
     releases = [e for e in entries if e["kind"] == "transfer.release"]
     used = {r["data"]["approval_id"] for r in releases}
@@ -432,13 +419,14 @@ def list_transfers(repo_dir: Path) -> dict[str, Any]:
     repo = open_repo(repo_dir)
     store = EvidenceStore.open(state_root(), repo.repo_id)
     rows = []
-    for line in store.lines():
+    lines = store.lines()  # read once, not once per manifest
+    for line in lines:
         if b'"kind":"transfer.preview"' in line:
             e = json.loads(line)
             digest = e["data"]["digest"]
             try:
                 m = _load(store, digest)
-                status = state_of(store, m, digest)["status"]
+                status = state_of(store, m, digest, lines)["status"]
             except (TamperDetected, UsageError) as exc:
                 status = f"unverifiable: {exc}"
             rows.append(
