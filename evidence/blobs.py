@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 
 from .errors import EntryNotFound, StoreUnavailable, TamperDetected
-from .state import ensure_private_dir, fsync_dir
+from .state import atomic_write, ensure_private_dir
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -34,25 +33,7 @@ class BlobStore:
         if final.is_file() and final.stat().st_size == len(data):
             return digest
         ensure_private_dir(final.parent)
-        tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.chmod(tmp, 0o400)
-            os.replace(tmp, final)
-            fsync_dir(final.parent)
-        except OSError as exc:
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
-            raise StoreUnavailable(f"cannot store blob: {exc.strerror}") from None
+        atomic_write(final, data, mode=0o400)
         return digest
 
     def get(self, digest: str) -> bytes:

@@ -27,7 +27,6 @@ from .entry import (
     ZERO_HASH,
     Entry,
     Subject,
-    canonical,
     line_hash,
 )
 from .errors import EntryNotFound, NotInitialised, StoreUnavailable, TamperDetected
@@ -290,6 +289,3 @@ class EvidenceStore:
             )
         )
         return {"repaired": True, "quarantined_bytes": len(tail), "seq": entry.seq}
-
-    def canonical_line(self, obj: Any) -> bytes:
-        return canonical(obj)

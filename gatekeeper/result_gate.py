@@ -183,7 +183,7 @@ def process_result(
     verdict_checks: list[dict[str, Any]] = []
     findings_json: list[dict[str, Any]] = []
 
-    def finish(decision: str, extra_blobs: list[str] | None = None) -> Verdict:
+    def finish(decision: str) -> Verdict:
         data = {**record, "decision": decision, "reasons": reasons[:MAX_LISTED],
                 "checks": verdict_checks, "findings": findings_json[:MAX_LISTED],
                 "vsa": _vsa(repo, candidate, decision, loaded, base)}  # fmt: skip
@@ -191,7 +191,7 @@ def process_result(
             c["stderr_blob"] for c in verdict_checks
         ]
         entry = store.append(Draft(kind="result", subject=subject, data=data,
-                                   blobs=sorted(set(blobs + (extra_blobs or []))),
+                                   blobs=sorted(set(blobs)),
                                    policy=loaded.digest))  # fmt: skip
         clock.lap("evidence")
         return Verdict(decision, reasons, candidate, base, entry.seq, verdict_checks,
