@@ -6,6 +6,16 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+SH = "/bin/sh"
+PY = "/usr/bin/python3"  # Debian's python: the one a check can find inside the sandbox
+AS_ROOT = os.geteuid() == 0
+NEEDS_BWRAP_AND_PYTHON = pytest.mark.skipif(
+    not os.access("/usr/bin/bwrap", os.X_OK) or not os.access(PY, os.X_OK),
+    reason="needs /usr/bin/bwrap and /usr/bin/python3",
+)
+
 
 def git_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "OMS_", "XDG_"))}

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import cli_env
+from sandbox_support import SH, cli_env
 from sandbox_support import git as _git
 
 import gatekeeper.sandboxing as gs
@@ -39,7 +39,6 @@ from sandbox import run as sandbox_exec
 sb = importlib.import_module("sandbox.bwrap")
 sp = importlib.import_module("sandbox.probe")
 
-SH = "/bin/sh"
 HAVE_BWRAP = os.access("/usr/bin/bwrap", os.X_OK)
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="needs /usr/bin/bwrap")
 

@@ -19,18 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import cli_env, make_repo
+from sandbox_support import AS_ROOT, NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, make_repo
 
 from gatekeeper.sandboxing import sandbox_run
 
-SH = "/bin/sh"
-PY = "/usr/bin/python3"
-AS_ROOT = os.geteuid() == 0
-
-pytestmark = pytest.mark.skipif(
-    not os.access("/usr/bin/bwrap", os.X_OK) or not os.access(PY, os.X_OK),
-    reason="needs /usr/bin/bwrap and /usr/bin/python3",
-)
+pytestmark = NEEDS_BWRAP_AND_PYTHON
 
 
 # ---------------------------------------------------------------- fixtures ---
