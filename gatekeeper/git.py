@@ -92,6 +92,27 @@ def resolve_commit(repo: Path, ref: str) -> str:
     return sha
 
 
+def worktree_git(repo: Repo, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
+    """git reading `repo`'s worktree and index (ls-files and the like), never its config.
+
+    Contract for callers: only commands that read files or the index as data.
+    """
+    return git(repo.top, *args, input=input, check=check)
+
+
+def current_branch(repo: Repo) -> str | None:
+    """The checked-out branch's short name, or None when HEAD is detached."""
+    out = git(repo.top, "symbolic-ref", "-q", "--short", "HEAD", check=False).decode().strip()
+    return out or None
+
+
+def remote_tip(repo: Repo) -> tuple[str, str] | None:
+    """(upstream label, commit) of HEAD's upstream branch as confirmed on the remote itself
+    (ls-remote through oms' transport rules); None when there is no upstream or it cannot
+    be confirmed. A local remote-tracking ref is never taken as proof."""
+    return None
+
+
 def read_policy_at(repo: Path, sha: str) -> LoadedPolicy:
     """The policy committed at `sha` (never the worktree); absent means the defaults.
 
