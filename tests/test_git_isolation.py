@@ -450,3 +450,49 @@ def test_repository_path_with_a_newline_is_refused(tmp_path: Path, oms_env: dict
                           check=False)  # fmt: skip
     out = parse_single_json(proc)
     assert proc.returncode == 2 and "newline" in out["error"]["message"], out
+
+
+def test_remote_tip_is_what_the_remote_says_not_a_local_tracking_ref(lab: Lab) -> None:
+    from gatekeeper.git import open_repo, remote_tip
+
+    lab.git("branch", "--set-upstream-to=origin/main", "main")
+    lab.git("fetch", "-q", "origin")
+    pushed = lab.git("rev-parse", "main")
+    repo = open_repo(lab.repo)
+    assert remote_tip(repo) == ("origin/main", pushed)
+    local = lab.commit_file("c.txt", "c\n", "not pushed")
+    # Anyone can write a remote-tracking ref; it proves nothing.
+    lab.git("update-ref", "refs/remotes/origin/main", local)
+    assert remote_tip(repo) == ("origin/main", pushed)
+    lab.git("config", "remote.origin.url", str(lab.root / "gone.git"))
+    assert remote_tip(repo) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [("main", True), ("feature/x-1", True), ("a..b", False), ("a b", False), ("a~1", False),
+     ("a.lock", False), (".hidden", False), ("a//b", False), ("a@{1}", False), ("a^", False),
+     ("x\n", False), ("a:b", False), ("a/", False), ("a*", False), ("a[b", False)],
+)  # fmt: skip
+def test_refnames_follow_gits_rules(name: str, ok: bool) -> None:
+    from gatekeeper.git import valid_refname
+
+    assert valid_refname(f"refs/heads/{name}") is ok
+    assert not valid_refname("@")
+
+
+@pytest.mark.parametrize(
+    ("url", "ok"),
+    [("https://example.invalid/r.git", True), ("ssh://git@example.invalid/r", True),
+     ("git@example.invalid:r.git", True), ("/srv/git/r.git", True), ("file:///srv/r", True),
+     ("ext::sh -c touch", False), ("fd::3", False), ("http://example.invalid/r", False),
+     ("git://example.invalid/r", False), ("-uhack", False), ("r.git", False)],
+)  # fmt: skip
+def test_only_https_ssh_and_local_remotes_are_run(url: str, ok: bool) -> None:
+    from gatekeeper.git import RemoteRefused, checked_url
+
+    if ok:
+        assert checked_url(url) == url
+    else:
+        with pytest.raises(RemoteRefused):
+            checked_url(url)
