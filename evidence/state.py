@@ -126,8 +126,9 @@ def _open_ancestors(parent: Path, create: bool) -> int | None:
                     raise StoreUnavailable(f"too many symlinks on the way to {parent}") from None
                 todo.extend(reversed(Path(target).parts))
                 if os.path.isabs(target):
+                    top = os.open("/", _WALK)
                     os.close(fd)
-                    fd, shown = os.open("/", _WALK), Path("/")
+                    fd, shown = top, Path("/")
                     todo.pop()  # the "/" itself
                 continue
             os.close(fd)

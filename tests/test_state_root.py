@@ -208,9 +208,10 @@ def test_an_ancestor_made_untrusted_after_init_is_refused_on_the_next_use(tmp_pa
 
 
 @needs_root
+@pytest.mark.parametrize("target", ["absolute", "relative"])
 @pytest.mark.parametrize("owner", [0, NOBODY], ids=["root-owned", "other-owned"])
 def test_a_symlink_above_the_state_root_is_followed_only_when_its_owner_is_trusted(
-    tmp_path: Path, owner: int
+    tmp_path: Path, owner: int, target: str
 ) -> None:
     real = tmp_path / "real"
     real.mkdir()
@@ -218,7 +219,7 @@ def test_a_symlink_above_the_state_root_is_followed_only_when_its_owner_is_trust
     sticky.mkdir()
     os.chmod(sticky, 0o1777)
     link = sticky / "link"
-    link.symlink_to(real, target_is_directory=True)
+    link.symlink_to(real if target == "absolute" else Path("..", "real"))
     os.lchown(link, owner, -1)
     root = link / "oms"
     if owner == 0:
