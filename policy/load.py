@@ -106,6 +106,7 @@ _LEX = re.compile(
     re.DOTALL,
 )
 _WORD = re.compile(r"[0-9A-Za-z_]+")
+_DEPTH_STEP = {"open": 1, "close": -1}
 
 
 class _Limits:
@@ -126,16 +127,14 @@ class _Limits:
             return False
         if kind == "str":
             self.line += tok.count("\n")
-        elif kind == "open":
-            self.depth += 1
-            if self.depth > MAX_NESTING:
-                raise self.refuse(f"arrays and tables nested deeper than {MAX_NESTING}")
         elif kind == "bare":
             self.bare(tok)
-        if kind in ("open", "close", "sep"):
-            self.depth = max(0, self.depth - 1) if kind == "close" else self.depth
-            self.line += tok == "\n"
-            self.dots = 0
+        elif kind in ("open", "close", "sep"):
+            self.dots = 0  # a key ends at any of these
+            self.line += int(tok == "\n")
+            self.depth = max(0, self.depth + _DEPTH_STEP.get(kind, 0))
+            if self.depth > MAX_NESTING:
+                raise self.refuse(f"arrays and tables nested deeper than {MAX_NESTING}")
         return True
 
     def bare(self, tok: str) -> None:
