@@ -33,7 +33,7 @@ from .errors import EntryNotFound, NotInitialised, StoreUnavailable, TamperDetec
 from .keys import SigningKey, create_key, load_key
 from .log import LOG_FILE, append_lines, check_tail, last_line, locked, read_log, split_lines
 from .merkle import Frontier, leaf_hash
-from .state import atomic_write, ensure_private_dir
+from .state import atomic_write, check_state_dirs
 
 CHECKPOINT_FILE = "checkpoint"
 TREE_FILE = "tree.json"
@@ -48,6 +48,11 @@ class Draft:
     data: Mapping[str, Any] = field(default_factory=dict)
     blobs: Sequence[str] = ()
     policy: str | None = None
+
+
+def store_dirs(repo_id: str) -> tuple[str, ...]:
+    """The directories under the state root that one repository's store writes into."""
+    return (f"repos/{repo_id}/evidence/blobs", f"repos/{repo_id}/transfers", "witness")
 
 
 def utc_now() -> str:
@@ -75,12 +80,10 @@ class EvidenceStore:
     @classmethod
     def init(cls, root: Path, repo_id: str) -> tuple[EvidenceStore, bool]:
         """Create state root, key, empty log and first checkpoint. Idempotent."""
-        ensure_private_dir(root)
+        check_state_dirs(root, *store_dirs(repo_id), create=True)
         key, _ = create_key(root)
         store = cls(root, repo_id)
         store._key = key
-        ensure_private_dir(store.dir)
-        ensure_private_dir(store.witness_path.parent)
         created = False
         with locked(store.dir):
             if not store.log_path.exists():
@@ -100,6 +103,7 @@ class EvidenceStore:
 
     @classmethod
     def open(cls, root: Path, repo_id: str) -> EvidenceStore:
+        check_state_dirs(root, *store_dirs(repo_id))  # on every use, not only at init
         store = cls(root, repo_id)
         if not store.log_path.exists():
             raise NotInitialised(

@@ -9,10 +9,13 @@ repository it was started for.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -26,6 +29,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from evidence import EvidenceStore, audit, state_root
+from policy import POLICY_FILE, LoadedPolicy, PolicyError
 
 from . import doctor as doctor_mod
 from . import repo_gateway, result_gate
@@ -35,6 +39,7 @@ from .text import sanitize
 from .transfer import gate as transfer_gate
 
 MAX_RESULT_BYTES = 7600  # of the JSON text the SDK sends (indent=2), under 8 KiB
+POLICY_CACHE_SIZE = 16  # policy blobs remembered, parsed or refused
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -99,6 +104,47 @@ async def _thread(fn: Callable[..., R], *args: Any) -> R:
     return await anyio.to_thread.run_sync(functools.partial(fn, *args))
 
 
+class PolicyCache:
+    """The policy at a commit, parsed once per policy blob id.
+
+    The server lives long and the blob is untrusted text: parsing it again on every
+    tool call would repeat whatever cost it imposes. A refusal is remembered too.
+    """
+
+    def __init__(self, repo_top: Path) -> None:
+        self._top = repo_top
+        self._parsed: OrderedDict[str, LoadedPolicy | PolicyError] = OrderedDict()
+        self._lock = threading.Lock()  # tools run in worker threads
+
+    def at(self, sha: str) -> LoadedPolicy:
+        blob = self._blob_id(sha)
+        if blob is None:  # absent (the defaults) or not a regular file (refused): no parse
+            return read_policy_at(self._top, sha)
+        with self._lock:
+            hit = self._parsed.get(blob)
+            if hit is None:
+                hit = self._parse(sha)
+                self._parsed[blob] = hit
+                while len(self._parsed) > POLICY_CACHE_SIZE:
+                    self._parsed.popitem(last=False)
+        if isinstance(hit, PolicyError):
+            raise PolicyError(str(hit))
+        return dataclasses.replace(hit, origin=f"{sha[:12]}:{POLICY_FILE}")
+
+    def _parse(self, sha: str) -> LoadedPolicy | PolicyError:
+        try:
+            return read_policy_at(self._top, sha)
+        except PolicyError as exc:
+            return exc
+
+    def _blob_id(self, sha: str) -> str | None:
+        listing = git(self._top, "ls-tree", "-z", "--full-tree", sha, "--", POLICY_FILE)
+        fields = listing.partition(b"\t")[0].decode("ascii", "replace").split()
+        if len(fields) == 3 and fields[0] in ("100644", "100755") and fields[1] == "blob":
+            return fields[2]
+        return None
+
+
 def build_server(repo_dir: Path) -> MCPServer[Any]:
     repo = open_repo(repo_dir)
     server: MCPServer[Any] = MCPServer(
@@ -110,8 +156,10 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     def store() -> EvidenceStore:
         return EvidenceStore.open(state_root(), repo.repo_id)
 
-    def policy() -> Any:
-        return read_policy_at(repo.top, resolve_commit(repo.top, "HEAD"))
+    policies = PolicyCache(repo.top)
+
+    def policy() -> LoadedPolicy:
+        return policies.at(resolve_commit(repo.top, "HEAD"))
 
     @server.tool(description="Readiness of oms on this machine: sandbox probe, scanners, "
                  "signing key, evidence chain, AppArmor. Contacts no provider.",

@@ -1,10 +1,15 @@
 """Policy: the `oms.toml` model, loading with one-line errors, and digests."""
 
 from .load import (
+    MAX_DIGITS,
+    MAX_KEY_PARTS,
+    MAX_LINE_CHARS,
+    MAX_NESTING,
     MAX_POLICY_BYTES,
     POLICY_FILE,
     LoadedPolicy,
     PolicyError,
+    check_limits,
     default_policy,
     load_policy_file,
     parse_policy,
@@ -26,6 +31,10 @@ from .model import (
 __all__ = [
     "DEFAULT_GITLEAKS_SHA256",
     "DEFAULT_POLICY",
+    "MAX_DIGITS",
+    "MAX_KEY_PARTS",
+    "MAX_LINE_CHARS",
+    "MAX_NESTING",
     "MAX_POLICY_BYTES",
     "POLICY_FILE",
     "AutopilotRule",
@@ -37,6 +46,7 @@ __all__ = [
     "SandboxPolicy",
     "ScannersPolicy",
     "TransferPolicy",
+    "check_limits",
     "default_policy",
     "load_policy_file",
     "parse_policy",

@@ -1,5 +1,10 @@
 """Loading `oms.toml` from bytes or a file, with one-line errors, and its digest.
 
+The text is untrusted (a repository's committed file), so before `tomllib` sees
+it a cheap lexical pass bounds what makes `tomllib` slow or huge: size, line
+length, parts per dotted key, bracket nesting and digits per number. Whatever
+still goes wrong inside `tomllib` is one policy error, never a traceback.
+
 The policy digest is SHA-256 over the RFC 8785 canonical JSON of the validated
 policy (defaults filled in), so two files that mean the same thing share it.
 """
@@ -19,7 +24,11 @@ from pydantic import ValidationError
 from .model import DEFAULT_POLICY, Check, Policy
 
 POLICY_FILE = "oms.toml"
-MAX_POLICY_BYTES = 1 << 20
+MAX_POLICY_BYTES = 256 << 10
+MAX_LINE_CHARS = 4096
+MAX_KEY_PARTS = 16  # a 48 KB key of 24,000 parts needs > 1.5 GB in tomllib
+MAX_NESTING = 32  # arrays and inline tables; tomllib recurses per level
+MAX_DIGITS = 20  # int() of thousands of digits is slow, then a ValueError
 
 
 class PolicyError(Exception):
@@ -73,14 +82,105 @@ def _format_validation(origin: str, err: ValidationError) -> str:
     return _clean(f"{origin}: {loc}: {msg}{tail}")
 
 
-def parse_policy(data: bytes, origin: str) -> LoadedPolicy:
-    """Parse and validate policy bytes; raise PolicyError with one line on any fault."""
+# One token of TOML text, as far as the limits care: strings and comments are skipped
+# whole (a dot, bracket or digit inside them is data), so the pass never miscounts.
+_STRINGS = (
+    r'"""(?:[^"\\]|\\.|"{1,2}(?!"))*"{3,5}',  # multi-line basic: up to 2 quotes inside
+    r"'''(?:[^']|'{1,2}(?!'))*'{3,5}",  # multi-line literal
+    r'"(?:[^"\\\n]|\\.)*"',  # basic
+    r"'[^'\n]*'",  # literal
+)
+_LEX = re.compile(
+    "|".join(
+        (
+            f"(?P<str>{'|'.join(_STRINGS)})",
+            r"(?P<comment>#[^\n]*)",
+            r"(?P<open>[\[{])",
+            r"(?P<close>[\]}])",
+            r"(?P<sep>[=,\n])",
+            r"(?P<bare>[^\s\"'#\[\]{}=,]+)",
+            r"(?P<space>[ \t\r\f\v]+)",
+            r"(?P<bad>.)",
+        )
+    ),
+    re.DOTALL,
+)
+_WORD = re.compile(r"[0-9A-Za-z_]+")
+_DEPTH_STEP = {"open": 1, "close": -1}
+
+
+class _Limits:
+    """The lexical pre-pass: counts per line, refuses at the first limit passed."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.line = 1
+        self.depth = 0
+        self.dots = 0  # dots outside strings since the last `=`, `,`, bracket or newline
+
+    def refuse(self, what: str) -> PolicyError:
+        return PolicyError(f"{self.origin}:{self.line}: {what}; refusing to parse it")
+
+    def token(self, kind: str, tok: str) -> bool:
+        """Account for one token; False to stop (tomllib will report the syntax error)."""
+        if kind == "bad":
+            return False
+        if kind == "str":
+            self.line += tok.count("\n")
+        elif kind == "bare":
+            self.bare(tok)
+        elif kind in ("open", "close", "sep"):
+            self.dots = 0  # a key ends at any of these
+            self.line += int(tok == "\n")
+            self.depth = max(0, self.depth + _DEPTH_STEP.get(kind, 0))
+            if self.depth > MAX_NESTING:
+                raise self.refuse(f"arrays and tables nested deeper than {MAX_NESTING}")
+        return True
+
+    def bare(self, tok: str) -> None:
+        self.dots += tok.count(".")
+        if self.dots >= MAX_KEY_PARTS:
+            raise self.refuse(f"a dotted key has more than {MAX_KEY_PARTS} parts")
+        for word in _WORD.findall(tok):
+            digits = word.replace("_", "")
+            if digits[:2].lower() in ("0x", "0o", "0b"):
+                digits = digits[2:]
+            if word[0].isdigit() and len(digits) > MAX_DIGITS:
+                raise self.refuse(f"a number has more than {MAX_DIGITS} digits")
+
+
+def check_limits(text: str, origin: str) -> None:
+    """Refuse TOML text that would make tomllib slow, deep or huge (one-line PolicyError)."""
+    for number, line in enumerate(text.split("\n"), 1):
+        if len(line) > MAX_LINE_CHARS:
+            raise PolicyError(f"{origin}:{number}: line longer than {MAX_LINE_CHARS} characters")
+    limits = _Limits(origin)
+    for m in _LEX.finditer(text):
+        if not limits.token(m.lastgroup or "bad", m.group()):
+            return
+
+
+def _decode(data: bytes, origin: str) -> str:
     if len(data) > MAX_POLICY_BYTES:
         raise PolicyError(f"{origin}: policy larger than {MAX_POLICY_BYTES} bytes")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{origin}: not UTF-8 (byte {exc.start})") from None
+
+
+def parse_policy(data: bytes, origin: str) -> LoadedPolicy:
+    """Parse and validate policy bytes; raise PolicyError with one line on any fault."""
+    text = _decode(data, origin)
+    check_limits(text, origin)
+    try:
+        return _parse_text(text, origin)
+    except (RecursionError, MemoryError, ValueError) as exc:
+        # PolicyError is none of these: what lands here escaped the pre-pass.
+        raise PolicyError(f"{origin}: policy too complex to parse ({type(exc).__name__})") from None
+
+
+def _parse_text(text: str, origin: str) -> LoadedPolicy:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

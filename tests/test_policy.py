@@ -1,18 +1,27 @@
 """Policy loading: unknown keys rejected at every level, one-line errors, digests.
 
-No CLI command loads a policy yet, so these tests drive the library directly
-(`policy.parse_policy`, `policy.load_policy_file`).
+Mostly driven through the library (`policy.parse_policy`, `policy.load_policy_file`);
+the limits on untrusted text also through `oms sandbox run` and the MCP server's
+policy cache, with hostile cases in children capped at 512 MB of address space.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import resource
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
+from conftest import parse_single_json
 
 import policy
+from gatekeeper import git as gatekeeper_git
+from gatekeeper import mcp_server
 from policy import (
     DEFAULT_POLICY,
     PolicyError,
@@ -20,6 +29,7 @@ from policy import (
     load_policy_file,
     parse_policy,
 )
+from policy import load as policy_load
 
 ORIGIN = "oms.toml"
 
@@ -321,9 +331,6 @@ def test_plan_digest_covers_the_checks_only() -> None:
 
 def test_digest_does_not_depend_on_the_process(tmp_path: Path) -> None:
     # Same bytes, a fresh interpreter with another hash seed: the same digest.
-    import subprocess
-    import sys
-
     path = tmp_path / "oms.toml"
     path.write_bytes(A)
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -333,3 +340,223 @@ def test_digest_does_not_depend_on_the_process(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, check=True,
     ).stdout.strip()  # fmt: skip
     assert out == load_policy_file(path).digest
+
+
+# -- untrusted text is parsed within limits --------------------------------------
+
+ROOT_KEY = ".".join(["a"] * 24_000)  # 48 KB: > 1.5 GB inside tomllib without limits
+HUGE_KEY = ".".join(["a"] * 100_000)  # 200 KB: OOM-killed without limits
+PART_LINES = "".join(f"k{i}." + ".".join(["a"] * 1_990) + " = 1\n" for i in range(60))
+
+
+def _key(parts: int, sep: str = ".") -> str:
+    return sep.join(["a"] * parts)
+
+
+HOSTILE = [
+    pytest.param(f"version = 1\n{ROOT_KEY} = 1\n", "line longer than", id="48k-dotted-key"),
+    pytest.param(f"version = 1\n{HUGE_KEY} = 1\n", "line longer than", id="200k-dotted-key"),
+    pytest.param(f"version = 1\n{PART_LINES}", "more than 16 parts", id="240k-of-2000-part-keys"),
+    pytest.param(f"version = 1\n{_key(17)} = 1\n", "more than 16 parts", id="17-part-key"),
+    pytest.param(f"version = 1\n[{_key(17)}]\n", "more than 16 parts", id="17-part-table"),
+    pytest.param(f"version = 1\n[[{_key(17)}]]\n", "more than 16 parts", id="17-part-array-table"),
+    pytest.param(
+        "version = 1\n" + ".".join(['"a"'] * 17) + " = 1\n",
+        "more than 16 parts",
+        id="17-quoted-parts",
+    ),
+    pytest.param(f"version = 1\n{_key(17, ' . ')} = 1\n", "more than 16 parts", id="spaced-parts"),
+    pytest.param(
+        f"version = 1\nx = {{ {_key(17)} = 1 }}\n",
+        "more than 16 parts",
+        id="17-part-key-in-inline-table",
+    ),
+    pytest.param(
+        "version = 1\na = " + "[" * 2000 + "]" * 2000 + "\n",
+        "nested deeper than 32",
+        id="2000-deep-arrays",
+    ),
+    pytest.param(
+        "version = 1\na = " + "[\n" * 20_000 + "]\n" * 20_000,
+        "nested deeper than 32",
+        id="20000-deep-arrays-over-lines",
+    ),
+    pytest.param(
+        "version = 1\na = " + "{b = " * 33 + "1" + "}" * 33 + "\n",
+        "nested deeper than 32",
+        id="33-deep-inline-tables",
+    ),
+    pytest.param("version = " + "9" * 4_400 + "\n", "line longer than", id="4400-digit-int"),
+    pytest.param("version = " + "1" * 21 + "\n", "more than 20 digits", id="21-digit-int"),
+    pytest.param("version = 1_" + "0_" * 20 + "0\n", "more than 20 digits", id="underscored-int"),
+    pytest.param("version = 0x" + "f" * 21 + "\n", "more than 20 digits", id="21-digit-hex"),
+    pytest.param("version = 1\nx = 1." + "5" * 21 + "\n", "more than 20 digits", id="long-float"),
+    pytest.param('version = 1\nx = "' + "a" * 5_000 + '"\n', "line longer than", id="long-string"),
+]
+
+
+def _parse_with_little_memory(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """parse_policy in a child limited to 512 MB of address space: a hostile case that
+    escaped the limits cannot take the machine down, it fails the test."""
+    path = tmp_path / "oms.toml"
+    path.write_text(text)
+    script = (
+        "import pathlib, sys, policy\n"
+        "try:\n"
+        "    policy.parse_policy(pathlib.Path(sys.argv[1]).read_bytes(), 'oms.toml')\n"
+        "except policy.PolicyError as exc:\n"
+        "    print(exc)\n"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+
+    return subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        capture_output=True, text=True, timeout=120, preexec_fn=limit, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "reason"), HOSTILE)
+def test_hostile_policy_text_is_refused_in_one_line_before_tomllib_runs(
+    tmp_path: Path, text: str, reason: str
+) -> None:
+    assert len(text.encode()) <= policy.MAX_POLICY_BYTES
+    proc = _parse_with_little_memory(tmp_path, text)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    message = proc.stdout.removesuffix("\n")
+    assert message.startswith(f"{ORIGIN}:"), message
+    assert reason in message, message
+    assert_one_line(message)
+
+
+@pytest.mark.parametrize(
+    ("at_limit", "over_limit"),
+    [
+        (f"{_key(16)} = 1", f"{_key(17)} = 1"),
+        ("a = " + "[" * 32 + "]" * 32, "a = " + "[" * 33 + "]" * 33),
+        ("a = " + "9" * 20, "a = " + "9" * 21),
+        ("a = 0x" + "f" * 20, "a = 0x" + "f" * 21),
+        ("a = 'x'" + " " * 4089, "a = 'x'" + " " * 4090),
+    ],
+    ids=["key-parts", "nesting", "digits", "hex-digits", "line-length"],
+)
+def test_each_limit_admits_its_bound_and_refuses_one_more(at_limit: str, over_limit: str) -> None:
+    policy.check_limits(at_limit + "\n", ORIGIN)
+    with pytest.raises(PolicyError):
+        policy.check_limits(over_limit + "\n", ORIGIN)
+
+
+def test_dots_brackets_and_digits_in_strings_and_comments_are_data() -> None:
+    deep, dots, digits = "[" * 40, _key(30), "1" * 40
+    text = (
+        f'version = 1\n# {deep} {dots} {digits}\n[[checks]]\nname = "{dots}"\n'
+        f'cmd = [\'{deep}\', """{deep}\n{digits} "" {{{{""", \'\'\'{dots}\'\'\', "\\"{deep}"]\n'
+    )
+    loaded = parse_policy(text.encode(), ORIGIN)
+    (check,) = loaded.policy.checks
+    assert check.name == dots
+    assert check.cmd == [deep, f'{deep}\n{digits} "" {{{{', dots, f'"{deep}']
+
+
+def test_a_policy_near_the_size_cap_within_limits_parses() -> None:
+    lines = [f'{_key(15)}{i} = "{"x" * 200}"' for i in range(1_000)]
+    text = "version = 1\n[[checks]]\nname = 'n'\ncmd = ['true']\n[x]\n" + "\n".join(lines)
+    assert len(text) < policy.MAX_POLICY_BYTES
+    policy.check_limits(text, ORIGIN)  # the pre-pass lets it through; the model says no
+    assert "unknown key" in policy_error(text.encode())
+
+
+@pytest.mark.parametrize("error", [RecursionError, MemoryError, ValueError])
+def test_tomllib_failures_past_the_limits_are_one_line_policy_errors(
+    monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
+) -> None:
+    def explode(text: str) -> dict[str, object]:
+        raise error("deep inside the parser\nsecond line")
+
+    monkeypatch.setattr(policy_load.tomllib, "loads", explode)
+    with pytest.raises(PolicyError) as info:
+        parse_policy(b"version = 1\n", ORIGIN)
+    assert str(info.value) == f"{ORIGIN}: policy too complex to parse ({error.__name__})"
+    assert info.value.__suppress_context__ is True
+
+
+# -- the MCP server parses a policy blob once ----------------------------------------
+
+
+def _commit(run_git: Callable[..., str], repo: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).write_text(text)
+        run_git(repo, "add", name)
+    run_git(repo, "commit", "-q", "-m", "change")
+    return run_git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_mcp_policy_cache_parses_each_policy_blob_once(
+    git_repo: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[str] = []
+    real = gatekeeper_git.parse_policy
+
+    def counting(data: bytes, origin: str) -> policy.LoadedPolicy:
+        parsed.append(origin)
+        return real(data, origin)
+
+    monkeypatch.setattr(gatekeeper_git, "parse_policy", counting)
+    cache = mcp_server.PolicyCache(git_repo)
+    first = _commit(run_git, git_repo, {"oms.toml": "version = 1\n"})
+    assert cache.at(first).origin == f"{first[:12]}:oms.toml"
+    cache.at(first)
+    other = _commit(run_git, git_repo, {"README.md": "same policy blob\n"})
+    assert cache.at(other).origin == f"{other[:12]}:oms.toml"  # honest origin, no parse
+    assert len(parsed) == 1
+
+    changed = _commit(run_git, git_repo, {"oms.toml": "version = 1\n[sandbox]\nwall_s = 9\n"})
+    assert cache.at(changed).policy.sandbox.wall_s == 9
+    bad = _commit(run_git, git_repo, {"oms.toml": f"version = 1\n{_key(17)} = 1\n"})
+    for _ in range(3):
+        with pytest.raises(PolicyError, match="more than 16 parts"):
+            cache.at(bad)
+    assert len(parsed) == 3
+
+
+def test_mcp_tools_reading_heads_policy_parse_it_once(
+    git_repo: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _commit(run_git, git_repo, {"oms.toml": "version = 1\n"})
+    calls: list[str] = []
+    real = mcp_server.read_policy_at
+
+    def counting(repo: Path, sha: str) -> policy.LoadedPolicy:
+        calls.append(sha)
+        return real(repo, sha)
+
+    monkeypatch.setattr(mcp_server, "read_policy_at", counting)
+    server = mcp_server.build_server(git_repo)
+
+    async def read_three_times() -> None:
+        for _ in range(3):
+            await server.call_tool("oms_repo_read_file", {"path": "README.md"})
+
+    anyio.run(read_three_times)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize(("text", "reason"), [HOSTILE[0], HOSTILE[10]], ids=["48k-key", "deep"])
+def test_sandbox_run_refuses_a_hostile_committed_policy_with_exit_2(
+    git_repo: Path,
+    run_git: Callable[..., str],
+    run_oms: Callable[..., subprocess.CompletedProcess[str]],
+    text: str,
+    reason: str,
+) -> None:
+    _commit(run_git, git_repo, {"oms.toml": text})
+
+    def limit() -> None:  # as above: an escaped case fails the test, not the machine
+        resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+
+    proc = run_oms(["sandbox", "run", "--repo", git_repo, "--json", "--", "true"], preexec_fn=limit)
+    out = parse_single_json(proc)
+    assert proc.returncode == 2, out
+    assert out["error"]["kind"] == "policy"
+    assert reason in out["error"]["message"]
