@@ -8,6 +8,7 @@ whether host paths that must stay hidden are visible (they must not be).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -103,7 +104,7 @@ def check_output(text: str, profile: Profile, hidden: Sequence[str]) -> list[str
 
 def probe(profile: Profile, bw: Bwrap, hidden: Sequence[str]) -> ProbeResult:
     """Run the probe; ProbeResult.ok only if every check holds."""
-    scratch = Path(tempfile.mkdtemp(prefix="oms-probe-"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"oms-probe-{os.getpid()}-"))
     try:
         result = run(profile, scratch, ["/bin/sh", "-c", _SCRIPT, "probe", *hidden], bw=bw)
     except SandboxUnavailable as exc:
