@@ -3,7 +3,8 @@
 From inside, it reads: the network interfaces (only `lo`), the environment
 (only allowed names), /proc/self/limits (the limits set), the capability sets
 (all zero), whether new user namespaces can be made (they must not), and
-whether host paths that must stay hidden are visible (they must not be).
+whether host paths that must stay hidden are visible (they must not be), and
+whether the root file system takes a new file (it must not).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ echo "@userns"
 if ! command -v unshare >/dev/null; then echo untested
 elif unshare -U true 2>/dev/null; then echo allowed; else echo denied; fi
 echo "@hidden"; for p in "$@"; do if [ -e "$p" ]; then echo "visible $p"; fi; done
+echo "@rootfs"; if (: > /.oms-probe) 2>/dev/null; then echo writable; else echo readonly; fi
 echo "@end"
 """
 
@@ -99,6 +101,8 @@ def check_output(text: str, profile: Profile, hidden: Sequence[str]) -> list[str
     if s.get("userns") not in (["denied"], ["untested"]):
         failures.append("new user namespaces can be created inside")
     failures.extend(f"host path {ln[8:]} is visible" for ln in s.get("hidden", []))
+    if s.get("rootfs") != ["readonly"]:
+        failures.append("the root file system is writable")
     return failures
 
 
