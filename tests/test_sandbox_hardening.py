@@ -8,7 +8,8 @@
   bwrap's status descriptor, never by the command's own stderr.
 - Where a memory cgroup can be had, kernel memory (inodes, dentries, tmpfs pages)
   of a run is capped and the run's cgroup is gone afterwards.
-- The gate's time budget clamps a check and, once spent, is Unavailable.
+- The gate's time budget clamps a check and, once spent, is Unavailable; in the
+  result gate both are recorded UNAVAILABLE verdicts, never FAILED.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, make_repo
+from sandbox_support import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, git, make_repo
 
+import gatekeeper.result_gate as rg
+import gatekeeper.sandboxing as gs
 from gatekeeper.errors import EXIT_UNAVAILABLE, Unavailable, classify
 from gatekeeper.git import open_repo, read_policy_at, resolve_commit
 from gatekeeper.sandboxing import profile_for, ready, run_in_scratch, sandbox_run
@@ -303,3 +306,50 @@ def test_check_is_clamped_to_the_budget_left_and_then_unavailable(
     assert profile.limits.wall_s > 30  # the check alone would run for minutes
     with pytest.raises(Unavailable, match=r"time budget .* ran out during a check"):
         run_in_scratch(repo, sha, profile, bw, [SH, "-c", "sleep 600"], Deadline.after(3))
+
+
+# ------------------------------------------------------------- result gate ---
+
+
+def _gate_repo(root: Path, cmd: list[str], state: dict[str, Path]) -> Path:
+    """`main` with a one-check plan; branch `cand` adding a harmless file."""
+    plan = f'version = 1\n\n[[checks]]\nname = "unit"\ncmd = {json.dumps(cmd)}\ntimeout_s = 30\n'
+    repo = make_repo(root, files={"oms.toml": plan})
+    git(repo, "checkout", "-q", "-b", "cand")
+    (repo / "mod.py").write_text("X = 1\n")
+    git(repo, "add", "mod.py")
+    git(repo, "commit", "-q", "-m", "candidate")
+    git(repo, "checkout", "-q", "main")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gatekeeper", "init", "--repo", str(repo), "--json"],
+        capture_output=True, text=True, env=cli_env(state), timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return repo
+
+
+def test_gate_check_whose_command_is_missing_is_unavailable_not_failed(
+    tmp_path: Path, state: Any
+) -> None:
+    repo = _gate_repo(tmp_path / "repo", ["/opt/nowhere/bin/pytest", "-q"], state)
+    argv = [sys.executable, "-m", "gatekeeper", "process-result", "--repo", str(repo),
+            "--candidate", "cand", "--base", "main", "--json"]  # fmt: skip
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, env=cli_env(state), timeout=120, check=False
+    )
+    obj = json.loads(proc.stdout)
+    assert proc.returncode == EXIT_UNAVAILABLE, (proc.stdout, proc.stderr)
+    assert obj["decision"] == "UNAVAILABLE", obj
+    assert any("could not start /opt/nowhere/bin/pytest" in r for r in obj["reasons"]), obj
+    assert obj["evidence_seq"] is not None  # the refusal is recorded
+
+
+def test_gate_whose_budget_is_spent_is_unavailable_before_the_scanners(
+    tmp_path: Path, state: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _gate_repo(tmp_path / "repo", [SH, "-c", "exit 0"], state)
+    monkeypatch.setattr(gs, "gate_deadline", lambda loaded: Deadline.after(0))
+    with pytest.raises(rg.GateUnavailable) as info:
+        rg.process_result(repo, "cand", "main")
+    assert info.value.data["decision"] == "UNAVAILABLE"
+    assert "time budget" in str(info.value) and "before the scanners" in str(info.value)
