@@ -95,16 +95,24 @@ def _writable(d: Path) -> bool:
 
 
 def _v2(own: dict[str, str]) -> Support | None:
+    """Our own v2 cgroup if memory and pids are delegated below it; as root, else the root.
+
+    (A v2 cgroup holding processes cannot enable controllers for children, so the
+    usual systemd session or service cgroup only qualifies when delegated.)
+    """
     for mnt, fstype, _ in _mounts():
         if fstype != "cgroup2" or "" not in own:
             continue
-        parent = Path(mnt + own[""].rstrip("/"))
-        try:
-            delegated = set((parent / "cgroup.subtree_control").read_text().split())
-        except OSError:
-            continue
-        if {"memory", "pids"} <= delegated and _writable(parent):
-            return Support("v2", "cgroup v2 with memory and pids delegated", parent, parent)
+        parents = [Path(mnt + own[""].rstrip("/"))]
+        if os.geteuid() == 0:
+            parents.append(Path(mnt))
+        for parent in parents:
+            try:
+                delegated = set((parent / "cgroup.subtree_control").read_text().split())
+            except OSError:
+                continue
+            if {"memory", "pids"} <= delegated and _writable(parent):
+                return Support("v2", "cgroup v2 with memory and pids controllers", parent, parent)
     return None
 
 
