@@ -10,7 +10,6 @@ whether the root file system takes a new file (it must not).
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 from .bwrap import Bwrap
 from .errors import SandboxUnavailable
 from .profile import Profile
-from .runner import run
+from .runner import remove_dir, run
 
 # Our own constant script (no untrusted text): prints sections the parser checks.
 _SCRIPT = r"""
@@ -110,11 +109,12 @@ def probe(profile: Profile, bw: Bwrap, hidden: Sequence[str]) -> ProbeResult:
     """Run the probe; ProbeResult.ok only if every check holds."""
     scratch = Path(tempfile.mkdtemp(prefix=f"oms-probe-{os.getpid()}-"))
     try:
-        result = run(profile, scratch, ["/bin/sh", "-c", _SCRIPT, "probe", *hidden], bw=bw)
+        try:
+            result = run(profile, scratch, ["/bin/sh", "-c", _SCRIPT, "probe", *hidden], bw=bw)
+        finally:
+            remove_dir(scratch)
     except SandboxUnavailable as exc:
         return ProbeResult(ok=False, failures=[str(exc)])
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     text = result.stdout.kept.decode("utf-8", "replace")
     failures = check_output(text, profile, hidden)
     if result.timed_out:

@@ -178,7 +178,19 @@ def run(
             if cg is not None:
                 cgroup.destroy(cg)
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        remove_dir(run_dir)
+
+
+def remove_dir(path: Path) -> None:
+    """Remove a directory oms made for a run; SandboxUnavailable (never silence) if it stays."""
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"cannot remove {path}: {exc.strerror or exc}; remove it by hand"
+        ) from None
 
 
 class _StatusPipe:

@@ -27,8 +27,9 @@ import pytest
 from sandbox_support import AS_ROOT, make_repo
 
 import gatekeeper.scratch as scratch
-from gatekeeper.errors import EXIT_UNAVAILABLE, EXIT_USAGE, classify
-from sandbox import BudgetExpired, Deadline
+from gatekeeper.errors import EXIT_UNAVAILABLE, EXIT_USAGE, Unavailable, classify
+from sandbox import BudgetExpired, Deadline, SandboxUnavailable
+from sandbox.runner import remove_dir
 
 
 def _head(repo: Path) -> str:
@@ -207,15 +208,19 @@ def test_removal_gives_back_permissions_the_sandbox_took_away(shared: Path) -> N
     assert not root.exists()
 
 
+REMOVERS = {"scratch_copy": scratch.remove_tree, "run_dir": remove_dir}
+
+
 @pytest.mark.skipif(not AS_ROOT, reason="needs root to mount a file system inside the copy")
-def test_removal_that_fails_is_reported_with_the_path(dest: Path) -> None:
+@pytest.mark.parametrize("remover", sorted(REMOVERS))
+def test_removal_that_fails_is_reported_with_the_path(dest: Path, remover: str) -> None:
     root = dest / f"{scratch.SCRATCH_PREFIX}{os.getpid()}-busy"
     (root / "mnt").mkdir(parents=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "oms-test", str(root / "mnt")],
                    check=True)  # fmt: skip
     try:
-        with pytest.raises(scratch.ScratchCleanupError, match="remove it by hand") as info:
-            scratch.remove_tree(root)
+        with pytest.raises((Unavailable, SandboxUnavailable), match="remove it by hand") as info:
+            REMOVERS[remover](root)
         assert str(root) in str(info.value)
         assert classify(info.value) == (EXIT_UNAVAILABLE, "unavailable")
     finally:
