@@ -11,6 +11,7 @@ from typing import Any
 from evidence import EvidenceError, EvidenceStore, audit, load_key, state_root
 from policy import default_policy
 from sandbox import SandboxUnavailable, find_bwrap, probe
+from sandbox.cgroup import support as cgroup_support
 
 from .errors import OmsError
 from .git import open_repo, read_policy_at, resolve_commit
@@ -46,6 +47,20 @@ def apparmor_status() -> dict[str, Any]:
         "bwrap_userns_restrict_loaded": loaded,
         "unprivileged_userns_clone": _read(USERNS_SYSCTL),
     }
+
+
+def kernel_memory_status() -> dict[str, Any]:
+    """Whether checks get a memory cgroup (tmpfs pages, inodes, dentries capped)."""
+    found = cgroup_support()
+    status: dict[str, Any] = {"bounded": found.kind is not None, "cgroup": found.kind,
+                              "reason": found.reason}  # fmt: skip
+    if found.kind is None:
+        status["warning"] = (
+            "kernel memory of checks is not capped (no usable memory cgroup): files a check "
+            "creates in its tmpfs mounts and /workspace can pin RAM beyond memory_mb; run oms "
+            "as root on cgroup v1, or with delegated cgroup v2 memory and pids controllers"
+        )
+    return status
 
 
 def doctor(repo_dir: Path) -> tuple[dict[str, Any], bool]:
@@ -122,6 +137,7 @@ def doctor(repo_dir: Path) -> tuple[dict[str, Any], bool]:
             report["mcp_tools_digest"] = anyio.run(tools_digest, repo.top)[0]
         except Exception as exc:  # informational only; never a reason to be "ready"
             report["mcp_tools_digest"] = f"unavailable: {type(exc).__name__}"
+    report["kernel_memory"] = kernel_memory_status()  # a warning, never "not ready"
     report["remedies"] = remedies
     ready = sandbox_ok and key_ok
     report["ready"] = ready

@@ -18,7 +18,7 @@ from typing import Any
 
 from evidence import Draft, EvidenceStore, state_root
 from policy import LoadedPolicy
-from sandbox import RunResult
+from sandbox import Deadline, RunResult
 
 from . import sandboxing
 from .change import added_items, read_change
@@ -88,11 +88,16 @@ class _Clock:
 
 
 def scan_both(
-    items: list[ScanItem], loaded: LoadedPolicy
+    items: list[ScanItem], loaded: LoadedPolicy, budget: Deadline | None = None
 ) -> tuple[list[Finding], list[ScannerInfo]]:
-    """Both scanners over `items` with the pin and time-out of this policy."""
+    """Both scanners over `items` with the pin and time-out of this policy (within `budget`)."""
     sp = loaded.policy.scanners
-    return combined.scan_both(items, sp.gitleaks_sha256, sp.timeout_s)
+    timeout = (
+        sp.timeout_s
+        if budget is None
+        else sandboxing.within(budget, sp.timeout_s, "before the scanners")
+    )
+    return combined.scan_both(items, sp.gitleaks_sha256, timeout)
 
 
 def _check_json(name: str, r: RunResult, store: EvidenceStore) -> dict[str, Any]:
@@ -148,6 +153,7 @@ def process_result(
     tree = git(repo.top, "rev-parse", f"{candidate}^{{tree}}").decode().strip()
     loaded = read_policy_at(repo.top, policy_commit)
     policy = loaded.policy
+    budget = sandboxing.gate_deadline(loaded)  # one budget: copies, scanners, checks
     clock.lap("resolve")
     subject = [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": candidate}}]
     record: dict[str, Any] = {
@@ -201,7 +207,7 @@ def process_result(
     items = added_items(repo.top, change)
     clock.lap("read_change")
     try:
-        findings, infos = scan_both(items, loaded)
+        findings, infos = scan_both(items, loaded, budget)
     except Unavailable as exc:
         raise unavailable(str(exc)) from None
     clock.lap("scan")
@@ -229,7 +235,7 @@ def process_result(
     for check in policy.checks:
         prof = sandboxing.profile_for(repo, loaded, timeout_s=check.timeout_s)
         try:
-            r = sandboxing.run_in_scratch(repo, candidate, prof, bw, check.cmd)
+            r = sandboxing.run_in_scratch(repo, candidate, prof, bw, check.cmd, budget)
         except Unavailable as exc:
             raise unavailable(str(exc)) from None
         verdict_checks.append(_check_json(check.name, r, store))

@@ -2,25 +2,42 @@
 
 Fail closed: no bwrap, a bwrap too old, or a probe that fails raises Unavailable
 (exit 4) before anything from the repository runs. Nothing here can run a
-command outside the sandbox.
+command outside the sandbox. A command the sandbox cannot start (missing inside,
+a toolchain symlink into a hidden path) is Unavailable with its cause, never a
+failed check. One Deadline bounds the copy, the scanners and every check.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from evidence import state_root
 from policy import LoadedPolicy
-from sandbox import Bwrap, Profile, RunResult, SandboxUnavailable, check_profile, find_bwrap, probe
+from sandbox import (
+    Bwrap,
+    Deadline,
+    Profile,
+    RunResult,
+    SandboxUnavailable,
+    check_profile,
+    find_bwrap,
+    probe,
+)
+from sandbox import cgroup as sandbox_cgroup
 from sandbox import run as sandbox_exec
+from sandbox.profile import SYSTEM_DIRS
 
 from .errors import Unavailable, UsageError
 from .git import Repo, open_repo, read_policy_at, resolve_commit
-from .scratch import copy_commit
+from .scratch import copy_commit, remove_tree, sweep_stale
+
+# Time a gate may spend besides the scanners and the checks: copies, probe, evidence.
+GATE_SLACK_S = 60
+COPY_ALLOWANCE_S = 30  # per check, for its scratch copy
 
 
 def hidden_paths(repo: Repo, profile: Profile) -> list[str]:
@@ -44,31 +61,85 @@ def profile_for(repo: Repo, loaded: LoadedPolicy, timeout_s: int | None = None) 
     )
 
 
+def gate_deadline(loaded: LoadedPolicy) -> Deadline:
+    """The one budget of a result gate: scanners, every check, and their copies."""
+    pol = loaded.policy
+    checks = sum(min(c.timeout_s, pol.sandbox.wall_s) for c in pol.checks)
+    extra = GATE_SLACK_S + COPY_ALLOWANCE_S * len(pol.checks)
+    return Deadline.after(pol.scanners.timeout_s + checks + extra)
+
+
+def within(deadline: Deadline, timeout_s: int, what: str) -> int:
+    """`min(timeout_s, remaining)`; Unavailable when the budget has run out."""
+    try:
+        return deadline.clamp(timeout_s, what)
+    except SandboxUnavailable as exc:
+        raise Unavailable(str(exc)) from None
+
+
 def ready(repo: Repo, profile: Profile) -> Bwrap:
     """Find bwrap and probe this profile for real; Unavailable unless it holds."""
     try:
         bw = find_bwrap()
     except SandboxUnavailable as exc:
         raise Unavailable(f"sandbox unavailable: {exc}") from None
+    _sweep()
     result = probe(profile, bw, hidden_paths(repo, profile))
     if not result.ok:
         raise Unavailable(f"sandbox probe failed: {'; '.join(result.failures)}")
     return bw
 
 
+def _sweep() -> None:
+    """What oms processes that died left behind: scratch copies, run dirs, cgroups."""
+    sweep_stale()
+    sandbox_cgroup.sweep_stale()
+
+
 def run_in_scratch(
-    repo: Repo, sha: str, profile: Profile, bw: Bwrap, cmd: Sequence[str]
+    repo: Repo,
+    sha: str,
+    profile: Profile,
+    bw: Bwrap,
+    cmd: Sequence[str],
+    deadline: Deadline | None = None,
 ) -> RunResult:
-    scratch = copy_commit(repo.top, sha)
+    """`cmd` on a fresh copy of `sha`, within `deadline` (default: the profile's wall time).
+
+    Unavailable if the budget runs out (during the copy or the check) or the sandbox
+    cannot start the command; the copy is removed, or ScratchCleanupError says why not.
+    """
+    deadline = deadline or Deadline.after(profile.limits.wall_s + COPY_ALLOWANCE_S)
     try:
-        return sandbox_exec(profile, scratch, cmd, bw=bw)
+        scratch = copy_commit(repo.top, sha, deadline=deadline)
+    except SandboxUnavailable as exc:
+        raise Unavailable(str(exc)) from None
+    try:
+        wall = within(deadline, profile.limits.wall_s, "before a check could start")
+        clamped = wall < profile.limits.wall_s
+        if clamped:
+            profile = replace(profile, limits=replace(profile.limits, wall_s=wall))
+        result = sandbox_exec(profile, scratch, cmd, bw=bw)
+    except SandboxUnavailable as exc:
+        raise Unavailable(f"{exc}{_host_hint(profile, cmd)}") from None
     finally:
-        _remove(scratch)
+        remove_tree(scratch)
+    if result.timed_out and clamped:
+        raise Unavailable(str(deadline.expired(f"during a check ({wall} s were left)")))
+    return result
 
 
-def _remove(path: Path) -> None:
-    # The sandbox uid may own the files now; as root rmtree still removes them.
-    shutil.rmtree(path, ignore_errors=True)
+def _host_hint(profile: Profile, cmd: Sequence[str]) -> str:
+    """Where the command leads on the host when that place is not bound inside."""
+    if not cmd or not os.path.isabs(cmd[0]):
+        return ""
+    real = os.path.realpath(cmd[0])
+    if real == os.path.normpath(cmd[0]):
+        return ""
+    bound = [*SYSTEM_DIRS, *(p for pair in profile.ro_paths for p in pair)]
+    if any(real == b or real.startswith(b.rstrip("/") + "/") for b in bound):
+        return ""
+    return f" ({cmd[0]} is a symlink to {real}, which is not bound into the sandbox)"
 
 
 def result_json(r: RunResult) -> dict[str, Any]:
@@ -94,5 +165,6 @@ def sandbox_run(repo_dir: Path, cmd: Sequence[str], timeout_s: int | None) -> di
     loaded = read_policy_at(repo.top, sha)
     profile = profile_for(repo, loaded, timeout_s)
     bw = ready(repo, profile)
-    result = run_in_scratch(repo, sha, profile, bw, cmd)
+    deadline = Deadline.after(profile.limits.wall_s + COPY_ALLOWANCE_S)
+    result = run_in_scratch(repo, sha, profile, bw, cmd, deadline)
     return {"commit": sha, "policy_digest": loaded.digest, **result_json(result)}

@@ -30,6 +30,8 @@ REQUIRED_FLAGS = (
     "--clearenv",
     "--size",
     "--disable-userns",
+    "--remount-ro",
+    "--json-status-fd",
 )
 
 

@@ -3,12 +3,13 @@
 From inside, it reads: the network interfaces (only `lo`), the environment
 (only allowed names), /proc/self/limits (the limits set), the capability sets
 (all zero), whether new user namespaces can be made (they must not), and
-whether host paths that must stay hidden are visible (they must not be).
+whether host paths that must stay hidden are visible (they must not be), and
+whether the root file system takes a new file (it must not).
 """
 
 from __future__ import annotations
 
-import shutil
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from pathlib import Path
 from .bwrap import Bwrap
 from .errors import SandboxUnavailable
 from .profile import Profile
-from .runner import run
+from .runner import remove_dir, run
 
 # Our own constant script (no untrusted text): prints sections the parser checks.
 _SCRIPT = r"""
@@ -29,6 +30,7 @@ echo "@userns"
 if ! command -v unshare >/dev/null; then echo untested
 elif unshare -U true 2>/dev/null; then echo allowed; else echo denied; fi
 echo "@hidden"; for p in "$@"; do if [ -e "$p" ]; then echo "visible $p"; fi; done
+echo "@rootfs"; if (: > /.oms-probe) 2>/dev/null; then echo writable; else echo readonly; fi
 echo "@end"
 """
 
@@ -98,18 +100,21 @@ def check_output(text: str, profile: Profile, hidden: Sequence[str]) -> list[str
     if s.get("userns") not in (["denied"], ["untested"]):
         failures.append("new user namespaces can be created inside")
     failures.extend(f"host path {ln[8:]} is visible" for ln in s.get("hidden", []))
+    if s.get("rootfs") != ["readonly"]:
+        failures.append("the root file system is writable")
     return failures
 
 
 def probe(profile: Profile, bw: Bwrap, hidden: Sequence[str]) -> ProbeResult:
     """Run the probe; ProbeResult.ok only if every check holds."""
-    scratch = Path(tempfile.mkdtemp(prefix="oms-probe-"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"oms-probe-{os.getpid()}-"))
     try:
-        result = run(profile, scratch, ["/bin/sh", "-c", _SCRIPT, "probe", *hidden], bw=bw)
+        try:
+            result = run(profile, scratch, ["/bin/sh", "-c", _SCRIPT, "probe", *hidden], bw=bw)
+        finally:
+            remove_dir(scratch)
     except SandboxUnavailable as exc:
         return ProbeResult(ok=False, failures=[str(exc)])
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     text = result.stdout.kept.decode("utf-8", "replace")
     failures = check_output(text, profile, hidden)
     if result.timed_out:

@@ -3,8 +3,10 @@
 Everything a check can see is listed here: system directories read-only, a few
 files from /etc, a minimal /dev and /proc, size-capped tmpfs for /tmp and HOME,
 the scratch copy read-write at /workspace, and toolchain paths from policy
-read-only. Never bound: the real repository, $HOME, $OMS_HOME, /root, /run,
-$XDG_RUNTIME_DIR, or any daemon's socket. The argv is always a list.
+read-only. The root itself (bwrap's own tmpfs) is remounted read-only last, so
+nothing outside the capped mounts and /workspace is writable. Never bound: the
+real repository, $HOME, $OMS_HOME, /root, /run, $XDG_RUNTIME_DIR, or any
+socket (a toolchain path holding one is refused). The argv is always a list.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +27,7 @@ from policy import SandboxPolicy
 from .bwrap import Bwrap
 from .errors import ProfileError
 
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
 WORKDIR = "/workspace"
 HOME = "/home/sandbox"
 INSIDE_UID = 1000
@@ -44,6 +47,8 @@ PASSTHROUGH_ENV = ("LANG", "TZ", "CI")
 # Host paths that a toolchain path may never be, contain, or (for secrets) sit inside.
 SECRET_HOME_DIRS = (".ssh", ".gnupg", ".aws", ".config", ".docker", ".kube", ".netrc",
                     ".pypirc", ".npmrc", ".git-credentials", ".local/state")  # fmt: skip
+# Entries of one toolchain path walked to look for sockets; a larger one is refused.
+MAX_RO_ENTRIES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class Profile:
             "unshare": ["user", "ipc", "pid", "net", "uts", "cgroup"],
             "flags": ["die-with-parent", "new-session", "clearenv", "disable-userns"],
             "dev": {"shm_tmpfs": True, "readonly": True},
+            "root": {"readonly": True},
         }
 
     @property
@@ -136,8 +142,47 @@ def resolve_ro_paths(
                 raise ProfileError(f"sandbox ro_path {given} lies inside {bad}")
         if os.geteuid() == 0:
             _check_reachable(real, given)
+        _refuse_sockets(real, given)
         out.append((str(real), given))
     return tuple(out)
+
+
+def _refuse_sockets(real: Path, given: str) -> None:
+    """A unix socket below a toolchain path would let a check talk to whatever listens on it."""
+    stack, seen = [str(real)], 0
+    while stack:
+        top = stack.pop()
+        try:
+            mode = os.lstat(top).st_mode
+        except OSError as exc:
+            raise ProfileError(
+                f"sandbox ro_path {given}: cannot read {top}: {exc.strerror}"
+            ) from None
+        if stat.S_ISSOCK(mode):
+            raise ProfileError(f"sandbox ro_path {given} holds a unix socket: {top}")
+        if not stat.S_ISDIR(mode):
+            continue
+        try:
+            with os.scandir(top) as it:
+                for entry in it:  # lstat only: symlinks are never followed
+                    seen += 1
+                    if seen > MAX_RO_ENTRIES:
+                        raise ProfileError(
+                            f"sandbox ro_path {given} has more than {MAX_RO_ENTRIES} entries "
+                            "to check for sockets; name a smaller directory"
+                        )
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif not entry.is_file(follow_symlinks=False) and stat.S_ISSOCK(
+                        entry.stat(follow_symlinks=False).st_mode
+                    ):
+                        raise ProfileError(
+                            f"sandbox ro_path {given} holds a unix socket: {entry.path}"
+                        )
+        except OSError as exc:  # unreadable: it cannot be shown to hold no socket
+            raise ProfileError(
+                f"sandbox ro_path {given}: cannot read {top}: {exc.strerror}"
+            ) from None
 
 
 def _check_reachable(real: Path, given: str) -> None:
@@ -190,12 +235,14 @@ def build_argv(
     etc_dir: Path,
     cmd: Sequence[str],
     ro_fds: Sequence[int] = (),
+    status_fd: int | None = None,
 ) -> list[str]:
     """The full bwrap argv. `etc_dir` holds the synthetic passwd and group files.
 
     `ro_fds` are O_PATH descriptors of `profile.ro_paths`, opened by oms: bwrap binds
     exactly what was checked, and can reach a toolchain below a directory that the
-    (unprivileged) sandbox uid cannot traverse, such as /root.
+    (unprivileged) sandbox uid cannot traverse, such as /root. `status_fd` receives
+    bwrap's JSON status (an `exit-code` document only once the command ran).
     """
     if not cmd:
         raise ProfileError("no command to run")
@@ -226,6 +273,10 @@ def build_argv(
     for fd, (_, inside) in zip(ro_fds, profile.ro_paths, strict=True):
         argv += ["--ro-bind-fd", str(fd), inside]
     argv += ["--bind", str(scratch), WORKDIR, "--chdir", WORKDIR]
+    # Last mount operation: bwrap's root tmpfs (uncapped) becomes read-only.
+    argv += ["--remount-ro", "/"]
+    if status_fd is not None:
+        argv += ["--json-status-fd", str(status_fd)]
     argv += ["--clearenv"]
     for name, value in profile.env:
         argv += ["--setenv", name, value]

@@ -5,10 +5,21 @@ inherited by everything inside. RLIMIT_NPROC is not enforced for root, so when
 oms runs as root the sandbox runs as an unprivileged uid that owns the scratch
 copy. The wall-clock deadline kills bwrap's whole process group; with
 --unshare-pid and --die-with-parent that tears down every process inside.
+
+Where a cgroup can be had (see `cgroup.py`), the run gets its own: memory
+(tmpfs pages, inodes and dentries included) and processes are capped there, and
+anything still in it when the run ends is killed.
+
+bwrap reports through `--json-status-fd`: an `exit-code` document appears only
+once the command itself ran and exited. Without it (and without a time-out or a
+signal), bwrap could not set up or exec the command: that is SandboxUnavailable,
+never the command's failure. The command's own output cannot fake this; it has
+no access to that descriptor.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import selectors
@@ -21,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import cgroup
 from .bwrap import Bwrap, find_bwrap
 from .errors import SandboxUnavailable
 from .profile import HOME, INSIDE_UID, Profile, build_argv
@@ -90,7 +102,7 @@ class _Capture:
         return Stream(bytes(self.head), bytes(self.tail), self.total, bytes(self.kept))
 
 
-def _limits_setter(profile: Profile) -> Callable[[], None]:
+def _limits_setter(profile: Profile, cg: cgroup.RunCgroup | None) -> Callable[[], None]:
     lim = profile.limits
     mb = 1024 * 1024
     values = [
@@ -103,6 +115,8 @@ def _limits_setter(profile: Profile) -> Callable[[], None]:
     ]
 
     def apply() -> None:  # runs in the child between fork and exec: syscalls only
+        if cg is not None:
+            cg.join()  # before exec, so that every process bwrap starts is inside
         for which, value in values:
             resource.setrlimit(which, (value, value))
 
@@ -141,7 +155,7 @@ def run(
     """
     bw = bw or find_bwrap()
     as_root = os.geteuid() == 0
-    run_dir = Path(tempfile.mkdtemp(prefix="oms-run-"))
+    run_dir = Path(tempfile.mkdtemp(prefix=f"oms-run-{os.getpid()}-"))
     try:
         etc = run_dir / "etc"
         etc.mkdir()
@@ -151,14 +165,84 @@ def run(
             # The sandbox uid must reach the synthetic /etc files.
             _chown_tree(run_dir, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
         fds = _open_ro_paths(profile)
+        status = _StatusPipe()
+        cg = None
         try:
-            argv = build_argv(profile, bw, scratch, etc, cmd, fds)
-            return _execute(argv, profile, as_root, fds)
+            argv = build_argv(profile, bw, scratch, etc, cmd, fds, status_fd=status.write_fd)
+            cg = cgroup.create(profile.limits)
+            return _execute(argv, profile, as_root, fds, cg, status)
         finally:
             for fd in fds:
                 os.close(fd)
+            status.close()
+            if cg is not None:
+                cgroup.destroy(cg)
     finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        remove_dir(run_dir)
+
+
+def remove_dir(path: Path) -> None:
+    """Remove a directory oms made for a run; SandboxUnavailable (never silence) if it stays."""
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"cannot remove {path}: {exc.strerror or exc}; remove it by hand"
+        ) from None
+
+
+class _StatusPipe:
+    """The pipe bwrap writes its JSON status to; the parent's write end closes after start."""
+
+    def __init__(self) -> None:
+        self.read_fd, write_fd = os.pipe()
+        self._write_fd: int | None = write_fd
+        os.set_blocking(self.read_fd, False)
+
+    @property
+    def write_fd(self) -> int:
+        assert self._write_fd is not None
+        return self._write_fd
+
+    def started(self) -> None:
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
+    def close(self) -> None:
+        self.started()
+        os.close(self.read_fd)
+
+    def documents(self) -> list[dict[str, object]]:
+        """The JSON documents bwrap wrote (every writer has exited by now)."""
+        data = b""
+        while len(data) < 65536:
+            try:
+                chunk = os.read(self.read_fd, 4096)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        return _json_documents(data.decode("utf-8", "replace"))
+
+
+def _json_documents(text: str) -> list[dict[str, object]]:
+    docs: list[dict[str, object]] = []
+    decoder, pos = json.JSONDecoder(), 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            return docs
+        try:
+            doc, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            return docs
+        if isinstance(doc, dict):
+            docs.append(doc)
 
 
 def _open_ro_paths(profile: Profile) -> list[int]:
@@ -173,8 +257,20 @@ def _open_ro_paths(profile: Profile) -> list[int]:
     return fds
 
 
+def _start_failure(cmd0: str, stderr: Stream) -> SandboxUnavailable:
+    # The command never ran, so stderr holds only bwrap's own words; show its last line.
+    lines = [ln for ln in stderr.display().splitlines() if ln.startswith("bwrap: ")]
+    cause = lines[-1][len("bwrap: ") :][:300] if lines else "bwrap exited before the command ran"
+    return SandboxUnavailable(f"the sandbox could not start {cmd0}: {cause}")
+
+
 def _execute(
-    argv: list[str], profile: Profile, as_root: bool, pass_fds: Sequence[int] = ()
+    argv: list[str],
+    profile: Profile,
+    as_root: bool,
+    pass_fds: Sequence[int] = (),
+    cg: cgroup.RunCgroup | None = None,
+    status: _StatusPipe | None = None,
 ) -> RunResult:
     cap = profile.limits.output_bytes
     out, err = _Capture(cap), _Capture(cap)
@@ -189,15 +285,17 @@ def _execute(
             stderr=subprocess.PIPE,
             env=dict(profile.env),  # bwrap's own environ is visible as /proc/1/environ
             close_fds=True,
-            pass_fds=tuple(pass_fds),
+            pass_fds=(*pass_fds, *([status.write_fd] if status else [])),
             start_new_session=True,
-            preexec_fn=_limits_setter(profile),
+            preexec_fn=_limits_setter(profile, cg),
             user=uid,
             group=uid,
             extra_groups=[] if as_root else None,
         )
-    except OSError as exc:
-        raise SandboxUnavailable(f"cannot start bwrap: {exc.strerror}") from None
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxUnavailable(f"cannot start bwrap: {exc}") from None
+    if status is not None:
+        status.started()  # only bwrap holds the write end now
     timed_out = False
     sel = selectors.DefaultSelector()
     assert proc.stdout is not None and proc.stderr is not None
@@ -232,6 +330,9 @@ def _execute(
         proc.stderr.close()
     duration = time.monotonic() - start
     code = proc.returncode
+    if status is not None and not timed_out and code >= 0:
+        if not any("exit-code" in doc for doc in status.documents()):
+            raise _start_failure(argv[argv.index("--") + 1], err.result())
     sig = -code if code is not None and code < 0 else None
     return RunResult(
         exit_code=None if timed_out else (code if code >= 0 else 128 + (sig or 0)),

@@ -28,11 +28,12 @@ import pytest
 from sandbox_support import SH, cli_env
 from sandbox_support import git as _git
 
+import gatekeeper.doctor as doctor_mod
 import gatekeeper.sandboxing as gs
 from gatekeeper.errors import EXIT_UNAVAILABLE, Unavailable, classify
 from gatekeeper.sandboxing import sandbox_run
 from policy import SandboxPolicy
-from sandbox import SandboxUnavailable, check_profile, find_bwrap
+from sandbox import SandboxUnavailable, cgroup, check_profile, find_bwrap
 from sandbox import run as sandbox_exec
 
 # `sandbox` re-exports the function `probe`, which shadows the submodule attribute.
@@ -261,6 +262,23 @@ def test_doctor_reports_ready_with_system_bwrap_and_passing_probe(
                 "unprivileged_userns_clone"):  # fmt: skip
         assert key in report["apparmor"]
     assert report["key"]["ok"] is True
+    assert report["kernel_memory"]["bounded"] is (cgroup.support().kind is not None)
+
+
+@needs_bwrap
+def test_doctor_warns_but_stays_ready_when_kernel_memory_cannot_be_capped(
+    repo: Path, state: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _ = run_cli_json(oms("init", "--repo", str(repo), "--json"), cli_env(state))
+    assert code == 0
+    no_cgroup = cgroup.Support(None, "no cgroup v2 with memory delegated (test)")
+    monkeypatch.setattr(doctor_mod, "cgroup_support", lambda: no_cgroup)
+    monkeypatch.setattr(cgroup, "support", lambda: no_cgroup)
+    report, ready = doctor_mod.doctor(repo)
+    assert ready is True and report["probe"]["ok"] is True, report
+    km = report["kernel_memory"]
+    assert km["bounded"] is False and km["cgroup"] is None
+    assert "not capped" in km["warning"] and "(test)" in km["reason"]
 
 
 def test_doctor_without_bwrap_is_not_ready(
@@ -350,6 +368,10 @@ MUTATIONS: dict[str, tuple[Callable[[str], str], str]] = {
         "host path /root is visible",
     ),
     "truncated": (lambda t: t.split("@end")[0], "the probe did not finish"),
+    "root_writable": (
+        _sub_line(r"^(@rootfs\n)readonly$", r"\g<1>writable"),
+        "the root file system is writable",
+    ),
 }
 
 
