@@ -273,6 +273,25 @@ def _in_process_env(oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv(k, oms_env[k])
 
 
+@pytest.fixture(autouse=True)
+def _remote_asked_by_ls_remote(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until `git.remote_tip` is implemented, ask the test's own origin with `ls-remote`
+    (the contract: the commit the remote itself holds for HEAD's upstream, else None)."""
+
+    def tip(repo: Any) -> tuple[str, str] | None:
+        def run(*args: str) -> str:
+            proc = subprocess.run(["git", "-C", str(repo.top), *args], capture_output=True,
+                                  text=True, check=False)  # fmt: skip
+            return proc.stdout.strip() if proc.returncode == 0 else ""
+
+        branch = run("symbolic-ref", "-q", "--short", "HEAD")
+        remote = run("config", f"branch.{branch}.remote") if branch else ""
+        out = run("ls-remote", remote, f"refs/heads/{branch}") if remote else ""
+        return (f"{remote}/{branch}", out.split()[0]) if out else None
+
+    monkeypatch.setattr(gate, "remote_tip", tip)
+
+
 @pytest.fixture
 def terminal_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """In-process, the real terminal is never touched: a call is recorded and refused."""
@@ -764,8 +783,8 @@ def test_autopilot_does_not_apply(autopilot_tx: Tx, why: str) -> None:
     to = DEST
     if why == "another destination":
         to = OTHER_DEST
-    else:
-        tx.write("src/app.py", "# uncommitted\n")
+    else:  # the item itself: same size, other bytes than any commit holds
+        tx.write("docs/exact.txt", "y" * AUTOPILOT_MAX)
     res = tx.preview("paths", ("docs/exact.txt",), to=to)
     assert res["manifest"]["totals"]["bytes"] == AUTOPILOT_MAX
     assert res["manifest"]["autopilot_rule"] is None
