@@ -269,7 +269,8 @@ def _regex(query: str, files: list[list[Any]], limit: int) -> list[list[Any]]:
     except re.error as exc:
         raise UsageError(f"bad regex: {exc}") from None
     try:
-        proc = subprocess.run(  # nosec B603: a fixed argv; the pattern travels on stdin
+        # A fixed argv: the pattern and the lines travel on stdin.
+        proc = subprocess.run(
             [sys.executable, "-I", "-S", "-c", _REGEX_WORKER],
             input=json.dumps([query, files, limit]), capture_output=True, text=True,
             timeout=REGEX_TIMEOUT_S, check=True, cwd="/", env={"LC_ALL": "C.UTF-8"},
