@@ -208,7 +208,8 @@ def _texts(repo: Repo, names: list[str]) -> list[_Text]:
 
 def _withheld(texts: list[_Text], loaded: LoadedPolicy) -> dict[str, frozenset[int]]:
     """path -> the line numbers that hold a finding (through each finding's last line)."""
-    todo = [t for t in texts if (loaded.digest, *t.key) not in _withheld_cache]
+    known = {t.path: _withheld_cache.get((loaded.digest, *t.key)) for t in texts}
+    todo = [t for t in texts if known[t.path] is None]
     if todo:
         findings, _ = scan_both(
             [ScanItem.whole(t.path, t.data.decode("utf-8", "replace")) for t in todo], loaded
@@ -219,8 +220,8 @@ def _withheld(texts: list[_Text], loaded: LoadedPolicy) -> dict[str, frozenset[i
         if len(_withheld_cache) + len(todo) > _SCAN_CACHE_MAX:
             _withheld_cache.clear()
         for t in todo:
-            _withheld_cache[(loaded.digest, *t.key)] = frozenset(lines.get(t.path, ()))
-    return {t.path: _withheld_cache[(loaded.digest, *t.key)] for t in texts}
+            known[t.path] = _withheld_cache[(loaded.digest, *t.key)] = frozenset(lines[t.path])
+    return {path: rows or frozenset() for path, rows in known.items()}
 
 
 def _clean_lines(texts: list[_Text], withheld: dict[str, frozenset[int]]) -> list[list[Any]]:
