@@ -1151,3 +1151,26 @@ def test_visibility_is_decided_from_the_items_bytes_and_the_index_flags(
         "dirty" if change.startswith(("assume", "skip")) else
         "unpushed" if change == "committed, not pushed" else "clean-pushed"
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("ignored", [True, False], ids=["now-ignored", "now-untracked"])
+def test_context_diff_never_reads_a_base_file_that_left_the_index(
+    make_tx: Callable[..., Tx], ignored: bool
+) -> None:
+    marker = "LOGMARK-" + secrets.token_hex(12)
+    tx = make_tx({**SOURCES, "notes.log": "old notes\n"})
+    base = tx.git("rev-parse", "HEAD").strip()
+    tx.git("rm", "-q", "--cached", "notes.log")
+    tx.write(".gitignore", "notes.log\n" if ignored else "other.log\n")
+    tx.git("add", ".gitignore")
+    tx.git("commit", "-q", "-m", "stop tracking notes")
+    tx.write("notes.log", f"{marker}\n")  # still in the worktree, still in the base
+    m = tx.preview("diff", base=base)["manifest"]
+    items = {i["path"]: tx.item_bytes(m, i) for i in m["items"]}
+    if ignored:
+        assert set(items) == {".gitignore"}
+        assert ("notes.log", "gitignored") in {(e["path"], e["reason"]) for e in m["excluded"]}
+    else:  # shown deleted, as `git diff BASE` shows it: the worktree copy is not read
+        assert set(items) == {".gitignore", "notes.log"}
+        assert items["notes.log"].endswith(b"-old notes\n")
+    tx.assert_nowhere(marker)

@@ -147,12 +147,16 @@ def _select_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
 
     Each diff is built in Python from the base blob and the bytes read through fsread,
     so the exclusion list holds for the bytes: no pathspec, no repository diff driver.
-    Tracked files and files of `base` count (as `git diff BASE`); untracked ones do not.
+    Tracked files and files of `base` count (as `git diff BASE`); untracked ones are not
+    read, and a `base` file no longer in the index shows as deleted.
     """
     tree = tree_entries(repo, base)
     tracked = {e.path for e in index_entries(repo)}
-    keep = [f for f in files if f in tracked or f in tree]
-    for f in sorted(set(tree) - set(files) - tracked):  # deleted from the index since base
+    keep = [f for f in files if f in tracked]
+    seen = {p for p, _ in excluded} | set(keep)
+    for f in sorted(set(tree) - tracked):  # not in the index: deleted, its worktree unread
+        if f in seen:
+            continue
         why = name_exclusion(f)
         if why:
             excluded.append((f, why))
@@ -168,7 +172,7 @@ def _select_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
         for f in sorted(keep):
             old = blobs[old_ids[f].oid] if f in old_ids else None
             try:
-                selected += _diff_item(wt, f, old, max_bytes)
+                selected += _diff_item(wt, f, old, max_bytes, f in tracked)
             except LinkRefused as exc:
                 excluded.append((f, link_reason(repo.top, f, exc)))
             except FileRefused as exc:
@@ -176,12 +180,15 @@ def _select_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
     return selected, excluded
 
 
-def _diff_item(wt: RepoFiles, f: str, old: bytes | None, max_bytes: int) -> list[Selected]:
-    """[the diff of `f`] ([] when unchanged); FileRefused with the reason it is excluded."""
+def _diff_item(wt: RepoFiles, f: str, old: bytes | None, max_bytes: int,
+               tracked: bool) -> list[Selected]:  # fmt: skip
+    """[the diff of `f`] ([] when unchanged); FileRefused with the reason it is excluded.
+    An untracked path is compared as absent (as `git diff BASE` does): it is not read."""
+    new: bytes | None = None
     try:
-        new: bytes | None = read_one(wt, f, max_bytes)
+        new = read_one(wt, f, max_bytes) if tracked else None
     except Missing:
-        new = None
+        pass
     if old is not None and b"\0" in old[:8192]:
         raise FileRefused(f, "binary")
     diff = unified_diff(f, old, new)
