@@ -323,7 +323,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
                                      max(1, min(limit, 500))))  # fmt: skip
 
     @server.tool(description="Search the repository's text files (literal by default; "
-                 "regex=true runs under a time bound). Findings are redacted.",
+                 "regex=true runs under a time bound). Lines with findings are never matched.",
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_repo_search(query: str, regex: bool = False, path: str = "",
@@ -339,17 +339,17 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
         return bounded(await _thread(repo_gateway.read_file, repo, path, max(0, offset),
                                      policy()))  # fmt: skip
 
-    @server.tool(description="git status of the repository (porcelain v1), bounded.",
+    @server.tool(description="Worktree status of the repository (porcelain v1 letters), "
+                 "computed by oms from the index and file bytes, bounded.",
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_git_status() -> Result:
-        out = await _thread(git, repo.top, "status", "--porcelain=v1", "--branch",
-                            "--untracked-files=normal")  # fmt: skip
-        text = out.decode("utf-8", "replace")
+        text = "\n".join(await _thread(repo_gateway.status, repo))
         return bounded({"status": sanitize_lines(text[:4000]), "truncated": len(text) > 4000})
 
-    @server.tool(description="git diff of the worktree (or against `base`), paged; lines with "
-                 "secret findings are redacted.", annotations=READ_ONLY)  # fmt: skip
+    @server.tool(description="Diff of the worktree against the index (or `base`), computed by "
+                 "oms, paged; lines with secret findings are redacted.",
+                 annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_git_diff(base: str | None = None, path: str = "", offset: int = 0) -> Result:
         return bounded(await _thread(repo_gateway.diff, repo, base, path, max(0, offset),

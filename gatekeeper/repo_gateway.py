@@ -1,33 +1,54 @@
 """A read-only, bounded view of one repository for agents (the MCP repo gateway).
 
-Only paths inside the repository: `..`, absolute paths and symlinks that resolve
-outside are refused; `.git`, `.oms`, dependency/build folders and secret-looking
-names are skipped. Every text returned is scanned by both scanners and lines with
-findings are replaced before it leaves. Search is literal by default; a regex
-search runs under a time bound in a subprocess, so a pathological pattern cannot
-hang the server.
+Only paths inside the repository: `..` and absolute paths are refused, and every
+file is read through `fsread` (down from the repository top, no link followed, so a
+symlink, or a symlinked directory on the way, serves nothing); `.git`, `.oms`,
+dependency/build folders and secret-looking names are skipped. Every text returned
+is scanned by both scanners and lines with findings are replaced before it leaves;
+search leaves lines with findings out of matching altogether, so hit or miss says
+nothing about a redacted value. Worktree state and diffs are oms' own (`worktree`),
+never `git status`/`git diff` in the repository. A regex search runs in an isolated
+interpreter (`-I -S`, cwd `/`, no file access: it is handed the lines) under a time
+bound, so neither a pathological pattern nor a `re.py` in the repository can act.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path, PurePosixPath
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
+from policy import LoadedPolicy
+
 from .errors import UsageError
-from .git import Repo, git, resolve_commit
+from .fsread import FileRefused, LinkRefused, Missing, NotRegular, RepoFiles, TooLarge, parts_of
+from .git import Repo, current_branch, resolve_commit
 from .result_gate import scan_both
 from .scan import ScanItem, redact_lines
 from .transfer.select import DEPENDENCY_DIRS, secret_looking
+from .worktree import (
+    REGULAR_MODES,
+    TreeEntry,
+    blob_id,
+    index_entries,
+    read_blobs,
+    tree_entries,
+    unified_diff,
+    untracked,
+    worktree_state,
+)
 
 PAGE_BYTES = 5000  # JSON-encoded bytes of text per answer (results stay under 8 KiB)
 MAX_FILE_BYTES = 4 << 20
 SKIP_DIRS = DEPENDENCY_DIRS | {".git", ".oms"}
 REGEX_TIMEOUT_S = 5
+_SCAN_CACHE_MAX = 50_000
 
 
 def _skipped(rel: str, is_dir: bool = False) -> str | None:
@@ -40,27 +61,24 @@ def _skipped(rel: str, is_dir: bool = False) -> str | None:
     return None
 
 
-def resolve_inside(repo: Repo, raw: str) -> tuple[Path, str]:
-    """(real path, repo-relative path) for a path inside the repository, else UsageError."""
-    if raw in ("", "."):
-        return repo.top, ""
-    p = PurePosixPath(raw)
-    if p.is_absolute() or ".." in p.parts or "\x00" in raw:
-        raise UsageError("path must be relative to the repository, without '..'")
-    full = repo.top / str(p)
-    real = Path(os.path.realpath(full))
-    top = Path(os.path.realpath(repo.top))
-    if real != top and top not in real.parents:
-        raise UsageError("path resolves outside the repository")
-    rel = str(p)
-    # Both the name asked for and what it resolves to: a link inside the repository
-    # to .git/config or .env must not serve what the name itself would not.
-    why = _skipped(rel, full.is_dir()) or _skipped(
-        real.relative_to(top).as_posix() if real != top else "", real.is_dir()
-    )
+def resolve_inside(repo: Repo, raw: str, scope: bool = False) -> str:
+    """The repository-relative spelling of `raw` ("" for the top), else UsageError;
+    `scope`: it names a folder to list or diff below.
+
+    Decided from the name alone; whether anything is served there is fsread's call.
+    """
+    if raw in ("", ".", "./"):
+        return ""
+    rel = "/".join(parts_of(raw.rstrip("/")))
+    why = _skipped(rel, is_dir=scope)
     if why:
         raise UsageError(f"path is not served: {why}")
-    return real, rel
+    return rel
+
+
+def _below(names: Iterable[str], rel: str) -> list[str]:
+    prefix = rel + "/"
+    return [n for n in names if not rel or n == rel or n.startswith(prefix)]
 
 
 def redact_text(repo: Repo, path: str, text: str, loaded: Any) -> tuple[str, int]:
@@ -71,14 +89,20 @@ def redact_text(repo: Repo, path: str, text: str, loaded: Any) -> tuple[str, int
 
 
 def served_files(repo: Repo, path: str) -> list[str]:
-    """Tracked and untracked, not ignored, served files below `path` (no symlinks)."""
-    _, rel = resolve_inside(repo, path)
-    out = git(repo.top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
-              rel or ".")  # fmt: skip
-    top = os.path.realpath(repo.top)
-    names = (raw.decode("utf-8", "replace") for raw in out.split(b"\0") if raw)
-    return sorted(n for n in names
-                  if not _skipped(n) and not os.path.islink(os.path.join(top, n)))  # fmt: skip
+    """Tracked and untracked, not ignored, served regular files below `path` (no links)."""
+    rel = resolve_inside(repo, path, scope=True)
+    names = {e.path for e in index_entries(repo)}.union(untracked(repo))
+    out = []
+    with RepoFiles(repo.top) as files:
+        for n in sorted(_below(names, rel)):
+            if _skipped(n):
+                continue
+            try:
+                if files.lstat(n).st_mode & 0o170000 == 0o100000:
+                    out.append(n)
+            except FileRefused:
+                continue  # deleted, or a link on the way: not served
+    return out
 
 
 def json_size(value: Any) -> int:
@@ -122,15 +146,29 @@ def tree(repo: Repo, path: str, offset: int, limit: int) -> dict[str, Any]:
             "truncated": nxt < len(files)}  # fmt: skip
 
 
+def _refusal(exc: FileRefused) -> UsageError:
+    if isinstance(exc, LinkRefused):
+        return UsageError("path is not served: it is or passes through a symlink")
+    if isinstance(exc, TooLarge):
+        return UsageError(f"file is larger than {MAX_FILE_BYTES} bytes")
+    if isinstance(exc, NotRegular | Missing):
+        return UsageError("not a file")
+    return UsageError(f"not served: {exc.reason}")
+
+
+def _read(files: RepoFiles, rel: str) -> bytes:
+    try:
+        return files.read(rel, MAX_FILE_BYTES)
+    except FileRefused as exc:
+        raise _refusal(exc) from None
+
+
 def read_file(repo: Repo, path: str, offset: int, loaded: Any) -> dict[str, Any]:
-    real, rel = resolve_inside(repo, path)
-    if (repo.top / rel).is_symlink() and not real.is_relative_to(os.path.realpath(repo.top)):
-        raise UsageError("path resolves outside the repository")
-    if not real.is_file():
+    rel = resolve_inside(repo, path)
+    if not rel:
         raise UsageError("not a file")
-    if real.stat().st_size > MAX_FILE_BYTES:
-        raise UsageError(f"file is larger than {MAX_FILE_BYTES} bytes")
-    data = real.read_bytes()
+    with RepoFiles(repo.top) as files:
+        data = _read(files, rel)
     if b"\0" in data[:8192]:
         raise UsageError("binary file")
     text = data.decode("utf-8", "replace")
@@ -138,89 +176,195 @@ def read_file(repo: Repo, path: str, offset: int, loaded: Any) -> dict[str, Any]
     return {"path": rel, **page(text, offset, "text"), "redacted_findings": redacted}
 
 
-def _regex_worker(pattern: str, files: list[str], top: str, limit: int) -> list[list[Any]]:
-    rx = re.compile(pattern)
+# -- search --------------------------------------------------------------------------------
+
+# (policy digest, path, sha256 of bytes) -> lines holding a finding, for the server's life:
+# search scans every file it searches (not only those that match: that would time a hit).
+_withheld_cache: dict[tuple[str, str, str], frozenset[int]] = {}
+
+
+@dataclass(frozen=True)
+class _Text:
+    path: str
+    data: bytes
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.path, hashlib.sha256(self.data).hexdigest()
+
+
+def _texts(repo: Repo, names: list[str]) -> list[_Text]:
+    out = []
+    with RepoFiles(repo.top) as files:
+        for n in names:
+            try:
+                data = files.read(n, MAX_FILE_BYTES)
+            except FileRefused:
+                continue
+            if b"\0" not in data[:8192]:
+                out.append(_Text(n, data))
+    return out
+
+
+def _withheld(texts: list[_Text], loaded: LoadedPolicy) -> dict[str, frozenset[int]]:
+    """path -> the line numbers that hold a finding (through each finding's last line)."""
+    known = {t.path: _withheld_cache.get((loaded.digest, *t.key)) for t in texts}
+    todo = [t for t in texts if known[t.path] is None]
+    if todo:
+        findings, _ = scan_both(
+            [ScanItem.whole(t.path, t.data.decode("utf-8", "replace")) for t in todo], loaded
+        )
+        lines: dict[str, set[int]] = {t.path: set() for t in todo}
+        for f in findings:
+            lines.setdefault(f.file, set()).update(range(f.line, (f.end_line or f.line) + 1))
+        if len(_withheld_cache) + len(todo) > _SCAN_CACHE_MAX:
+            _withheld_cache.clear()
+        for t in todo:
+            known[t.path] = _withheld_cache[(loaded.digest, *t.key)] = frozenset(lines[t.path])
+    return {path: rows or frozenset() for path, rows in known.items()}
+
+
+def _clean_lines(texts: list[_Text], withheld: dict[str, frozenset[int]]) -> list[list[Any]]:
+    """[[path, [[n, line], ...]], ...]: every line of every text except those withheld."""
+    out = []
+    for t in texts:
+        skip = withheld[t.path]
+        rows = t.data.decode("utf-8", "replace").split("\n")
+        out.append([t.path, [[n, line] for n, line in enumerate(rows, 1) if n not in skip]])
+    return out
+
+
+def _literal(query: str, files: list[list[Any]], limit: int) -> list[list[Any]]:
     hits: list[list[Any]] = []
-    for f in files:
-        try:
-            with open(os.path.join(top, f), "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES)
-        except OSError:
-            continue
-        if b"\0" in data[:8192]:
-            continue
-        for n, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
-            if rx.search(line):
-                hits.append([f, n, line[:200]])
+    for path, rows in files:
+        for n, line in rows:
+            if query in line:
+                hits.append([path, n, line[:200]])
                 if len(hits) >= limit:
                     return hits
     return hits
 
 
-def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
-           loaded: Any) -> dict[str, Any]:  # fmt: skip
-    if not query or len(query) > 200:
-        raise UsageError("query must be 1 to 200 characters")
-    names = served_files(repo, path)
-    top = os.path.realpath(repo.top)
-    if regex:
-        try:
-            re.compile(query)
-        except re.error as exc:
-            raise UsageError(f"bad regex: {exc}") from None
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-c", "import json,sys;from gatekeeper.repo_gateway import "
-                 "_regex_worker as w;a=json.load(sys.stdin);print(json.dumps(w(*a)))"],
-                input=json.dumps([query, names, top, limit]),
-                capture_output=True, text=True, timeout=REGEX_TIMEOUT_S, check=True,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            raise UsageError(f"regex search took over {REGEX_TIMEOUT_S} s; use a literal "
-                             "search or a simpler pattern") from None  # fmt: skip
-        hits = json.loads(proc.stdout)
-    else:
-        hits = []
-        q = query.encode()
-        for f in names:
-            try:
-                data = (Path(top) / f).read_bytes()[:MAX_FILE_BYTES]
-            except OSError:
-                continue
-            if q not in data or b"\0" in data[:8192]:
-                continue
-            for n, raw_line in enumerate(data.split(b"\n"), 1):
-                if q in raw_line:
-                    hits.append([f, n, raw_line.decode("utf-8", "replace")[:200]])
-                    if len(hits) >= limit:
-                        break
+# Runs as `python -I -S -c`: no repository, cwd or site directory on the import path, and
+# it opens no file; it is handed the (already withheld) lines on stdin.
+_REGEX_WORKER = """
+import json, re, sys
+pattern, files, limit = json.load(sys.stdin)
+rx = re.compile(pattern)
+hits = []
+for path, rows in files:
+    for n, line in rows:
+        if rx.search(line):
+            hits.append([path, n, line[:200]])
             if len(hits) >= limit:
                 break
-    text = "\n".join(h[2] for h in hits)
-    redacted_text, redacted = redact_text(repo, "<search>", text, loaded) if hits else ("", 0)
-    lines = redacted_text.split("\n") if hits else []
+    if len(hits) >= limit:
+        break
+print(json.dumps(hits))
+"""
+
+
+def _regex(query: str, files: list[list[Any]], limit: int) -> list[list[Any]]:
+    try:
+        re.compile(query)
+    except re.error as exc:
+        raise UsageError(f"bad regex: {exc}") from None
+    try:
+        # A fixed argv: the pattern and the lines travel on stdin.
+        proc = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _REGEX_WORKER],
+            input=json.dumps([query, files, limit]), capture_output=True, text=True,
+            timeout=REGEX_TIMEOUT_S, check=True, cwd="/", env={"LC_ALL": "C.UTF-8"},
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"regex search took over {REGEX_TIMEOUT_S} s; use a literal "
+                         "search or a simpler pattern") from None  # fmt: skip
+    except subprocess.CalledProcessError:
+        raise UsageError("regex search failed; use a literal search") from None
+    hits: list[list[Any]] = json.loads(proc.stdout)
+    return hits
+
+
+def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
+           loaded: Any) -> dict[str, Any]:  # fmt: skip
+    """Matches on lines without findings only; `redacted_findings` counts the withheld
+    lines of every searched file, whatever the query (so it tells nothing about a match)."""
+    if not query or len(query) > 200:
+        raise UsageError("query must be 1 to 200 characters")
+    texts = _texts(repo, served_files(repo, path))
+    withheld = _withheld(texts, loaded)
+    files = _clean_lines(texts, withheld)
+    hits = _regex(query, files, limit) if regex else _literal(query, files, limit)
     results: list[dict[str, Any]] = []
     budget = PAGE_BYTES
-    for h, shown in zip(hits, lines, strict=False):
-        budget -= json_size({"path": h[0], "line": h[1], "text": shown}) + 16
+    for h in hits:
+        row = {"path": h[0], "line": h[1], "text": h[2]}
+        budget -= json_size(row) + 16
         if budget < 0:
             break
-        results.append({"path": h[0], "line": h[1], "text": shown})
+        results.append(row)
     return {"results": results, "truncated": len(results) < len(hits) or len(hits) >= limit,
-            "redacted_findings": redacted}  # fmt: skip
+            "redacted_findings": sum(len(v) for v in withheld.values())}  # fmt: skip
+
+
+# -- worktree state and diff ---------------------------------------------------------------
+
+
+def status(repo: Repo) -> list[str]:
+    """`git status --porcelain=v1 --branch`-shaped lines, from oms' own worktree state."""
+    head = resolve_commit(repo.top, "HEAD")
+    branch = current_branch(repo)
+    lines = [f"## {branch}" if branch else "## HEAD (no branch)"]
+    return lines + [c.line() for c in worktree_state(repo, head).changes]
+
+
+def _old_side(repo: Repo, base: str | None) -> tuple[dict[str, TreeEntry], set[str]]:
+    """(path -> entry the worktree is compared with, every index path)."""
+    entries = index_entries(repo)
+    indexed = {e.path for e in entries}
+    if base:
+        return tree_entries(repo, resolve_commit(repo.top, base)), indexed
+    return {e.path: TreeEntry(e.mode, e.oid) for e in entries if e.stage == 0}, indexed
+
+
+def _same(entry: TreeEntry | None, data: bytes | None) -> bool:
+    return entry is not None and data is not None and blob_id(data, len(entry.oid)) == entry.oid
+
+
+def _file_diffs(repo: Repo, old: dict[str, TreeEntry], names: list[str]) -> list[bytes]:
+    """One diff per changed served file: the old blob against the worktree bytes."""
+    news: dict[str, bytes | None] = {}
+    with RepoFiles(repo.top) as files:
+        for n in names:
+            e = old.get(n)
+            if e is not None and e.mode not in REGULAR_MODES:
+                continue  # links and submodules are not served
+            try:
+                news[n] = files.read(n, MAX_FILE_BYTES)
+            except Missing:
+                news[n] = None
+            except FileRefused:
+                continue
+    changed = [n for n, data in news.items() if not _same(old.get(n), data)]
+    blobs = read_blobs(repo, (old[n].oid for n in changed if n in old))
+    out = []
+    for n in changed:
+        a = blobs[old[n].oid] if n in old else None
+        b = news[n]
+        if (a is not None and b"\0" in a[:8192]) or (b is not None and b"\0" in b[:8192]):
+            out.append(f"diff --git a/{n} b/{n}\nBinary files differ\n".encode())
+        elif d := unified_diff(n, a, b):
+            out.append(d)
+    return out
 
 
 def diff(repo: Repo, base: str | None, path: str, offset: int, loaded: Any) -> dict[str, Any]:
-    """The worktree diff (against `base` if given) of served files only, redacted, paged."""
-    args = ["diff", "--no-ext-diff", "--no-textconv", "--no-color"]
-    if base:
-        args.append(resolve_commit(repo.top, base))
-    _, rel = resolve_inside(repo, path)
-    names = git(repo.top, *args, "--name-only", "-z", "--", rel or ".")
-    served = [n for raw in names.split(b"\0") if raw
-              if not _skipped(n := raw.decode("utf-8", "surrogateescape"))]  # fmt: skip
-    text = ""
-    if served:
-        text = git(repo.top, *args, "--", *served).decode("utf-8", "replace")
+    """The worktree diff (against the index, or `base` if given) of served files only,
+    built by oms from blobs and fsread bytes, redacted, paged."""
+    rel = resolve_inside(repo, path, scope=True)
+    old, indexed = _old_side(repo, base)
+    names = sorted(n for n in _below(set(old) | indexed, rel) if not _skipped(n))
+    diffs = _file_diffs(repo, old, names)
+    text = b"".join(diffs).decode("utf-8", "replace")
     text, redacted = redact_text(repo, "<diff>", text, loaded)
-    return {**page(text, offset, "diff"), "redacted_findings": redacted, "files": len(served)}
+    return {**page(text, offset, "diff"), "redacted_findings": redacted, "files": len(diffs)}

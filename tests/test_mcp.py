@@ -456,12 +456,11 @@ def test_fake_token_is_redacted_from_read_file_and_search(small: Small) -> None:
     found = s.ok("oms_repo_search", {"query": small.probe})
     assert small.token not in json.dumps(found)
     lines = {r["line"]: r["text"] for r in found["results"] if r["path"] == "cloud.py"}
-    assert set(lines) == {1, 2}, found
-    assert lines[1] == f"# {small.probe}"
-    assert lines[2].startswith("[oms: line redacted"), lines
+    # The token's line carries a finding: it is left out of matching, not shown redacted.
+    assert lines == {1: f"# {small.probe}"}, found
     assert found["redacted_findings"] >= 1
     regex = s.ok("oms_repo_search", {"query": "AK" + "IA[A-Z2-7]{16}", "regex": True})
-    assert small.token not in json.dumps(regex) and regex["results"], regex
+    assert small.token not in json.dumps(regex) and regex["results"] == [], regex
 
 
 # -- the large world: every result bounded, paged ------------------------------------------
@@ -773,6 +772,120 @@ def test_mcp_inspector_cli_lists_tools_and_calls_oms_status(small: Small) -> Non
     read = _inspector(small, "--method", "tools/call", "--tool-name", "oms_repo_read_file",
                       "--tool-arg", "path=escape.txt")  # fmt: skip
     assert read["isError"] is True and small.marker not in json.dumps(read)
+
+
+# -- a hostile repository: planted modules, a symlinked parent, a spy filter, a '*' file ------
+
+
+class _SafePathWorld(World):
+    """The server started with `-P` from a cwd holding planted modules: what the server
+    itself would import from its cwd under `python -m` is not what is under test here."""
+
+    cwd: Path
+
+    def params(self) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=sys.executable,
+            args=["-P", "-m", "gatekeeper", "mcp", "--repo", str(self.repo)],
+            env=self.env,
+            cwd=str(self.cwd),
+        )
+
+
+@dataclass
+class Hostile:
+    world: World
+    server: Server
+    imported: Path  # appears when a planted json.py or re.py is imported
+    spy: Path  # appears when the repository's clean filter runs
+    host_marker: str  # in a host directory a tracked folder now links to
+    env_marker: str  # in a changed, tracked .env
+    token: str
+    probe: str
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
+    root = tmp_path_factory.mktemp("mcp-hostile")
+    imported, spy = root / "imported", root / "filter-ran"
+    plant = f"open({str(imported)!r}, 'a').write(__file__ + '\\n')\n"
+    token, probe = fake_token(), unique("probe_")
+    host_marker, env_marker = unique("hostmarker_"), unique("envmarker_")
+    files: dict[str, str | bytes] = {
+        "json.py": plant, "re.py": plant, "d/f.txt": "inside\n", "*": "star\n",
+        ".env": "A=1\n", "plain.txt": "plain words\n",
+        "cloud.py": f'# {probe}\nAWS_KEY = "{token}"  # {probe}\n',
+    }  # fmt: skip
+    w = make_world(root, files)
+    hw = _SafePathWorld(w.root, w.repo, w.env)
+    hw.cwd = root / "cwd"
+    hw.cwd.mkdir()
+    (hw.cwd / "json.py").write_text(plant)
+    (hw.cwd / "re.py").write_text(plant)
+    host = root / "host-dir"
+    host.mkdir()
+    (host / "f.txt").write_text(f"{host_marker}\n")
+    (w.repo / "d" / "f.txt").unlink()
+    (w.repo / "d").rmdir()
+    (w.repo / "d").symlink_to(host, target_is_directory=True)  # the index still has d/f.txt
+    w.git("config", "filter.spy.clean", f"touch {spy}; cat")
+    (w.repo / ".gitattributes").write_text("* filter=spy\n")
+    os.utime(w.repo / "plain.txt", (1, 1))  # stat-dirty, same bytes: git status would filter
+    (w.repo / "*").write_text("star, edited\n")
+    (w.repo / ".env").write_text(f"A={env_marker}\n")
+    with Server(hw, "hostile") as server:
+        yield Hostile(hw, server, imported, spy, host_marker, env_marker, token, probe)
+
+
+def test_regex_search_imports_no_module_from_the_repository_or_the_cwd(hostile: Hostile) -> None:
+    s = hostile.server
+    found = s.ok("oms_repo_search", {"query": "plain w[a-z]+", "regex": True})
+    assert [(r["path"], r["line"]) for r in found["results"]] == [("plain.txt", 1)]
+    assert s.ok("oms_repo_search", {"query": "plain words"})["results"]
+    assert not hostile.imported.exists(), hostile.imported.read_text()
+
+
+def test_a_symlinked_parent_directory_serves_nothing_through_the_gateway(hostile: Hostile) -> None:
+    s, marker = hostile.server, hostile.host_marker
+    msg = s.refused("oms_repo_read_file", {"path": "d/f.txt"})
+    assert marker not in msg and "symlink" in msg
+    assert s.ok("oms_repo_search", {"query": marker})["results"] == []
+    assert s.ok("oms_repo_search", {"query": "hostmarker_", "regex": True})["results"] == []
+    assert "d/f.txt" not in s.ok("oms_repo_tree")["files"]
+    assert marker not in s.ok("oms_git_diff")["diff"]
+    assert marker not in s.ok("oms_git_diff", {"path": "d"})["diff"]
+
+
+def test_git_status_and_diff_are_computed_by_oms_and_run_no_filter(hostile: Hostile) -> None:
+    s = hostile.server
+    status = s.ok("oms_git_status")["status"]
+    assert status[0] == "## main"
+    assert {" M *", " M .env", "?? .gitattributes"} <= set(status), status
+    assert not any(line.endswith(" plain.txt") for line in status), "same bytes are clean"
+    diff = s.ok("oms_git_diff")
+    assert "+star, edited" in diff["diff"]
+    assert not hostile.spy.exists(), "a clean filter of the repository ran"
+
+
+def test_git_diff_of_a_file_named_star_carries_only_that_file(hostile: Hostile) -> None:
+    s = hostile.server
+    star = s.ok("oms_git_diff", {"path": "*"})
+    assert star["diff"].startswith("diff --git a/* b/*\n") and star["files"] == 1, star
+    assert hostile.env_marker not in star["diff"] and ".env" not in star["diff"]
+    assert hostile.env_marker not in s.ok("oms_git_diff")["diff"]
+
+
+def test_search_hit_or_miss_says_nothing_about_a_redacted_token(hostile: Hostile) -> None:
+    s, token = hostile.server, hostile.token
+    prefixes = [token[:6], token[:12], token, token[:12] + ("A" if token[12] != "A" else "B")]
+    answers = [s.ok("oms_repo_search", {"query": q}) for q in prefixes]
+    answers += [s.ok("oms_repo_search", {"query": re.escape(q) + ".*", "regex": True})
+                for q in prefixes]  # fmt: skip
+    for got in answers:
+        assert got["results"] == [] and token not in json.dumps(got), got
+    assert len({a["redacted_findings"] for a in answers}) == 1, "the count depends on the query"
+    probe = s.ok("oms_repo_search", {"query": hostile.probe})
+    assert [r["line"] for r in probe["results"]] == [1], probe
 
 
 # -- last: nothing secret ever left ------------------------------------------------------------

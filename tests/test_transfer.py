@@ -764,8 +764,8 @@ def test_autopilot_does_not_apply(autopilot_tx: Tx, why: str) -> None:
     to = DEST
     if why == "another destination":
         to = OTHER_DEST
-    else:
-        tx.write("src/app.py", "# uncommitted\n")
+    else:  # the item itself: same size, other bytes than any commit holds
+        tx.write("docs/exact.txt", "y" * AUTOPILOT_MAX)
     res = tx.preview("paths", ("docs/exact.txt",), to=to)
     assert res["manifest"]["totals"]["bytes"] == AUTOPILOT_MAX
     assert res["manifest"]["autopilot_rule"] is None
@@ -1044,3 +1044,114 @@ def test_show_and_list_report_each_state(
             assert got == {**want, **later}, delay
             for digest, status in {**want, **later}.items():
                 assert gate.show(tx.repo, digest)["status"] == status
+
+
+# --------------------------------------------------------------------------------------
+# The bytes that leave are what is judged (oms' own worktree reads)
+# --------------------------------------------------------------------------------------
+
+
+def test_a_symlinked_parent_directory_serves_nothing_in_a_transfer(
+    make_tx: Callable[..., Tx],
+) -> None:
+    tx = make_tx({**SOURCES, "d/f.txt": "inside\n"})
+    marker = "HOSTMARK-" + secrets.token_hex(12)
+    host = tx.tmp / "host-dir"
+    host.mkdir()
+    (host / "f.txt").write_text(f"{marker}\n")
+    (tx.repo / "d" / "f.txt").unlink()
+    (tx.repo / "d").rmdir()
+    (tx.repo / "d").symlink_to(host, target_is_directory=True)  # git still indexes d/f.txt
+    for context, paths in (("repo", ()), ("paths", ("d/f.txt",)), ("diff", ())):
+        res = tx.preview(context, paths, base="HEAD" if context == "diff" else None)
+        excluded = {e["path"]: e["reason"] for e in res["manifest"]["excluded"]}
+        assert "d/f.txt" not in {i["path"] for i in res["manifest"]["items"]}, context
+        if context != "paths":
+            assert excluded.get("d/f.txt") == "a parent directory is a symlink", excluded
+    tx.assert_nowhere(marker)
+
+
+def test_context_diff_of_a_file_named_star_carries_only_that_file(
+    make_tx: Callable[..., Tx],
+) -> None:
+    marker = "ENVMARK-" + secrets.token_hex(12)
+    tx = make_tx({"*": "star\n", ".env": "A=1\n", **SOURCES})
+    tx.write("*", "star, edited\n")
+    tx.write(".env", f"A={marker}\n")
+    res = tx.preview("diff", base="HEAD")
+    items = res["manifest"]["items"]
+    assert [i["path"] for i in items] == ["*"]
+    assert marker.encode() not in tx.item_bytes(res["manifest"], items[0])
+    assert b"+star, edited" in tx.item_bytes(res["manifest"], items[0])
+    tx.assert_nowhere(marker)
+
+
+def test_preview_and_release_run_no_clean_filter_of_the_repository(
+    make_tx: Callable[..., Tx],
+) -> None:
+    tx = make_tx(SOURCES)
+    spy = tx.tmp / "filter-ran"
+    tx.git("config", "filter.spy.clean", f"touch {spy}; cat")
+    tx.write(".gitattributes", "* filter=spy\n")
+    os.utime(tx.repo / "src/app.py", (1, 1))  # stat-dirty, same bytes: git status would filter
+    digest = tx.preview_approved("repo")
+    tx.release_cli(digest, tx.tmp / "payload", expect=0)
+    assert not spy.exists(), "a clean filter of the repository ran"
+
+
+@pytest.mark.parametrize(
+    ("change", "state"),
+    [
+        ("none", "clean-pushed"),
+        ("assume-unchanged, edited", "dirty"),
+        ("skip-worktree, edited", "dirty"),
+        ("skip-worktree, same bytes", "dirty"),
+        ("committed, not pushed", "unpushed"),
+        ("untracked item", "dirty"),
+    ],
+)
+def test_visibility_is_decided_from_the_items_bytes_and_the_index_flags(
+    make_tx: Callable[..., Tx], change: str, state: str
+) -> None:
+    tx = make_tx(SOURCES, push=True)
+    item = "docs/guide.md"
+    if change.startswith(("assume-unchanged", "skip-worktree")):
+        flag = "--assume-unchanged" if change.startswith("assume") else "--skip-worktree"
+        tx.git("update-index", flag, item)
+        if change.endswith("edited"):
+            tx.write(item, "# Guide\n\nedited where git status does not look\n")
+    elif change == "committed, not pushed":
+        tx.write(item, "# Guide\n\nnewer\n")
+        tx.commit("local only")
+    elif change == "untracked item":
+        item = "docs/new.md"
+        tx.write(item, "# New\n")
+    res = tx.preview("paths", (item,))
+    assert res["manifest"]["visibility"]["state"] == state
+    assert gate.visibility(gate.open_repo(tx.repo), []).state == (
+        "dirty" if change.startswith(("assume", "skip")) else
+        "unpushed" if change == "committed, not pushed" else "clean-pushed"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("ignored", [True, False], ids=["now-ignored", "now-untracked"])
+def test_context_diff_never_reads_a_base_file_that_left_the_index(
+    make_tx: Callable[..., Tx], ignored: bool
+) -> None:
+    marker = "LOGMARK-" + secrets.token_hex(12)
+    tx = make_tx({**SOURCES, "notes.log": "old notes\n"})
+    base = tx.git("rev-parse", "HEAD").strip()
+    tx.git("rm", "-q", "--cached", "notes.log")
+    tx.write(".gitignore", "notes.log\n" if ignored else "other.log\n")
+    tx.git("add", ".gitignore")
+    tx.git("commit", "-q", "-m", "stop tracking notes")
+    tx.write("notes.log", f"{marker}\n")  # still in the worktree, still in the base
+    m = tx.preview("diff", base=base)["manifest"]
+    items = {i["path"]: tx.item_bytes(m, i) for i in m["items"]}
+    if ignored:
+        assert set(items) == {".gitignore"}
+        assert ("notes.log", "gitignored") in {(e["path"], e["reason"]) for e in m["excluded"]}
+    else:  # shown deleted, as `git diff BASE` shows it: the worktree copy is not read
+        assert set(items) == {".gitignore", "notes.log"}
+        assert items["notes.log"].endswith(b"-old notes\n")
+    tx.assert_nowhere(marker)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,19 +24,30 @@ from evidence.state import atomic_write, ensure_private_dir
 from policy import LoadedPolicy, TransferPolicy
 
 from ..errors import Blocked, UsageError
+from ..fsread import FileRefused, LinkRefused, Missing, RepoFiles
 from ..git import (
     Repo,
     current_branch,
     default_base,
     default_branch,
-    git,
     open_repo,
     read_policy_at,
+    remote_tip,
     resolve_commit,
 )
 from ..result_gate import scan_both
 from ..scan import Finding, ScanItem, redact_lines
 from ..text import sanitize
+from ..worktree import (
+    REGULAR_MODES,
+    TreeEntry,
+    blob_id,
+    index_entries,
+    is_ancestor,
+    read_blobs,
+    tree_entries,
+    unified_diff,
+)
 from .manifest import (
     PAYLOAD_TYPE,
     Destination,
@@ -46,7 +58,14 @@ from .manifest import (
     Totals,
     Visibility,
 )
-from .select import Selected, candidates, read_files
+from .select import (
+    Selected,
+    candidates,
+    link_reason,
+    name_exclusion,
+    read_files,
+    read_one,
+)
 from .tty import confirm_at_terminal
 
 
@@ -74,16 +93,39 @@ def trusted_policy(repo: Repo) -> LoadedPolicy:
     return read_policy_at(repo.top, default_branch(repo.top))
 
 
-def visibility(repo: Repo) -> Visibility:
-    if git(repo.top, "status", "--porcelain", "--untracked-files=normal").strip():
+def _same_bytes(tree: dict[str, TreeEntry], s: Selected) -> bool:
+    """The worktree bytes an item was made from are the blob at its path in `tree`
+    (an item whose file is absent matches a tree without that path)."""
+    entry = tree.get(s.path)
+    if s.source is None:
+        return entry is None
+    return (entry is not None and entry.mode in REGULAR_MODES
+            and blob_id(s.source, len(entry.oid)) == entry.oid)  # fmt: skip
+
+
+def visibility(repo: Repo, items: Sequence[Selected]) -> Visibility:
+    """Decided from the items' own bytes, never from `git status`.
+
+    dirty: an item's bytes are not the blob at its path in HEAD, or the index hides or
+    has not merged an entry (skip-worktree, assume-unchanged, a conflict); unpushed: no
+    commit confirmed on the remote holds HEAD and every item's bytes at its path;
+    clean-pushed otherwise. Recompute it at approve and at release (the lead wires it).
+    """
+    head = resolve_commit(repo.top, "HEAD")
+    if any(e.hidden or e.stage for e in index_entries(repo)):
         return Visibility(state="dirty")
-    up = git(repo.top, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}", check=False)
-    upstream = up.decode().strip()
-    if not upstream:
+    head_tree = tree_entries(repo, head) if items else {}
+    if not all(_same_bytes(head_tree, s) for s in items):
+        return Visibility(state="dirty")
+    tip = remote_tip(repo)
+    if tip is None:
         return Visibility(state="unpushed", upstream=None)
-    ahead = git(repo.top, "rev-list", "--count", f"{upstream}..HEAD").decode().strip()
-    state = "clean-pushed" if ahead == "0" else "unpushed"
-    return Visibility(state=state, upstream=upstream)
+    upstream, commit = tip
+    confirmed = commit == head or is_ancestor(repo, head, commit)
+    if confirmed and items and commit != head:
+        remote_tree = tree_entries(repo, commit)
+        confirmed = all(_same_bytes(remote_tree, s) for s in items)
+    return Visibility(state="clean-pushed" if confirmed else "unpushed", upstream=upstream)
 
 
 def _parse_destination(to: str, kind: str) -> Destination:
@@ -97,23 +139,71 @@ def _select(repo: Repo, context: str, paths: list[str], base: str | None,
             tp: TransferPolicy) -> tuple[list[Selected], list[tuple[str, str]]]:  # fmt: skip
     if context == "none":
         return [], []
-    files, excluded = candidates(repo.top, context, paths)
+    files, excluded = candidates(repo, context, paths)
     if context == "diff":
         assert base is not None
-        changed = git(repo.top, "diff", "--name-only", "-z", "--no-renames", base, "--")
-        names = {p.decode("utf-8", "surrogateescape") for p in changed.split(b"\0") if p}
-        selected = []
-        for f in files:
-            if f in names:
-                diff = git(repo.top, "diff", "--no-ext-diff", "--no-textconv", "--no-color",
-                           base, "--", f)  # fmt: skip
-                if len(diff) > tp.max_file_bytes:
-                    excluded.append((f, "diff over the size limit"))
-                elif diff:
-                    selected.append(Selected(f, diff))
-        return selected, excluded
+        return _select_diff(repo, files, base, tp.max_file_bytes, excluded)
     selected, more = read_files(repo.top, files, tp.max_file_bytes)
     return selected, excluded + more
+
+
+Chosen = tuple[list[Selected], list[tuple[str, str]]]
+
+
+def _select_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
+                 excluded: list[tuple[str, str]]) -> Chosen:  # fmt: skip
+    """Per-file diffs of `base` against the worktree bytes, for the selected names only.
+
+    Each diff is built in Python from the base blob and the bytes read through fsread,
+    so the exclusion list holds for the bytes: no pathspec, no repository diff driver.
+    Tracked files and files of `base` count (as `git diff BASE`); untracked ones are not
+    read, and a `base` file no longer in the index shows as deleted.
+    """
+    tree = tree_entries(repo, base)
+    tracked = {e.path for e in index_entries(repo)}
+    keep = [f for f in files if f in tracked]
+    seen = {p for p, _ in excluded} | set(keep)
+    for f in sorted(set(tree) - tracked):  # not in the index: deleted, its worktree unread
+        if f in seen:
+            continue
+        why = name_exclusion(f)
+        if why:
+            excluded.append((f, why))
+        else:
+            keep.append(f)
+    old_ids = {f: tree[f] for f in keep if f in tree}
+    if bad := [f for f, e in old_ids.items() if e.mode not in REGULAR_MODES]:
+        excluded += [(f, "not a regular file in the base") for f in bad]
+        keep = [f for f in keep if f not in bad]
+    blobs = read_blobs(repo, (old_ids[f].oid for f in keep if f in old_ids))
+    selected = []
+    with RepoFiles(repo.top) as wt:
+        for f in sorted(keep):
+            old = blobs[old_ids[f].oid] if f in old_ids else None
+            try:
+                selected += _diff_item(wt, f, old, max_bytes, f in tracked)
+            except LinkRefused as exc:
+                excluded.append((f, link_reason(repo.top, f, exc)))
+            except FileRefused as exc:
+                excluded.append((f, exc.reason))
+    return selected, excluded
+
+
+def _diff_item(wt: RepoFiles, f: str, old: bytes | None, max_bytes: int,
+               tracked: bool) -> list[Selected]:  # fmt: skip
+    """[the diff of `f`] ([] when unchanged); FileRefused with the reason it is excluded.
+    An untracked path is compared as absent (as `git diff BASE` does): it is not read."""
+    new: bytes | None = None
+    try:
+        new = read_one(wt, f, max_bytes) if tracked else None
+    except Missing:
+        pass
+    if old is not None and b"\0" in old[:8192]:
+        raise FileRefused(f, "binary")
+    diff = unified_diff(f, old, new)
+    if len(diff) > max_bytes:
+        raise FileRefused(f, "diff over the size limit")
+    return [Selected(f, diff, new)] if diff else []
 
 
 def _autopilot(tp: TransferPolicy, m: dict[str, Any]) -> str | None:
@@ -232,7 +322,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     now = _now()
     fields: dict[str, Any] = {
         "repo_id": repo.repo_id, "head": head, "branch": branch or None,
-        "visibility": visibility(repo).model_dump(), "destination": dest.model_dump(),
+        "visibility": visibility(repo, selected).model_dump(), "destination": dest.model_dump(),
         "purpose": purpose, "context": context, "base": base,
         "items": [_item(s, d, mode) for s, d, mode in sent],
         "paths": list(paths), "payload_blob": pack,

@@ -1,8 +1,12 @@
 """Which files a transfer would send, and which it excludes and why. Nothing excluded is read.
 
 Exclusions: `.git`, gitignored files, dependency and build folders, secret-looking
-names, binaries, files over the size limit, symlinks, and any path that is
-absolute or leaves the repository.
+names, binaries, files over the size limit, symlinks (the file or any directory on its
+path), and any path that is absolute or leaves the repository.
+
+Names come from `ls-files` (the index and `.gitignore` read as data) and are filtered
+here in Python: no name oms was given ever becomes a pathspec. Bytes are read only
+through `fsread`, down from the repository top without following any link.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import UsageError
-from ..git import git
+from ..fsread import FileRefused, LinkRefused, RepoFiles
+from ..git import Repo
+from ..worktree import ignored, index_entries, untracked
 
 DEPENDENCY_DIRS = frozenset({
     "node_modules", "vendor", ".venv", "venv", "env", "__pycache__", ".tox", ".nox",
@@ -33,7 +39,12 @@ SECRET_NAMES = (
 @dataclass(frozen=True)
 class Selected:
     path: str  # repo-relative, as given by git
-    data: bytes
+    data: bytes  # what is sent: the file's bytes, or its diff
+    source: bytes | None  # the worktree bytes it was made from (None: absent in the worktree)
+
+    @classmethod
+    def whole(cls, path: str, data: bytes) -> Selected:
+        return cls(path, data, data)
 
 
 _SECRET_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAMES))
@@ -46,82 +57,94 @@ def secret_looking(path: str) -> bool:
 
 def _safe_rel(raw: str) -> str | None:
     p = PurePosixPath(raw)
-    if p.is_absolute() or ".." in p.parts or not p.parts:
+    if p.is_absolute() or ".." in p.parts or not p.parts or "\x00" in raw:
         return None
     return str(p)
 
 
+def name_exclusion(path: str) -> str | None:
+    """Why a name is never sent, whatever its bytes (None: it may be)."""
+    if any(part in DEPENDENCY_DIRS for part in PurePosixPath(path).parts[:-1]):
+        return "dependency or build folder"
+    if secret_looking(path):
+        return "secret-looking name"
+    return None
+
+
+def _under(listed: list[str], rel: str) -> list[str]:
+    prefix = rel.rstrip("/") + "/"
+    return [f for f in listed if f == rel or f.startswith(prefix)]
+
+
+def _named(top: Path, listed: list[str], paths: list[str],
+           excluded: list[tuple[str, str]]) -> list[str]:  # fmt: skip
+    """The listed files below each `--path`, matched in Python (never as a pathspec)."""
+    wanted: list[str] = []
+    for raw in paths:
+        rel = _safe_rel(raw)
+        if rel is None:
+            excluded.append((raw, "outside the repository"))
+            continue
+        # realpath only words the reason; what is read is decided by fsread alone.
+        real = os.path.realpath(top / rel)
+        if real != str(top) and not real.startswith(str(top) + os.sep):
+            excluded.append((rel, "resolves outside the repository"))
+            continue
+        hits = _under(listed, rel)
+        if not hits:
+            raise UsageError(f"--path {rel}: no tracked or untracked file there")
+        wanted.extend(hits)
+    return sorted(set(wanted))
+
+
 def candidates(
-    top: Path, context: str, paths: list[str]
+    repo: Repo, context: str, paths: list[str]
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """(files to consider, [(path, reason)] excluded before reading anything)."""
     excluded: list[tuple[str, str]] = [(".git", ".git")]
-    out = git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    listed = sorted({p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p})
-    ignored = git(top, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                  "--directory")  # fmt: skip
-    for p in sorted(ignored.split(b"\0")):
-        if p:
-            excluded.append((p.decode("utf-8", "surrogateescape"), "gitignored"))
+    tracked = {e.path for e in index_entries(repo)}
+    listed = sorted(tracked.union(untracked(repo)))
+    excluded += [(p, "gitignored") for p in sorted(ignored(repo))]
     if context == "paths":
-        wanted: list[str] = []
-        for raw in paths:
-            rel = _safe_rel(raw)
-            if rel is None:
-                excluded.append((raw, "outside the repository"))
-                continue
-            real = os.path.realpath(top / rel)
-            if real != str(top) and not real.startswith(str(top) + os.sep):
-                excluded.append((rel, "resolves outside the repository"))
-                continue
-            hits = [f for f in listed if f == rel or f.startswith(rel.rstrip("/") + "/")]
-            if not hits:
-                raise UsageError(f"--path {rel}: no tracked or untracked file there")
-            wanted.extend(hits)
-        listed = sorted(set(wanted))
+        listed = _named(repo.top, listed, paths, excluded)
     keep = []
     for f in listed:
-        parts = PurePosixPath(f).parts
-        if any(part in DEPENDENCY_DIRS for part in parts[:-1]):
-            excluded.append((f, "dependency or build folder"))
-        elif secret_looking(f):
-            excluded.append((f, "secret-looking name"))
+        why = name_exclusion(f)
+        if why:
+            excluded.append((f, why))
         else:
             keep.append(f)
     return keep, excluded
 
 
+def link_reason(top: Path, rel: str, refusal: FileRefused) -> str:
+    """The exclusion reason for a link refusal, saying whether the link leaves the repository."""
+    if refusal.reason != "a symlink":
+        return refusal.reason
+    target = os.path.realpath(top / rel)  # words the reason only; the target is never opened
+    inside = target.startswith(str(top) + os.sep)
+    return "symlink inside the repository" if inside else "symlink leaving the repository"
+
+
+def read_one(files: RepoFiles, f: str, max_file_bytes: int) -> bytes:
+    """The bytes of `f`, or FileRefused with the reason it is excluded (binary included)."""
+    data = files.read(f, max_file_bytes)
+    if b"\0" in data[:8192]:
+        raise FileRefused(f, "binary")
+    return data
+
+
 def read_files(
     top: Path, files: list[str], max_file_bytes: int
 ) -> tuple[list[Selected], list[tuple[str, str]]]:
-    """Read the files that pass the remaining checks (symlink, size, binary)."""
+    """Read the files that pass the remaining checks (symlink, size, binary), one read each."""
     selected, excluded = [], []
-    for f in files:
-        full = top / f
-        try:
-            st = full.lstat()
-        except FileNotFoundError:
-            excluded.append((f, "deleted in the worktree"))
-            continue
-        if full.is_symlink():
-            target = os.path.realpath(full)
-            inside = target.startswith(str(top) + os.sep)
-            excluded.append((f, "symlink inside the repository" if inside else
-                             "symlink leaving the repository"))  # fmt: skip
-            continue
-        if not full.is_file():
-            excluded.append((f, "not a regular file"))
-            continue
-        if st.st_size > max_file_bytes:
-            excluded.append((f, f"over the size limit ({st.st_size} > {max_file_bytes} bytes)"))
-            continue
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read(max_file_bytes + 1)
-        if len(data) > max_file_bytes:
-            excluded.append((f, "over the size limit"))
-        elif b"\0" in data[:8192]:
-            excluded.append((f, "binary"))
-        else:
-            selected.append(Selected(f, data))
+    with RepoFiles(top) as tree:
+        for f in files:
+            try:
+                selected.append(Selected.whole(f, read_one(tree, f, max_file_bytes)))
+            except LinkRefused as exc:
+                excluded.append((f, link_reason(top, f, exc)))
+            except FileRefused as exc:
+                excluded.append((f, exc.reason))
     return selected, excluded
