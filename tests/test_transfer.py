@@ -1240,6 +1240,13 @@ def test_a_5000_character_purpose_is_shown_in_full_at_the_terminal(
     assert "".join(chunks) == purpose
 
 
+def test_a_purpose_over_the_limit_is_a_usage_error_not_cut(make_tx: Callable[..., Tx]) -> None:
+    tx = make_tx()
+    refused = tx.preview_cli("--context", "none", expect=2, purpose="p" * 20_001)
+    assert "--purpose is longer than 20000" in refused["error"]["message"]
+    assert tx.entries("transfer.preview") == []
+
+
 def test_the_prompt_lists_every_file_that_leaves_and_every_name_in_the_manifest(
     make_tx: Callable[..., Tx], terminal_calls: list[list[str]]
 ) -> None:

@@ -592,12 +592,15 @@ def show(repo_dir: Path | None, digest: str | Sha256Digest) -> dict[str, Any]:
 def _row(store: EvidenceStore, preview_entry: dict[str, Any],
          entries: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
     data = preview_entry["data"]
+    raw = data.get("digest")
     try:
-        digest = Sha256Digest.parse(str(data.get("digest")))
+        digest = Sha256Digest.parse(raw if isinstance(raw, str) else "")
+        if str(digest) != raw:  # oms stores only the normalised form
+            raise TamperDetected(f"preview entry names {digest} in another form")
         status = state_of(_load(store, digest), digest, entries).status
     except (TamperDetected, UsageError) as exc:
         status = f"unverifiable: {exc}"
-    return {"digest": data.get("digest"), "status": status, "time": preview_entry.get("time"),
+    return {"digest": raw, "status": status, "time": preview_entry.get("time"),
             "destination": data.get("destination"), "bytes": data.get("bytes")}  # fmt: skip
 
 
