@@ -27,6 +27,17 @@ REPO_OPTION = click.option(
     help="The repository.",
 )
 
+# approve, release and show: a digest names its manifest wherever oms is run from, so the
+# copied approval command works as copied. `--repo` is still accepted.
+DIGEST_REPO_OPTION = click.option(
+    "--repo",
+    "repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The repository (default: the current one if it holds the manifest, else the one "
+    "the manifest names).",
+)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="oh-my-super-agent", prog_name="oms")
@@ -260,20 +271,21 @@ def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tup
 @transfer.command("approve")
 @click.argument("digest")
 @click.option("--code", required=True, help="The code from the approval packet.")
-@REPO_OPTION
+@DIGEST_REPO_OPTION
 @command
-def transfer_approve(digest: str, code: str, repo: Path) -> Outcome:
+def transfer_approve(digest: str, code: str, repo: Path | None) -> Outcome:
     """Approve one manifest: a human at the controlling terminal, or an autopilot rule."""
     data = transfer_gate.approve(repo, digest, code)
-    return Outcome(data, lines=[f"approved by {data['approver']['name']} until {data['expires']}"])
+    name = sanitize(data["approver"]["name"])
+    return Outcome(data, lines=[f"approved by {name} until {data['expires']}"])
 
 
 @transfer.command("release")
 @click.argument("digest")
 @click.option("--out", default="-", show_default=True, help="FILE, or - for standard output.")
-@REPO_OPTION
+@DIGEST_REPO_OPTION
 @command
-def transfer_release(digest: str, out: str, repo: Path) -> Outcome:
+def transfer_release(digest: str, out: str, repo: Path | None) -> Outcome:
     """Write the approved payload, once, if nothing changed since the preview."""
     if out == "-" and "--json" in sys.argv:
         raise UsageError("with --json, give --out FILE (stdout carries the JSON)")
@@ -301,12 +313,13 @@ def transfer_release(digest: str, out: str, repo: Path) -> Outcome:
 
 @transfer.command("show")
 @click.argument("digest")
-@REPO_OPTION
+@DIGEST_REPO_OPTION
 @command
-def transfer_show(digest: str, repo: Path) -> Outcome:
+def transfer_show(digest: str, repo: Path | None) -> Outcome:
     """A manifest, its packet and its state."""
     data = transfer_gate.show(repo, digest)
-    return Outcome(data, lines=[f"{data['status']}: {digest}", *data["approval_packet"]["summary"]])
+    lines = [f"{data['status']}: {data['digest']}", *data["approval_packet"]["summary"]]
+    return Outcome(data, lines=lines)
 
 
 @transfer.command("list")

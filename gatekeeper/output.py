@@ -31,8 +31,15 @@ class Outcome:
     lines: list[str] | None = None  # None: print the data as JSON; []: print nothing
 
 
+def ascii_json(obj: Any, indent: int | None = None) -> str:
+    """JSON that cannot carry a terminal control raw: every non-ASCII character (bidi
+    overrides, C1 controls) as \\uXXXX, C0 controls escaped by JSON itself, and DEL —
+    ASCII, so `ensure_ascii` keeps it — escaped too. DEL only occurs inside strings."""
+    return json.dumps(obj, ensure_ascii=True, indent=indent).replace("\x7f", "\\u007f")
+
+
 def emit_json(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
+    sys.stdout.write(ascii_json(obj) + "\n")
     sys.stdout.flush()
 
 
@@ -77,7 +84,7 @@ def command(fn: Callable[P, Outcome]) -> Callable[P, None]:
         else:
             lines = outcome.lines
             if lines is None:
-                lines = [json.dumps(outcome.data, indent=2, ensure_ascii=False)]
+                lines = [ascii_json(outcome.data, indent=2)]
             for line in lines:
                 click.echo(line)
         sys.exit(outcome.code)

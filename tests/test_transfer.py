@@ -13,9 +13,12 @@ import base64
 import hashlib
 import json
 import os
+import pwd
+import random
 import re
 import secrets
 import select
+import shlex
 import string
 import subprocess
 import sys
@@ -28,9 +31,11 @@ from typing import Any
 
 import pytest
 
-from gatekeeper import records
-from gatekeeper.errors import Blocked, classify
-from gatekeeper.transfer import gate
+from evidence import Draft, EvidenceStore, repo_id_for
+from gatekeeper import output, records
+from gatekeeper.digest import Sha256Digest
+from gatekeeper.errors import Blocked, UsageError, classify
+from gatekeeper.transfer import gate, tty
 
 DEST = "anthropic:claude"
 OTHER_DEST = "openai:gpt"
@@ -155,8 +160,11 @@ class Tx:
         return p
 
     # -- the CLI (a subprocess, no controlling terminal) -------------------------------
-    def cli(self, *args: str, expect: int, text_mode: bool = False, **kw: Any) -> Any:
-        argv = [*args, "--repo", str(self.repo)]
+    def cli(
+        self, *args: str, expect: int, text_mode: bool = False, repo: bool = True, **kw: Any
+    ) -> Any:
+        """Run `oms ARGS` (with `--repo` unless `repo` is false; `cwd=` moves it elsewhere)."""
+        argv = [*args, "--repo", str(self.repo)] if repo else list(args)
         if not text_mode:
             argv.append("--json")
         if "input" not in kw:
@@ -212,7 +220,7 @@ class Tx:
 
     # -- the state root ----------------------------------------------------------------
     def log(self) -> list[dict[str, Any]]:
-        (path,) = self.home.glob("repos/*/evidence/log.jsonl")
+        path = self.home / "repos" / repo_id_for(self.repo / ".git") / "evidence/log.jsonl"
         return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
     def entries(self, kind: str, digest: str | None = None) -> list[dict[str, Any]]:
@@ -620,30 +628,29 @@ PTY_CHILD = (
 )
 
 
-def approve_at_pty(tx: Tx, digest: str, code: str, answer: bytes) -> tuple[int, str, str, str]:
+def approve_at_pty(
+    tx: Tx,
+    digest: str,
+    code: str,
+    answer: bytes,
+    *,
+    command: list[str] | None = None,
+    cwd: Path | None = None,
+    env_extra: dict[str, str] | None = None,
+) -> tuple[int, str, str, str]:
     """Run `oms transfer approve` with a pseudo-terminal as its controlling terminal and
-    stdin on /dev/null; type `answer` at the prompt. (exit code, stdout, stderr, screen)."""
+    stdin on /dev/null; type `answer` at the prompt. (exit code, stdout, stderr, screen).
+
+    `command`: the argv after `oms` instead (e.g. the copied approval command, as is)."""
+    args = command or ["transfer", "approve", digest, "--code", code, "--repo", str(tx.repo)]
     master, slave = os.openpty()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            PTY_CHILD,
-            os.ttyname(slave),
-            "transfer",
-            "approve",
-            digest,
-            "--code",
-            code,
-            "--repo",
-            str(tx.repo),
-            "--json",
-        ],
+        [sys.executable, "-c", PTY_CHILD, os.ttyname(slave), *args, "--json"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=tx.env,
-        cwd=tx.tmp,
+        env={**tx.env, **(env_extra or {})},
+        cwd=cwd or tx.tmp,
     )
     screen = b""
     try:
@@ -1155,3 +1162,346 @@ def test_context_diff_never_reads_a_base_file_that_left_the_index(
         assert set(items) == {".gitignore", "notes.log"}
         assert items["notes.log"].endswith(b"-old notes\n")
     tx.assert_nowhere(marker)
+
+
+# One digest, one spelling: parsed at the boundary, stored normalised, matched exactly
+# --------------------------------------------------------------------------------------
+
+
+def _spell(digest: str, how: str) -> str:
+    hex_ = digest.removeprefix("sha256:")
+    return {
+        "canonical": digest,
+        "bare": hex_,
+        "upper": "SHA256:" + hex_.upper(),
+        "bare-upper": hex_.upper(),
+    }[how]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("bare", "canonical"), ("canonical", "bare"), ("upper", "canonical"), ("bare", "upper")],
+)
+def test_one_approval_gives_one_release_whatever_spelling_names_it(
+    make_tx: Callable[..., Tx], first: str, second: str
+) -> None:
+    tx = make_tx(SOURCES)
+    digest = tx.preview_approved("paths", ("docs",))
+    out = tx.release_cli(_spell(digest, first), tx.tmp / "one.payload", expect=0)
+    assert out["digest"] == digest
+    refused = tx.release_cli(_spell(digest, second), tx.tmp / "two.payload", expect=3)
+    assert "already released" in refused["error"]["message"]
+    assert not (tx.tmp / "two.payload").exists()
+    (entry,) = tx.entries("transfer.release")
+    assert entry["data"]["digest"] == digest
+
+
+def test_uppercase_digest_is_accepted_and_stored_normalised(make_tx: Callable[..., Tx]) -> None:
+    tx = make_tx(SOURCES)
+    res = tx.preview("paths", ("docs",))
+    digest, code = approval_command(res)
+    assert res["digest"] == digest and re.fullmatch(r"sha256:[0-9a-f]{64}", digest)
+    upper = _spell(digest, "upper")
+    approved = tx.approve_as_human(upper, code)
+    assert approved["digest"] == digest
+    shown = tx.cli("transfer", "show", _spell(digest, "bare-upper"), expect=0)
+    assert shown["digest"] == digest and shown["status"] == "approved"
+    tx.release_cli(upper, tx.tmp / "payload", expect=0)
+    for kind in ("transfer.preview", "transfer.approve", "transfer.release"):
+        (entry,) = tx.entries(kind)
+        assert entry["data"]["digest"] == digest, kind
+        assert entry["subject"][0]["digest"] == {"sha256": digest.removeprefix("sha256:")}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "sha256:",
+        "sha256:" + "a" * 63,
+        "sha256:" + "a" * 65,
+        "sha512:" + "a" * 64,
+        " sha256:" + "a" * 64,
+        "sha256:" + "a" * 63 + "g",
+        "sha256:" + "a" * 63 + "\uff41",  # fullwidth a
+        "sha256: " + "a" * 64,
+        "--repo",
+    ],
+)
+def test_anything_but_a_sha256_digest_is_a_usage_error(
+    make_tx: Callable[..., Tx], text: str
+) -> None:
+    with pytest.raises(UsageError):
+        Sha256Digest.parse(text)
+    if text:
+        tx = make_tx()
+        refused = tx.cli("transfer", "show", "--", text, expect=2)
+        assert refused["error"]["kind"] == "usage"
+
+
+def test_sha256_digest_parses_every_spelling_to_one_value() -> None:
+    hex_ = hashlib.sha256(b"x").hexdigest()
+    spellings = [f"sha256:{hex_}", hex_, hex_.upper(), f"SHA256:{hex_}", f"Sha256:{hex_.upper()}"]
+    parsed = {Sha256Digest.parse(s) for s in spellings}
+    assert parsed == {Sha256Digest(hex_)} == {Sha256Digest.of(b"x")}
+    (one,) = parsed
+    assert str(one) == f"sha256:{hex_}" and one.hex == hex_
+    assert Sha256Digest.parse(one) is one
+
+
+def _forge(tx: Tx, kind: str, data: dict[str, Any]) -> None:
+    """Append an entry through the real store: the chain is intact, only the content lies."""
+    store = EvidenceStore.open(tx.home, repo_id_for(tx.repo / ".git"))
+    store.append(Draft(kind=kind, data=data))
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    ["digest in the approver name", "digest in another field", "uppercase digest", "a note"],
+)
+def test_an_entry_naming_the_digest_elsewhere_is_not_an_approval(
+    make_tx: Callable[..., Tx], forgery: str
+) -> None:
+    tx = make_tx(SOURCES)
+    target, _ = approval_command(tx.preview("paths", ("docs",)))
+    other, _ = approval_command(tx.preview("paths", ("src",)))
+    expires = gate._ts(datetime.now(UTC) + timedelta(minutes=10))
+    approval = {
+        "digest": other,
+        "approval_id": secrets.token_hex(16),
+        "time": expires,
+        "expires": expires,
+        "approver": {"kind": "human", "name": "x", "uid": 0},
+    }
+    if forgery == "digest in the approver name":  # what `LOGNAME=sha256:…` once gave
+        _forge(tx, "transfer.approve", {**approval, "approver": {"name": target}})
+    elif forgery == "digest in another field":
+        _forge(tx, "transfer.approve", {**approval, "note": target})
+    elif forgery == "uppercase digest":
+        _forge(tx, "transfer.approve", {**approval, "digest": _spell(target, "upper")})
+    else:
+        message = f'"kind":"transfer.approve" "digest":"{target}"'
+        _forge(tx, "note", {**approval, "digest": None, "message": message})
+    assert tx.cli("transfer", "show", target, expect=0)["status"] == "previewed"
+    refused = tx.release_cli(target, tx.tmp / "payload", expect=3)
+    assert "no unused, unexpired approval" in refused["error"]["message"]
+    assert not (tx.tmp / "payload").exists()
+
+
+def test_an_approval_landing_while_the_human_reads_is_not_doubled(
+    make_tx: Callable[..., Tx], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two approvals racing: the second to reach the lock finds the first and refuses.
+    tx = make_tx(SOURCES)
+    digest, code = approval_command(tx.preview("paths", ("docs",)))
+
+    def slow_human(lines: list[str]) -> dict[str, Any]:
+        tx.approve_as_human(digest, code)  # the other approval, while this prompt is open
+        return {"name": "tester", "uid": os.getuid()}
+
+    monkeypatch.setattr(gate, "confirm_at_terminal", slow_human)
+    with pytest.raises(Blocked, match="already has an unused approval"):
+        gate.approve(tx.repo, digest, code)
+    assert len(tx.entries("transfer.approve", digest)) == 1
+
+
+# --------------------------------------------------------------------------------------
+# The approver is the uid; the prompt shows everything that leaves, or refuses
+# --------------------------------------------------------------------------------------
+
+
+def test_approver_is_named_from_the_uid_not_from_logname_or_user(
+    make_tx: Callable[..., Tx],
+) -> None:
+    tx = make_tx(SOURCES)
+    digest, code = approval_command(tx.preview("paths", ("docs",), to=OTHER_DEST))
+    env = {"LOGNAME": "mallory", "USER": "mallory", "LNAME": "mallory", "USERNAME": "mallory"}
+    rc, out, err, _ = approve_at_pty(tx, digest, code, b"yes\n", env_extra=env)
+    assert rc == 0, (out, err)
+    want = {"kind": "human", "name": pwd.getpwuid(os.getuid()).pw_name, "uid": os.getuid()}
+    assert json.loads(out)["approver"] == want
+    (entry,) = tx.entries("transfer.approve", digest)
+    assert entry["data"]["approver"] == want
+    assert "mallory" not in json.dumps(tx.log())
+
+
+def test_a_5000_character_purpose_is_shown_in_full_at_the_terminal(
+    make_tx: Callable[..., Tx],
+) -> None:
+    tx = make_tx(SOURCES)
+    words = [f"step{i} of the review" for i in range(400)]
+    purpose = " ".join(words)[:4999] + "Z"
+    assert len(purpose) == 5000
+    res = tx.preview("paths", ("docs",), to=OTHER_DEST, purpose=purpose)
+    assert res["manifest"]["purpose"] == purpose
+    assert f"purpose: {purpose}" in res["approval_packet"]["summary"]  # not cut either
+    digest, code = approval_command(res)
+    rc, out, err, screen = approve_at_pty(tx, digest, code, b"yes\n")
+    assert rc == 0, (out, err)
+    lines = screen.replace("\r\n", "\n").split("\n")
+    at = lines.index("purpose (5000 characters, in full):")
+    chunks = []
+    for line in lines[at + 1 :]:
+        if not line.startswith("  "):
+            break
+        assert len(line) <= 2 + 76, "the purpose is wrapped for the terminal"
+        chunks.append(line[2:])
+    assert len(chunks) > 1
+    assert "".join(chunks) == purpose
+
+
+def test_a_purpose_over_the_limit_is_a_usage_error_not_cut(make_tx: Callable[..., Tx]) -> None:
+    tx = make_tx()
+    refused = tx.preview_cli("--context", "none", expect=2, purpose="p" * 20_001)
+    assert "--purpose is longer than 20000" in refused["error"]["message"]
+    assert tx.entries("transfer.preview") == []
+
+
+def test_the_prompt_lists_every_file_that_leaves_and_every_name_in_the_manifest(
+    make_tx: Callable[..., Tx], terminal_calls: list[list[str]]
+) -> None:
+    tx = make_tx({**SOURCES, ".env": "A=1\n"})
+    for i in range(300):
+        tx.write(f"many/f{i:03}.txt", f"{i}\n")
+    tx.write(f"odd{RLO}name{ESC}[2J.md", "odd\n")
+    res = tx.preview("repo")
+    digest, code = approval_command(res)
+    with pytest.raises(Blocked):
+        gate.approve(tx.repo, digest, code)
+    (lines,) = terminal_calls
+    for item in res["manifest"]["items"]:
+        path = item["path"].replace(RLO, "\\u202e").replace(ESC, "\\u001b")
+        assert f"  {path} ({item['bytes']} bytes, {item['mode']})" in lines, path
+    assert "  .env: secret-looking name" in lines
+    assert f"files that leave ({len(res['manifest']['items'])}):" in lines
+    for line in lines:
+        assert forbidden_chars(line) == [], line
+
+
+def test_a_prompt_too_long_for_a_terminal_is_refused_before_the_terminal_opens(
+    make_tx: Callable[..., Tx], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tx = make_tx(SOURCES)
+    digest, code = approval_command(tx.preview("repo"))
+    opened: list[str] = []
+    real_open = os.open
+
+    def watch_open(path: Any, *args: Any, **kw: Any) -> int:
+        opened.append(str(path))
+        return real_open(path, *args, **kw)
+
+    monkeypatch.setattr(gate, "confirm_at_terminal", tty.confirm_at_terminal)
+    monkeypatch.setattr(tty, "MAX_PROMPT_LINES", 8)
+    monkeypatch.setattr(tty.os, "open", watch_open)
+    with pytest.raises(Blocked, match="narrow the transfer"):
+        gate.approve(tx.repo, digest, code)
+    assert "/dev/tty" not in opened
+    assert tx.entries("transfer.approve") == []
+
+
+def test_wrap_exact_drops_no_character() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        text = "".join(rng.choice("ab  -\\u") for _ in range(rng.randint(0, 500)))
+        lines = tty.wrap_exact(text, 20)
+        assert "".join(lines) == text
+        assert all(len(line) <= 20 for line in lines)
+
+
+# --------------------------------------------------------------------------------------
+# The copied command works from any directory; the digest finds its repository
+# --------------------------------------------------------------------------------------
+
+
+def _another_repo(run_git: Callable[..., str], path: Path) -> None:
+    run_git(path, "init", "-q")
+    ident = ("-c", "user.name=Other", "-c", "user.email=other@example.invalid")
+    run_git(path, *ident, "commit", "-q", "--allow-empty", "-m", "other")
+
+
+@pytest.mark.parametrize("where", ["no repository", "another repository", "a subdirectory"])
+def test_copied_approval_command_works_as_copied_from_any_directory(
+    make_tx: Callable[..., Tx], run_git: Callable[..., str], where: str
+) -> None:
+    tx = make_tx(SOURCES)
+    res = tx.preview("paths", ("docs",), to=OTHER_DEST)
+    digest, _ = approval_command(res)
+    elsewhere = tx.tmp / "elsewhere"
+    elsewhere.mkdir()
+    if where == "another repository":
+        _another_repo(run_git, elsewhere)
+        records.init(elsewhere)
+    elif where == "a subdirectory":
+        elsewhere = tx.repo / "docs"
+    copied = shlex.split(res["approval_packet"]["copyable_text_block"])
+    assert copied[:3] == ["oms", "transfer", "approve"] and "--repo" not in copied
+    rc, out, err, _ = approve_at_pty(tx, "", "", b"yes\n", command=copied[1:], cwd=elsewhere)
+    assert rc == 0, (out, err)
+    assert len(tx.entries("transfer.approve", digest)) == 1
+    shown = tx.cli("transfer", "show", digest, expect=0, repo=False, cwd=elsewhere)
+    assert shown["status"] == "approved"
+    out_file = tx.tmp / "payload"
+    released = tx.cli(
+        "transfer", "release", digest, "--out", str(out_file), expect=0, repo=False, cwd=elsewhere
+    )
+    assert released["status"] == "released"
+    _, items = parse_payload(out_file.read_bytes())
+    assert {h["path"] for h, _ in items} == {"docs/faq.md", "docs/guide.md"}
+
+
+def test_digest_claimed_by_no_repository_or_by_two_is_refused(
+    make_tx: Callable[..., Tx], run_git: Callable[..., str]
+) -> None:
+    tx = make_tx(SOURCES)
+    digest, code = approval_command(tx.preview("paths", ("docs",)))
+    elsewhere = tx.tmp / "elsewhere"
+    elsewhere.mkdir()
+    unknown = "sha256:" + "0" * 64
+    for args in (("show", unknown), ("release", unknown, "--out", str(tx.tmp / "p"))):
+        refused = tx.cli("transfer", *args, expect=2, repo=False, cwd=elsewhere)
+        assert "no manifest" in refused["error"]["message"]
+    # A copy of the envelope under a second repository: which one is meant is not guessed.
+    _another_repo(run_git, elsewhere)
+    other_id = records.init(elsewhere)["repo_id"]
+    planted = tx.home / "repos" / other_id / "transfers"
+    planted.mkdir(mode=0o700)
+    source = tx.envelope_path(digest)
+    (planted / source.name).write_bytes(source.read_bytes())
+    for args in (("show", digest), ("approve", digest, "--code", code)):
+        refused = tx.cli("transfer", *args, expect=3, repo=False, cwd=tx.tmp)
+        assert refused["error"]["kind"] == "tampered", args
+        assert "2 repositories" in refused["error"]["message"]
+    # Named with --repo, the copy under the other repository does not verify as its own.
+    wrong = tx.run_oms(["transfer", "show", digest, "--repo", str(elsewhere), "--json"])
+    assert wrong.returncode == 3 and "does not name" in json.loads(wrong.stdout)["error"]["message"]
+    assert tx.cli("transfer", "show", digest, expect=0)["status"] == "previewed"
+
+
+# --------------------------------------------------------------------------------------
+# --json is ASCII: a file name cannot put a control or bidi character on a terminal
+# --------------------------------------------------------------------------------------
+
+
+def _printable_ascii_line(out: str) -> bool:
+    return out.endswith("\n") and all(32 <= ord(c) < 127 for c in out[:-1])
+
+
+def test_json_output_is_ascii_even_with_bidi_and_controls_in_file_names(
+    make_tx: Callable[..., Tx],
+) -> None:
+    names = [f"a{RLO}gpj.exe.md", f"b{ESC}]0;owned{BEL}.md", f"c{DEL}{ZWSP}\u0085\u00e9.md"]
+    tx = make_tx({**SOURCES, **{n: "text\n" for n in names}})
+    res = tx.preview_cli("--context", "repo", expect=0, purpose=f"see {RLO}{ESC}[2J")
+    digest = res["digest"]
+    assert {i["path"] for i in res["manifest"]["items"]} >= set(names)  # round-trips exactly
+    for args in (("transfer", "show", digest), ("transfer", "list")):
+        tx.cli(*args, expect=0)
+    for proc_out in tx.transcript[::2]:  # stdout of every CLI call above
+        assert _printable_ascii_line(proc_out), proc_out
+
+
+def test_ascii_json_escapes_del_and_everything_non_ascii() -> None:
+    obj = {"k": f"x{DEL}{RLO}\u0085{ESC}\udcff"}
+    text = output.ascii_json(obj)
+    assert all(32 <= ord(c) < 127 for c in text), text
+    assert json.loads(text) == obj

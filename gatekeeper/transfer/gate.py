@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from evidence.log import locked
 from evidence.state import atomic_write, ensure_private_dir
 from policy import LoadedPolicy, TransferPolicy
 
+from ..digest import Sha256Digest
 from ..errors import Blocked, UsageError
 from ..fsread import FileRefused, LinkRefused, Missing, RepoFiles
 from ..git import (
@@ -49,6 +52,7 @@ from ..worktree import (
     unified_diff,
 )
 from .manifest import (
+    MAX_PURPOSE_CHARS,
     PAYLOAD_TYPE,
     Destination,
     Excluded,
@@ -66,7 +70,7 @@ from .select import (
     read_files,
     read_one,
 )
-from .tty import confirm_at_terminal
+from .tty import confirm_at_terminal, wrap_exact
 
 
 def _now() -> datetime:
@@ -231,9 +235,16 @@ def _item(s: Selected, data: bytes, mode: str) -> dict[str, Any]:
             "source_sha256": source}  # fmt: skip
 
 
-def packet(m: Manifest, digest: str) -> dict[str, Any]:
-    """The approval packet: summary lines and the one command to copy. All sanitised."""
-    d = m.destination
+def _clean(text: str) -> str:
+    """One neutralised line, never cut: what a human approves is shown whole."""
+    return sanitize(text, limit=sys.maxsize)
+
+
+def _subject(digest: Sha256Digest) -> list[dict[str, Any]]:
+    return [{"name": "transfer-manifest", "digest": {"sha256": digest.hex}}]
+
+
+def _risks(m: Manifest) -> list[str]:
     risks = []
     if m.visibility.state == "dirty":
         risks.append("the worktree has uncommitted changes: what leaves is not in any commit")
@@ -242,25 +253,66 @@ def packet(m: Manifest, digest: str) -> dict[str, Any]:
     if m.redactions:
         lines = len({(r.path, r.line) for r in m.redactions})
         risks.append(f"{len(m.redactions)} secret finding(s) redacted ({lines} line(s) replaced)")
+    return [f"risk: {r}" for r in risks]
+
+
+def _repository_line(m: Manifest) -> str:
+    upstream = f" (upstream {m.visibility.upstream})" if m.visibility.upstream else ""
+    return (
+        f"repository: {m.branch or '(detached)'} at {m.head[:12]}, {m.visibility.state}" + upstream
+    )
+
+
+def _context_line(m: Manifest) -> str:
+    return (f"context: {m.context}; {m.totals.items} item(s), {m.totals.bytes} bytes; "
+            f"{m.totals.excluded} path(s) excluded")  # fmt: skip
+
+
+def packet(m: Manifest, digest: Sha256Digest | str) -> dict[str, Any]:
+    """The approval packet: summary lines and the one command to copy. All sanitised."""
+    d = m.destination
     summary = [
         f"destination: {d.provider}:{d.model} ({d.kind})",
         f"purpose: {m.purpose}",
-        f"context: {m.context}; {m.totals.items} item(s), {m.totals.bytes} bytes; "
-        f"{m.totals.excluded} path(s) excluded",
-        f"repository: {m.branch or '(detached)'} at {m.head[:12]}, {m.visibility.state}"
-        + (f" (upstream {m.visibility.upstream})" if m.visibility.upstream else ""),
-        *[f"risk: {r}" for r in risks],
+        _context_line(m),
+        _repository_line(m),
+        *_risks(m),
         f"expires: {m.expires}",
     ]
     if m.blocked:
         summary += [f"BLOCKED: {r}" for r in m.block_reasons]
     if m.autopilot_rule:
         summary.append(f"autopilot rule that applies: {m.autopilot_rule}")
-    code = m.nonce[:8]
+    command = f"oms transfer approve {Sha256Digest.parse(digest)} --code {m.nonce[:8]}"
     return {
-        "summary": [sanitize(s) for s in summary],
-        "copyable_text_block": "" if m.blocked else f"oms transfer approve {digest} --code {code}",
+        "summary": [_clean(s) for s in summary],
+        "copyable_text_block": "" if m.blocked else command,
     }
+
+
+def prompt_lines(m: Manifest) -> list[str]:
+    """What the terminal shows before it asks: everything that leaves as text, in full —
+    the destination, the whole purpose (wrapped, no character dropped), every file that
+    leaves, and every name the manifest itself carries. Each line neutralised."""
+    d = m.destination
+    lines = [
+        _clean(f"destination: {d.provider}:{d.model} ({d.kind})"),
+        f"purpose ({len(m.purpose)} characters, in full):",
+        *["  " + chunk for chunk in wrap_exact(_clean(m.purpose))],
+        _clean(_repository_line(m)),
+        _context_line(m),
+        *_risks(m),
+        f"files that leave ({len(m.items)}):",
+        *[f"  {_clean(i.path)} ({i.bytes} bytes, {i.mode})" for i in m.items],
+    ]
+    if m.paths:
+        lines.append(f"asked for ({len(m.paths)}):")
+        lines += [f"  {_clean(p)}" for p in m.paths]
+    if m.excluded:
+        lines.append(f"named in the manifest, content not sent ({len(m.excluded)}):")
+        lines += [f"  {_clean(e.path)}: {_clean(e.reason)}" for e in m.excluded]
+    lines.append(f"expires: {m.expires}")
+    return lines
 
 
 def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str],
@@ -272,6 +324,8 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
         raise UsageError("--context paths needs at least one --path")
     if paths and context != "paths":
         raise UsageError("--path goes with --context paths")
+    if len(purpose) > MAX_PURPOSE_CHARS:
+        raise UsageError(f"--purpose is longer than {MAX_PURPOSE_CHARS} characters")
     dest = _parse_destination(to, kind)
     loaded = trusted_policy(repo)
     tp = loaded.policy.transfer
@@ -321,7 +375,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     pack = None if block_reasons else store.blobs.put(b"".join(d for _, d, _ in sent))
     now = _now()
     fields: dict[str, Any] = {
-        "repo_id": repo.repo_id, "head": head, "branch": branch or None,
+        "repo_id": repo.repo_id, "head": head, "branch": branch,
         "visibility": visibility(repo, selected).model_dump(), "destination": dest.model_dump(),
         "purpose": purpose, "context": context, "base": base,
         "items": [_item(s, d, mode) for s, d, mode in sent],
@@ -342,28 +396,25 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     fields["autopilot_rule"] = _autopilot(tp, fields)
     m = Manifest.model_validate(fields)
     canonical = m.canonical()
-    digest = "sha256:" + hashlib.sha256(canonical).hexdigest()
+    digest = Sha256Digest.of(canonical)
     envelope = sign_envelope(PAYLOAD_TYPE, canonical, key.private, key.key_id)
-    name = digest.removeprefix("sha256:")
-    atomic_write(_transfers_dir(store) / f"{name}.dsse.json", json.dumps(envelope).encode())
+    atomic_write(_transfers_dir(store) / f"{digest.hex}.dsse.json", json.dumps(envelope).encode())
+    # The worktree is recorded here, not in the manifest (which leaves): it is how a
+    # copied approval command finds the repository from any directory.
     entry = store.append(Draft(
-        kind="transfer.preview",
-        subject=[{"name": "transfer-manifest", "digest": {"sha256": name}}],
-        data={"digest": digest, "blocked": m.blocked,
+        kind="transfer.preview", subject=_subject(digest),
+        data={"digest": str(digest), "worktree": str(repo.top), "blocked": m.blocked,
               "destination": f"{dest.provider}:{dest.model}", "bytes": m.totals.bytes,
               "items": m.totals.items, "autopilot_rule": m.autopilot_rule},
         blobs=[pack] if pack else [], policy=loaded.digest,
     ))  # fmt: skip
-    return {"digest": digest, "status": "blocked" if m.blocked else "previewed",
+    return {"digest": str(digest), "status": "blocked" if m.blocked else "previewed",
             "evidence_seq": entry.seq, "manifest": m.model_dump(mode="json"),
             "approval_packet": packet(m, digest)}  # fmt: skip
 
 
-def _load(store: EvidenceStore, digest: str) -> Manifest:
-    name = digest.removeprefix("sha256:")
-    if len(name) != 64 or any(c not in "0123456789abcdef" for c in name):
-        raise UsageError(f"not a manifest digest: {digest[:80]!r}")
-    path = _transfers_dir(store) / f"{name}.dsse.json"
+def _load(store: EvidenceStore, digest: Sha256Digest) -> Manifest:
+    path = _transfers_dir(store) / f"{digest.hex}.dsse.json"
     try:
         envelope = json.loads(path.read_bytes())
         payload = verify_envelope(envelope, store.key.public)
@@ -373,23 +424,117 @@ def _load(store: EvidenceStore, digest: str) -> Manifest:
         raise TamperDetected(f"manifest {digest} does not verify: the stored copy was altered"
                              ) from None  # fmt: skip
     m = Manifest.model_validate_json(payload)
-    if m.digest() != f"sha256:{name}" or envelope.get("payloadType") != PAYLOAD_TYPE:
+    if m.digest() != digest or envelope.get("payloadType") != PAYLOAD_TYPE:
         raise TamperDetected(f"manifest {digest} does not match its digest")
+    if m.repo_id != store.repo_id:
+        raise TamperDetected(f"manifest {digest} is stored under a repository it does not name")
     return m
 
 
-def state_of(
-    store: EvidenceStore, m: Manifest, digest: str, lines: list[bytes] | None = None
-) -> dict[str, Any]:
-    """The manifest's state from its evidence entries (`lines`: the log, if already read)."""
-    key = digest.encode()
-    entries = [json.loads(line) for line in (store.lines() if lines is None else lines)
-               if b'"transfer.' in line and key in line]  # fmt: skip
-    approvals = [e for e in entries if e["kind"] == "transfer.approve"]
-    releases = [e for e in entries if e["kind"] == "transfer.release"]
-    used = {r["data"]["approval_id"] for r in releases}
+# -- finding the manifest and its repository from the digest alone ---------------------
+
+
+@dataclass(frozen=True)
+class Located:
+    """A verified manifest, the store that holds it and the repository it names."""
+
+    repo: Repo
+    store: EvidenceStore
+    manifest: Manifest
+    digest: Sha256Digest
+
+
+def _store_holding(root: Path, digest: Sha256Digest) -> EvidenceStore:
+    """The one repository under the state root whose transfers hold this manifest."""
+    found = sorted(root.glob(f"repos/*/transfers/{digest.hex}.dsse.json"))
+    if not found:
+        raise UsageError(f"no manifest {digest} under {root}")
+    if len(found) > 1:
+        raise TamperDetected(f"manifest {digest} is stored under {len(found)} repositories; "
+                             "pass --repo")  # fmt: skip
+    return EvidenceStore.open(root, found[0].parent.parent.name)
+
+
+def _cwd_repo() -> Repo | None:
+    try:
+        return open_repo(Path.cwd())
+    except (UsageError, OSError):
+        return None
+
+
+def _recorded_repo(store: EvidenceStore, digest: Sha256Digest) -> Repo:
+    """The worktree the manifest was previewed in (from its preview entry), if it is still
+    the repository the manifest names."""
+    previews = _matching(_entries(store.lines()), "transfer.preview", digest)
+    where = previews[-1]["data"].get("worktree") if previews else None
+    if not isinstance(where, str):
+        raise UsageError(f"no worktree recorded for {digest}; pass --repo")
+    try:
+        repo = open_repo(Path(where))
+    except UsageError:
+        raise UsageError(f"the repository of {digest} is no longer at {where}; pass --repo"
+                         ) from None  # fmt: skip
+    if repo.repo_id != store.repo_id:
+        raise UsageError(f"{where} is no longer the repository of {digest}; pass --repo")
+    return repo
+
+
+def locate(repo_dir: Path | None, digest_text: str | Sha256Digest) -> Located:
+    """The manifest named by a digest. With `repo_dir`, in that repository; without, in
+    the one repository of the state root that holds it — the current directory's when it
+    is that repository, else the worktree the preview recorded."""
+    digest = Sha256Digest.parse(digest_text)
+    if repo_dir is not None:
+        repo = open_repo(repo_dir)
+        store = EvidenceStore.open(state_root(), repo.repo_id)
+        return Located(repo, store, _load(store, digest), digest)
+    store = _store_holding(state_root(), digest)
+    m = _load(store, digest)
+    here = _cwd_repo()
+    repo = here if here and here.repo_id == store.repo_id else _recorded_repo(store, digest)
+    return Located(repo, store, m, digest)
+
+
+# -- state, derived from parsed evidence entries ---------------------------------------
+
+
+def _entries(lines: list[bytes]) -> list[dict[str, Any]]:
+    """Every log line parsed once; transfer state is read from these, never from raw text."""
+    out = []
+    for seq, line in enumerate(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            raise TamperDetected(f"evidence entry {seq} is not JSON") from None
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def _matching(
+    entries: list[dict[str, Any]], kind: str, digest: Sha256Digest
+) -> list[dict[str, Any]]:
+    """Entries of exactly this kind whose `data.digest` is exactly this (normalised) digest."""
+    want = str(digest)
+    return [e for e in entries if e.get("kind") == kind and isinstance(e.get("data"), dict)
+            and e["data"].get("digest") == want]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TransferState:
+    status: str
+    approvals: tuple[dict[str, Any], ...]
+    releases: tuple[dict[str, Any], ...]
+    live: tuple[dict[str, Any], ...]  # approvals neither used by a release nor expired
+
+
+def state_of(m: Manifest, digest: Sha256Digest, entries: list[dict[str, Any]]) -> TransferState:
+    """The manifest's state from its evidence entries (`entries`: the parsed log)."""
+    approvals = _matching(entries, "transfer.approve", digest)
+    releases = _matching(entries, "transfer.release", digest)
+    used = {r["data"].get("approval_id") for r in releases}
     now = _now()
-    live = [a for a in approvals if a["data"]["approval_id"] not in used
+    live = [a for a in approvals if a["data"].get("approval_id") not in used
             and _parse_ts(a["data"]["expires"]) > now]  # fmt: skip
     if m.blocked:
         status = "blocked"
@@ -401,50 +546,67 @@ def state_of(
         status = "expired"
     else:
         status = "previewed"
-    return {"status": status, "approvals": approvals, "releases": releases, "live": live}
+    return TransferState(status, tuple(approvals), tuple(releases), tuple(live))
 
 
-def approve(repo_dir: Path, digest: str, code: str) -> dict[str, Any]:
-    repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
-    m = _load(store, digest)
-    if not secrets.compare_digest(code, m.nonce[:8]):
+def _state(at: Located) -> TransferState:
+    return state_of(at.manifest, at.digest, _entries(at.store.lines()))
+
+
+# -- approve ---------------------------------------------------------------------------
+
+
+def _check_unapproved(at: Located) -> None:
+    st = _state(at)
+    if st.releases:
+        raise Blocked("this manifest was already released; preview again")
+    if st.live:
+        raise Blocked("this manifest already has an unused approval")
+
+
+def _check_approvable(at: Located, code: str) -> None:
+    m = at.manifest
+    if not secrets.compare_digest(code.encode(), m.nonce[:8].encode()):
         raise Blocked("the code does not match this manifest; copy the command from its packet")
     if m.blocked:
         raise Blocked("a blocked manifest cannot be approved: " + "; ".join(m.block_reasons))
     if _parse_ts(m.expires) <= _now():
         raise Blocked("the manifest has expired; preview again")
-    st = state_of(store, m, digest)
-    if st["releases"]:
-        raise Blocked("this manifest was already released; preview again")
-    if st["live"]:
-        raise Blocked("this manifest already has an unused approval")
-    tp = trusted_policy(repo).policy.transfer
+    _check_unapproved(at)
+
+
+def _approver(m: Manifest, tp: TransferPolicy) -> dict[str, Any]:
     rule = _autopilot(tp, m.model_dump(mode="json"))
     if rule is not None:
-        approver = {"kind": "policy", "name": f"policy:{rule}"}
-    else:
-        summary = packet(m, digest)["summary"]
-        user = confirm_at_terminal(summary)  # refuses (Blocked) without a terminal or a yes
-        approver = {"kind": "human", "name": user["name"], "uid": user["uid"]}
-    now = _now()
-    data = {
-        "digest": digest,
-        "approval_id": secrets.token_hex(16),
-        "approver": approver,
-        "time": _ts(now),
-        "expires": _ts(now + timedelta(seconds=tp.approval_ttl_s)),
-    }
-    entry = store.append(
-        Draft(
-            kind="transfer.approve",
-            data=data,
-            subject=[
-                {"name": "transfer-manifest", "digest": {"sha256": digest.removeprefix("sha256:")}}
-            ],
-        )
-    )
-    return {**data, "evidence_seq": entry.seq, "status": "approved"}  # fmt: skip
+        return {"kind": "policy", "name": f"policy:{rule}"}
+    user = confirm_at_terminal(prompt_lines(m))  # refuses (Blocked) without a terminal or a yes
+    return {"kind": "human", "name": user["name"], "uid": user["uid"]}
+
+
+def approve(repo_dir: Path | None, digest: str | Sha256Digest, code: str) -> dict[str, Any]:
+    """Record one approval of one manifest: at most one live approval per manifest, even
+    when two approvals race (checked again under the transfers lock after the prompt)."""
+    at = locate(repo_dir, digest)
+    _check_approvable(at, code)
+    _check_unchanged(at)
+    tp = trusted_policy(at.repo).policy.transfer
+    approver = _approver(at.manifest, tp)
+    with locked(_transfers_dir(at.store), "lock"):
+        _check_unapproved(at)
+        now = _now()
+        data = {
+            "digest": str(at.digest),
+            "approval_id": secrets.token_hex(16),
+            "approver": approver,
+            "time": _ts(now),
+            "expires": _ts(now + timedelta(seconds=tp.approval_ttl_s)),
+        }
+        entry = at.store.append(Draft(kind="transfer.approve", data=data,
+                                      subject=_subject(at.digest)))  # fmt: skip
+    return {**data, "evidence_seq": entry.seq, "status": "approved"}
+
+
+# -- release ---------------------------------------------------------------------------
 
 
 def _payload(m: Manifest, store: EvidenceStore) -> bytes:
@@ -464,77 +626,93 @@ def _payload(m: Manifest, store: EvidenceStore) -> bytes:
     return b"".join(parts)
 
 
-def release(repo_dir: Path, digest: str, out: str | None) -> tuple[dict[str, Any], bytes]:
-    repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
-    with locked(_transfers_dir(store), "lock"):
-        m = _load(store, digest)
-        st = state_of(store, m, digest)
-        if m.blocked:
-            raise Blocked("a blocked manifest is never released")
-        if st["releases"]:
-            raise Blocked(f"{digest} was already released; one manifest, one release")
-        if not st["live"]:
-            raise Blocked(f"no unused, unexpired approval for {digest} (none, or it expired)")
-        approval = st["live"][0]["data"]
-        head = resolve_commit(repo.top, "HEAD")
-        if head != m.head:
-            raise Blocked(f"HEAD moved since the preview ({m.head[:12]} -> {head[:12]})")
-        tp = trusted_policy(repo).policy.transfer
-        base = m.base
-        selected, _ = _select(repo, m.context, m.paths, base, tp)
-        now_paths = sorted(s.path for s in selected)
-        then_paths = sorted(i.path for i in m.items)
-        if now_paths != then_paths:
-            raise Blocked("the files changed since the preview (added or removed): preview again")
-        for s, item in zip(sorted(selected, key=lambda x: x.path),
-                           sorted(m.items, key=lambda x: x.path), strict=True):  # fmt: skip
-            if hashlib.sha256(s.data).hexdigest() != item.source_sha256:
-                raise Blocked(f"{sanitize(item.path)} changed since the preview: preview again")
-        payload = _payload(m, store)
-        entry = store.append(Draft(kind="transfer.release", data={
-            "digest": digest, "approval_id": approval["approval_id"],
-            "payload_sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload),
+def _live_approval(at: Located) -> dict[str, Any]:
+    st = _state(at)
+    if at.manifest.blocked:
+        raise Blocked("a blocked manifest is never released")
+    if st.releases:
+        raise Blocked(f"{at.digest} was already released; one manifest, one release")
+    if not st.live:
+        raise Blocked(f"no unused, unexpired approval for {at.digest} (none, or it expired)")
+    approval: dict[str, Any] = st.live[0]["data"]
+    return approval
+
+
+def _check_unchanged(at: Located) -> None:
+    """HEAD, every selected file and the repository's visibility (recomputed from those
+    bytes) are as they were at the preview. Run at approve and again at release."""
+    repo, m = at.repo, at.manifest
+    head = resolve_commit(repo.top, "HEAD")
+    if head != m.head:
+        raise Blocked(f"HEAD moved since the preview ({m.head[:12]} -> {head[:12]})")
+    tp = trusted_policy(repo).policy.transfer
+    base = m.base
+    selected, _ = _select(repo, m.context, m.paths, base, tp)
+    now_paths = sorted(s.path for s in selected)
+    then_paths = sorted(i.path for i in m.items)
+    if now_paths != then_paths:
+        raise Blocked("the files changed since the preview (added or removed): preview again")
+    for s, item in zip(sorted(selected, key=lambda x: x.path),
+                       sorted(m.items, key=lambda x: x.path), strict=True):  # fmt: skip
+        if hashlib.sha256(s.data).hexdigest() != item.source_sha256:
+            raise Blocked(f"{sanitize(item.path)} changed since the preview: preview again")
+    now = visibility(repo, selected)
+    if now.state != m.visibility.state:
+        raise Blocked(f"the repository went from {m.visibility.state} to {now.state} since the "
+                      "preview: preview again")  # fmt: skip
+
+
+def release(
+    repo_dir: Path | None, digest: str | Sha256Digest, out: str | None
+) -> tuple[dict[str, Any], bytes]:
+    at = locate(repo_dir, digest)
+    with locked(_transfers_dir(at.store), "lock"):
+        approval = _live_approval(at)
+        _check_unchanged(at)
+        payload = _payload(at.manifest, at.store)
+        payload_sha256 = hashlib.sha256(payload).hexdigest()
+        entry = at.store.append(Draft(kind="transfer.release", data={
+            "digest": str(at.digest), "approval_id": approval["approval_id"],
+            "payload_sha256": payload_sha256, "bytes": len(payload),
             "out": "stdout" if out in (None, "-") else "file"},
-            subject=[{"name": "transfer-manifest",
-                      "digest": {"sha256": digest.removeprefix("sha256:")}}]))  # fmt: skip
-    return {"digest": digest, "status": "released", "evidence_seq": entry.seq,
+            subject=_subject(at.digest)))  # fmt: skip
+    return {"digest": str(at.digest), "status": "released", "evidence_seq": entry.seq,
             "approval_id": approval["approval_id"], "payload_bytes": len(payload),
-            "payload_sha256": hashlib.sha256(payload).hexdigest()}, payload  # fmt: skip
+            "payload_sha256": payload_sha256}, payload  # fmt: skip
 
 
-def show(repo_dir: Path, digest: str) -> dict[str, Any]:
-    repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
-    m = _load(store, digest)
-    st = state_of(store, m, digest)
-    return {"digest": digest, "status": st["status"], "manifest": m.model_dump(mode="json"),
-            "approval_packet": packet(m, digest),
-            "approvals": [a["data"] for a in st["approvals"]],
-            "releases": [r["data"] for r in st["releases"]]}  # fmt: skip
+# -- show, list ------------------------------------------------------------------------
+
+
+def show(repo_dir: Path | None, digest: str | Sha256Digest) -> dict[str, Any]:
+    at = locate(repo_dir, digest)
+    st = _state(at)
+    return {"digest": str(at.digest), "status": st.status,
+            "manifest": at.manifest.model_dump(mode="json"),
+            "approval_packet": packet(at.manifest, at.digest),
+            "approvals": [a["data"] for a in st.approvals],
+            "releases": [r["data"] for r in st.releases]}  # fmt: skip
+
+
+def _row(store: EvidenceStore, preview_entry: dict[str, Any],
+         entries: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    data = preview_entry["data"]
+    raw = data.get("digest")
+    try:
+        digest = Sha256Digest.parse(raw if isinstance(raw, str) else "")
+        if str(digest) != raw:  # oms stores only the normalised form
+            raise TamperDetected(f"preview entry names {digest} in another form")
+        status = state_of(_load(store, digest), digest, entries).status
+    except (TamperDetected, UsageError) as exc:
+        status = f"unverifiable: {exc}"
+    return {"digest": raw, "status": status, "time": preview_entry.get("time"),
+            "destination": data.get("destination"), "bytes": data.get("bytes")}  # fmt: skip
 
 
 def list_transfers(repo_dir: Path) -> dict[str, Any]:
     repo = open_repo(repo_dir)
     store = EvidenceStore.open(state_root(), repo.repo_id)
-    rows = []
-    lines = store.lines()  # read once, not once per manifest
-    for line in lines:
-        if b'"kind":"transfer.preview"' in line:
-            e = json.loads(line)
-            digest = e["data"]["digest"]
-            try:
-                m = _load(store, digest)
-                status = state_of(store, m, digest, lines)["status"]
-            except (TamperDetected, UsageError) as exc:
-                status = f"unverifiable: {exc}"
-            rows.append(
-                {
-                    "digest": digest,
-                    "status": status,
-                    "time": e["time"],
-                    "destination": e["data"]["destination"],
-                    "bytes": e["data"]["bytes"],
-                }
-            )
-    return {"transfers": rows}  # fmt: skip
+    entries = _entries(store.lines())  # parsed once, not once per manifest
+    previews = [e for e in entries if e.get("kind") == "transfer.preview"
+                and isinstance(e.get("data"), dict)]  # fmt: skip
+    return {"transfers": [_row(store, e, entries) for e in previews]}

@@ -6,13 +6,17 @@ signed as a DSSE envelope and recorded in evidence; approvals name that digest.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Annotated, Literal
 
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..digest import Sha256Digest
+
 PAYLOAD_TYPE = "application/vnd.oms.transfer-manifest+json"
+# The purpose leaves in full and is shown in full at the approval prompt; past this
+# length `preview` refuses it (a usage error) rather than cutting it.
+MAX_PURPOSE_CHARS = 20_000
 
 Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Context = Literal["repo", "diff", "paths", "none"]
@@ -75,7 +79,7 @@ class Manifest(_M):
     branch: str | None
     visibility: Visibility
     destination: Destination
-    purpose: Annotated[str, Field(max_length=4000)]
+    purpose: Annotated[str, Field(max_length=MAX_PURPOSE_CHARS)]
     context: Context
     paths: list[str] = []  # with context "paths": what was asked for, re-selected at release
     base: str | None = None
@@ -96,5 +100,5 @@ class Manifest(_M):
     def canonical(self) -> bytes:
         return bytes(rfc8785.dumps(self.model_dump(mode="json")))
 
-    def digest(self) -> str:
-        return "sha256:" + hashlib.sha256(self.canonical()).hexdigest()
+    def digest(self) -> Sha256Digest:
+        return Sha256Digest.of(self.canonical())

@@ -1,34 +1,91 @@
 """Reading a human's yes from the controlling terminal, and only from there.
 
 Standard input is never used: an agent that runs oms controls stdin. No flag or
-environment variable turns this into a non-interactive approval.
+environment variable turns this into a non-interactive approval. The prompt is
+shown whole or not at all: nothing the human approves is cut, and a prompt too
+long for a terminal (over `MAX_PROMPT_LINES` or `MAX_PROMPT_CHARS`) is refused
+before the terminal is opened, so the human narrows the transfer instead.
 """
 
 from __future__ import annotations
 
-import getpass
 import os
+import pwd
+import textwrap
 from typing import Any
 
 from ..errors import Blocked
 
+MAX_PROMPT_LINES = 10_000
+MAX_PROMPT_CHARS = 2_000_000
+WRAP_WIDTH = 76
+_QUESTION = b"Approve this transfer? Type 'yes' to approve: "
 
-def confirm_at_terminal(summary: list[str]) -> dict[str, Any]:
+
+def wrap_exact(text: str, width: int = WRAP_WIDTH) -> list[str]:
+    """Lines of at most `width` characters (breaking at spaces where it can) whose
+    concatenation is exactly `text`: no character, not even a space, is dropped."""
+    wrapper = textwrap.TextWrapper(
+        width=width,
+        expand_tabs=False,
+        replace_whitespace=False,
+        drop_whitespace=False,
+        break_on_hyphens=False,
+    )
+    return wrapper.wrap(text) or [""]
+
+
+def approver_identity() -> dict[str, Any]:
+    """Who approved: the process's real uid and its passwd name. `$LOGNAME`/`$USER` are
+    never read: whoever started the process chose them."""
+    uid = os.getuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = f"uid-{uid}"
+    return {"name": name, "uid": uid}
+
+
+def _check_showable(lines: list[str]) -> None:
+    chars = sum(len(line) + 1 for line in lines)
+    if len(lines) > MAX_PROMPT_LINES or chars > MAX_PROMPT_CHARS:
+        raise Blocked(
+            f"the approval prompt would be {len(lines)} lines ({chars} characters), over what "
+            f"a terminal approval shows ({MAX_PROMPT_LINES} lines, {MAX_PROMPT_CHARS} "
+            "characters): narrow the transfer (--context paths) and preview again"
+        )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_answer(fd: int) -> bytes:
+    answer = b""
+    while not answer.endswith(b"\n") and len(answer) < 64:
+        ch = os.read(fd, 1)
+        if not ch:
+            break
+        answer += ch
+    return answer
+
+
+def confirm_at_terminal(lines: list[str]) -> dict[str, Any]:
+    """Show `lines` (already neutralised) in full at /dev/tty and read `yes` there."""
+    _check_showable(lines)
     try:
         fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except OSError:
         raise Blocked("approval needs a human at a terminal: there is no controlling terminal"
                       ) from None  # fmt: skip
-    with os.fdopen(fd, "r+b", buffering=0) as tty:
-        text = "\n".join(["oms: a transfer asks for your approval", *summary, ""])
-        tty.write(text.encode("utf-8", "replace"))
-        tty.write(b"Approve this transfer? Type 'yes' to approve: ")
-        answer = b""
-        while not answer.endswith(b"\n") and len(answer) < 64:
-            ch = tty.read(1)
-            if not ch:
-                break
-            answer += ch
+    try:
+        text = "\n".join(["oms: a transfer asks for your approval", *lines, ""])
+        _write_all(fd, text.encode("utf-8", "replace") + _QUESTION)
+        answer = _read_answer(fd)
+    finally:
+        os.close(fd)
     if answer.strip().lower() != b"yes":
         raise Blocked("not approved at the terminal")
-    return {"name": getpass.getuser(), "uid": os.getuid()}
+    return approver_identity()
