@@ -1464,7 +1464,7 @@ def test_digest_claimed_by_no_repository_or_by_two_is_refused(
     _another_repo(run_git, elsewhere)
     other_id = records.init(elsewhere)["repo_id"]
     planted = tx.home / "repos" / other_id / "transfers"
-    planted.mkdir(mode=0o700)
+    planted.mkdir(mode=0o700, exist_ok=True)
     source = tx.envelope_path(digest)
     (planted / source.name).write_bytes(source.read_bytes())
     for args in (("show", digest), ("approve", digest, "--code", code)):
@@ -1505,3 +1505,22 @@ def test_ascii_json_escapes_del_and_everything_non_ascii() -> None:
     text = output.ascii_json(obj)
     assert all(32 <= ord(c) < 127 for c in text), text
     assert json.loads(text) == obj
+
+
+@pytest.mark.parametrize("step", ["approve", "release"])
+def test_visibility_is_recomputed_at_approve_and_at_release(autopilot_tx: Tx, step: str) -> None:
+    tx = autopilot_tx
+    res = tx.preview("paths", ("docs/exact.txt",))
+    assert res["manifest"]["visibility"]["state"] == "clean-pushed"
+    digest, code = approval_command(res)
+    if step == "release":
+        tx.cli("transfer", "approve", digest, "--code", code, expect=0)
+    # HEAD and the item's bytes stay; the remote no longer holds HEAD.
+    tx.git("push", "-q", "--force", "origin", "HEAD~1:refs/heads/main")
+    if step == "approve":
+        refused = tx.cli("transfer", "approve", digest, "--code", code, expect=3)
+        assert tx.entries("transfer.approve") == []
+    else:
+        refused = tx.release_cli(digest, tx.tmp / "payload", expect=3)
+        assert tx.entries("transfer.release") == []
+    assert "clean-pushed to unpushed" in refused["error"]["message"], refused
