@@ -20,9 +20,9 @@ from typing import Any
 
 from .errors import UsageError
 from .git import Repo, git, resolve_commit
+from .paths import DEPENDENCY_DIRS, secret_looking
 from .result_gate import scan_both
 from .scan import ScanItem, redact_lines
-from .transfer.select import DEPENDENCY_DIRS, secret_looking
 
 PAGE_BYTES = 5000  # JSON-encoded bytes of text per answer (results stay under 8 KiB)
 MAX_FILE_BYTES = 4 << 20

@@ -7,41 +7,19 @@ absolute or leaves the repository.
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import UsageError
 from ..git import git
-
-DEPENDENCY_DIRS = frozenset({
-    "node_modules", "vendor", ".venv", "venv", "env", "__pycache__", ".tox", ".nox",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", "dist", "build", "target", ".gradle",
-    ".next", ".nuxt", "bower_components", ".terraform", ".cache", "site-packages", ".eggs",
-})  # fmt: skip
-SECRET_NAMES = (
-    ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
-    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "id_*", ".npmrc", ".pypirc", ".netrc",
-    ".git-credentials", "credentials", "credentials.*", "*credentials*.json", ".htpasswd",
-    "*.kdbx", "secrets.*", "*.secret", "*.secrets", ".dockercfg", ".docker/config.json",
-    "terraform.tfvars", "*.tfstate", "service-account*.json",
-)  # fmt: skip
+from ..paths import in_dependency_dir, secret_looking
 
 
 @dataclass(frozen=True)
 class Selected:
     path: str  # repo-relative, as given by git
     data: bytes
-
-
-_SECRET_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAMES))
-
-
-def secret_looking(path: str) -> bool:
-    """A name (or, for patterns with '/', a path) that usually holds credentials."""
-    return bool(_SECRET_RE.match(PurePosixPath(path).name) or _SECRET_RE.match(path))
 
 
 def _safe_rel(raw: str) -> str | None:
@@ -81,8 +59,7 @@ def candidates(
         listed = sorted(set(wanted))
     keep = []
     for f in listed:
-        parts = PurePosixPath(f).parts
-        if any(part in DEPENDENCY_DIRS for part in parts[:-1]):
+        if in_dependency_dir(f):
             excluded.append((f, "dependency or build folder"))
         elif secret_looking(f):
             excluded.append((f, "secret-looking name"))
