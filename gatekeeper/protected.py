@@ -1,11 +1,12 @@
 """Protected paths: a candidate that touches one is blocked, not merely flagged.
 
 Built in: the policy file, CI configuration, hook managers, agent configuration,
-git metadata files, oms' own files and scanner configuration and ignore files; plus `[protected] paths` from the
-base policy. Patterns: `*` and `?` within a path segment, `**` across
-segments, a trailing `/` for a whole directory; a pattern with no `/` matches
-that name at any depth. Matching ignores case: on a case-insensitive filesystem
-(macOS, Windows) `.GitHub/Workflows/x.yml` is the CI file.
+git metadata files, oms' own files and scanner configuration and ignore files;
+plus `[protected] paths` from the base policy. Patterns: `*` and `?` within a
+path segment, `**` across segments, a trailing `/` for a whole directory; a
+pattern with no `/` matches that name at any depth. Matching ignores case: on a
+case-insensitive filesystem (macOS, Windows) `.GitHub/Workflows/x.yml` is the CI
+file.
 """
 
 from __future__ import annotations
