@@ -243,7 +243,7 @@ def _findings(
         if piece is None:
             raise ScannerUnavailable("gitleaks reported a file oms did not give it")
         first = piece[0] + _int(r.get("StartLine")) - HEADER_LINES - 1
-        last = piece[0] + _int(r.get("EndLine")) - HEADER_LINES - 1
+        last = piece[0] + _int(r.get("EndLine", r.get("StartLine"))) - HEADER_LINES - 1
         if not piece[0] <= first < piece[1]:
             raise ScannerUnavailable("gitleaks reported a line outside its input")
         path, number = where[first]
