@@ -1,10 +1,12 @@
 """Protected paths: a candidate that touches one is blocked, not merely flagged.
 
-Built in: the policy file, CI configuration, git metadata files, oms' own files
-and scanner configuration and ignore files; plus `[protected] paths` from the
-base policy. Patterns: `*` and `?` within a path segment, `**` across
-segments, a trailing `/` for a whole directory; a pattern with no `/` matches
-that name at any depth.
+Built in: the policy file, CI configuration, hook managers, agent configuration,
+git metadata files, oms' own files and scanner configuration and ignore files;
+plus `[protected] paths` from the base policy. Patterns: `*` and `?` within a
+path segment, `**` across segments, a trailing `/` for a whole directory; a
+pattern with no `/` matches that name at any depth. Matching ignores case: on a
+case-insensitive filesystem (macOS, Windows) `.GitHub/Workflows/x.yml` is the CI
+file.
 """
 
 from __future__ import annotations
@@ -16,11 +18,29 @@ from functools import lru_cache
 from .change import FileChange
 
 BUILTIN = (
+    # oms itself and the policy
     "oms.toml", ".oms/", "oms.lock",
-    ".github/", ".gitlab-ci.yml", ".gitlab/", ".circleci/", ".travis.yml", "Jenkinsfile",
-    "azure-pipelines.yml", "bitbucket-pipelines.yml", ".buildkite/", ".drone.yml",
-    ".woodpecker.yml", ".woodpecker/", ".ci/", ".pre-commit-config.yaml",
+    # CI: every system the docs name, in each spelling it reads
+    ".github/", ".gitlab-ci.yml", ".gitlab-ci.yaml", ".gitlab/", ".circleci/", ".travis.yml",
+    ".travis.yaml", "Jenkinsfile", "Jenkinsfile.*", "azure-pipelines.yml",
+    "azure-pipelines.yaml", ".azure-pipelines/", "bitbucket-pipelines.yml",
+    "bitbucket-pipelines.yaml", ".buildkite/", ".drone.yml", ".drone.yaml", ".drone.jsonnet",
+    ".drone.star", ".woodpecker.yml", ".woodpecker.yaml", ".woodpecker/", ".gitea/workflows/",
+    ".forgejo/workflows/", ".gitea/actions/", ".forgejo/actions/", "appveyor.yml",
+    ".appveyor.yml", ".cirrus.yml", ".cirrus.star", "cloudbuild.yaml", "cloudbuild.yml",
+    "buildspec.yml", ".semaphore/", "codemagic.yaml", "bitrise.yml", ".ci/",
+    # hook managers and environment loaders: they run code on a developer's machine
+    ".pre-commit-config.yaml", ".pre-commit-config.yml", ".pre-commit-hooks.yaml", ".husky/",
+    "lefthook.yml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml", "lefthook-local.yml",
+    "lefthook-local.yaml", ".lefthook/", ".envrc", ".devcontainer/", ".devcontainer.json",
+    ".vscode/tasks.json", ".vscode/settings.json", ".vscode/launch.json",
+    # agent configuration: instructions, hooks and MCP servers an agent obeys
+    ".claude/", "CLAUDE.md", "CLAUDE.local.md", ".mcp.json", ".codex/", ".cursor/",
+    ".cursorrules", ".agents/", "AGENTS.md", "AGENTS.override.md", ".windsurfrules",
+    ".aider.conf.yml", ".continue/", ".gemini/", "GEMINI.md",
+    # git metadata
     ".gitmodules", ".gitattributes", ".git/", ".mailmap",
+    # scanner configuration and ignore files
     ".gitleaks.toml", ".gitleaksignore", "gitleaks.toml", ".secrets.baseline",
     ".detect-secrets.cfg", ".trufflehog.yml",
 )  # fmt: skip
@@ -52,7 +72,8 @@ def _compile(pattern: str) -> re.Pattern[str]:
     core = "".join(out)
     prefix = "" if anchored else "(?:.*/)?"
     suffix = "(?:/.*)?" if directory else ""
-    return re.compile(f"{prefix}{core}{suffix}", re.DOTALL)
+    # Case-insensitive: on a case-insensitive filesystem `.GitHub/` is `.github/`.
+    return re.compile(f"{prefix}{core}{suffix}", re.DOTALL | re.IGNORECASE)
 
 
 def matches(path: str, patterns: Iterable[str]) -> str | None:

@@ -29,9 +29,9 @@ from policy import LoadedPolicy
 from .errors import UsageError
 from .fsread import FileRefused, LinkRefused, Missing, NotRegular, RepoFiles, TooLarge, parts_of
 from .git import Repo, current_branch, resolve_commit
+from .paths import DEPENDENCY_DIRS, secret_looking
 from .result_gate import scan_both
 from .scan import ScanItem, redact_lines
-from .transfer.select import DEPENDENCY_DIRS, secret_looking
 from .worktree import (
     REGULAR_MODES,
     TreeEntry,

@@ -10,22 +10,36 @@ Every decision, including "unavailable", is recorded as a signed evidence entry.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Protocol
 
 from evidence import Draft, EvidenceStore, state_root
 from policy import LoadedPolicy
-from sandbox import Deadline, RunResult
+from sandbox import Bwrap, Deadline, Profile, RunResult
 
 from . import sandboxing
-from .change import added_items, read_change
-from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, Unavailable
-from .git import Repo, git, open_repo, read_policy_at, resolve_commit, trusted_base
+from .change import Change, read_change, scan_set
+from .errors import (
+    EXIT_BLOCKED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    Blocked,
+    Unavailable,
+    classify,
+)
+from .git import GitError, Repo, git, open_repo, read_policy_at, resolve_commit, trusted_base
 from .protected import protected_changes
 from .scan import Finding, ScanItem, ScannerInfo, combined
+from .scratch import ScratchError
 
 READY = "READY_FOR_HUMAN"
 FAILED = "FAILED"
@@ -34,12 +48,28 @@ UNAVAILABLE = "UNAVAILABLE"
 MAX_LISTED = 200  # findings/reasons listed in the entry; the full list goes in a blob
 
 
+NOTHING_TO_VERIFY = "nothing to verify: the candidate is its base"
+INTERRUPT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
 class GateUnavailable(Unavailable):
     """Unavailable after the refusal was recorded; carries the JSON to show."""
 
     def __init__(self, message: str, data: dict[str, Any]) -> None:
         super().__init__(message)
         self.data = data
+
+
+class GateBlocked(Blocked):
+    """Blocked by policy (e.g. an oversized change) after the refusal was recorded."""
+
+    def __init__(self, message: str, data: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.data = data
+
+
+class GateInterrupted(Unavailable):
+    """SIGTERM or SIGHUP arrived while the gate ran: nothing it was doing counts."""
 
 
 @dataclass
@@ -133,16 +163,243 @@ def _vsa(
     }
 
 
-def process_result(
+@dataclass
+class GateRun:
+    """One gate after its `result.start` entry: what the stages read and add to."""
+
+    repo: Repo
+    store: EvidenceStore
+    loaded: LoadedPolicy
+    base: str
+    candidate: str
+    subject: list[dict[str, Any]]
+    record: dict[str, Any]
+    clock: _Clock
+    policy_commit: str
+    budget: Deadline
+    reasons: list[str] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    change: Change | None = None
+    profile: Profile | None = None
+    bwrap: Bwrap | None = None
+    verdict: Verdict | None = None  # set once: exactly one `result` entry per gate
+
+    def finish(self, decision: str) -> Verdict:
+        if self.verdict is not None:
+            return self.verdict
+        vsa = _vsa(self.repo, self.candidate, decision, self.loaded, self.policy_commit)
+        data = {**self.record, "decision": decision, "reasons": self.reasons[:MAX_LISTED],
+                "checks": self.checks, "findings": self.findings[:MAX_LISTED],
+                "vsa": vsa}  # fmt: skip
+        blobs = {c["stdout_blob"] for c in self.checks} | {c["stderr_blob"] for c in self.checks}
+        with _signals_deferred():
+            entry = self.store.append(Draft(kind="result", subject=self.subject, data=data,
+                                            blobs=sorted(blobs),
+                                            policy=self.loaded.digest))  # fmt: skip
+            self.clock.lap("evidence")
+            self.verdict = Verdict(decision, self.reasons, self.candidate, self.base, entry.seq,
+                                   self.checks, self.findings, self.record.get("protected", []),
+                                   timings_ms=self.clock.laps)  # fmt: skip
+        return self.verdict
+
+
+class Stage(Protocol):
+    """One step of the gate: a decision ends the gate, None lets the next stage run.
+
+    A stage refuses by raising; `run_stages` records that refusal as the gate's one
+    `result` entry (BLOCKED for policy, UNAVAILABLE for anything oms could not do).
+    """
+
+    def run(self, gate: GateRun) -> str | None: ...
+
+
+class _Pending:
+    """A signal that arrived while `result.start` was written interrupts here."""
+
+    def run(self, gate: GateRun) -> str | None:
+        if _DEFERRED.pending:
+            signum = _DEFERRED.pending.pop()
+            raise GateInterrupted(f"interrupted by {signal.Signals(signum).name}")
+        return None
+
+
+class NotItsBase:
+    def run(self, gate: GateRun) -> str | None:
+        if gate.candidate == gate.base:
+            gate.reasons.append(NOTHING_TO_VERIFY)
+            return BLOCKED
+        return None
+
+
+class ProtectedPaths:
+    def run(self, gate: GateRun) -> str | None:
+        gate.change = read_change(gate.repo.top, gate.base, gate.candidate)
+        hits = protected_changes(gate.change.files, gate.loaded.policy.protected.paths)
+        gate.record["protected"] = hits
+        gate.record["changed_files"] = len(gate.change.files)
+        gate.record["commits"] = len(gate.change.commits)
+        gate.clock.lap("protected")
+        gate.reasons.extend(f"protected path changed: {h['path']} ({h['status']}, "
+                            f"{h['pattern']})" for h in hits)  # fmt: skip
+        return None
+
+
+class Secrets:
+    """Both scanners, once each, over everything the candidate would deliver."""
+
+    def run(self, gate: GateRun) -> str | None:
+        assert gate.change is not None  # ProtectedPaths read it
+        scope = scan_set(gate.repo.top, gate.change)
+        gate.clock.lap("read_change")
+        found, infos = scan_both(list(scope.items), gate.loaded, gate.budget)
+        gate.clock.lap("scan")
+        gate.record["scanners"] = [{"name": i.name, "version": i.version, "digest": i.digest}
+                                   for i in infos]  # fmt: skip
+        allowed = set(gate.loaded.policy.scanners.allow_fingerprints)
+        for f in scope.new_findings(found):
+            ok = f.fingerprint in allowed
+            gate.findings.append({**f.to_json(), "allowed": ok})
+            if not ok:
+                gate.reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")
+        if gate.reasons:
+            gate.reasons.append("checks not run: the candidate is blocked")
+            return BLOCKED
+        return None
+
+
+class Plan:
+    def run(self, gate: GateRun) -> str | None:
+        if not gate.loaded.policy.checks:
+            gate.reasons.append("the base policy has no verification plan ([[checks]] in oms.toml)")
+            return BLOCKED
+        return None
+
+
+class SandboxReady:
+    def run(self, gate: GateRun) -> str | None:
+        gate.profile = sandboxing.profile_for(gate.repo, gate.loaded)
+        gate.record["profile_digest"] = gate.profile.digest
+        gate.bwrap = sandboxing.ready(gate.repo, gate.profile)
+        gate.clock.lap("probe")
+        return None
+
+
+class Checks:
+    """The plan from the base, in the sandbox, each on a fresh copy of the candidate tree."""
+
+    def run(self, gate: GateRun) -> str | None:
+        assert gate.bwrap is not None  # SandboxReady found it
+        for check in gate.loaded.policy.checks:
+            prof = sandboxing.profile_for(gate.repo, gate.loaded, timeout_s=check.timeout_s)
+            r = sandboxing.run_in_scratch(gate.repo, gate.candidate, prof, gate.bwrap, check.cmd,
+                                          gate.budget)  # fmt: skip
+            gate.checks.append(_check_json(check.name, r, gate.store))
+            if r.timed_out:
+                gate.reasons.append(f"check {check.name} timed out after {check.timeout_s} s")
+            elif r.exit_code != 0:
+                gate.reasons.append(f"check {check.name} exited {r.exit_code}")
+        gate.clock.lap("checks")
+        return FAILED if gate.reasons else READY
+
+
+STAGES: tuple[Stage, ...] = (
+    NotItsBase(), ProtectedPaths(), Secrets(), Plan(), SandboxReady(), Checks(),
+)  # fmt: skip
+
+
+def _refusal(exc: Exception) -> tuple[str, str]:
+    """(decision, reason) recorded for a refusal raised by a stage."""
+    if isinstance(exc, ScratchError | Blocked):
+        return BLOCKED, str(exc)
+    if isinstance(exc, FileExistsError):  # the scratch copy met one path twice
+        return BLOCKED, "the candidate tree holds a path twice; it cannot be copied exactly"
+    if isinstance(exc, GitError):
+        return UNAVAILABLE, f"git failed: {exc}"
+    if classify(exc) is not None:
+        return UNAVAILABLE, str(exc)
+    return UNAVAILABLE, f"internal error: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def run_stages(gate: GateRun, stages: Sequence[Stage] = STAGES) -> Verdict:
+    """The stages in order; any refusal ends in exactly one recorded `result` entry,
+    then is raised again: BLOCKED as GateBlocked (exit 3), what oms could not do as
+    GateUnavailable (exit 4), anything else (a bug, a bad sandbox profile) as itself."""
+    try:
+        for stage in stages:
+            decision = stage.run(gate)
+            if decision is not None:
+                return gate.finish(decision)
+        raise AssertionError("the last stage always decides")  # pragma: no cover
+    except Exception as exc:
+        if gate.verdict is not None:
+            raise  # recorded already (a failure after the entry was written)
+        decision, reason = _refusal(exc)
+        gate.reasons.append(reason)
+        data = {**gate.finish(decision).to_json(), "decision": decision}
+        known = classify(exc)
+        if decision == BLOCKED:
+            raise GateBlocked(reason, data) from exc
+        if isinstance(exc, GitError | OSError) or (known and known[0] == EXIT_UNAVAILABLE):
+            raise GateUnavailable(reason, data) from exc
+        exc.data = data  # type: ignore[attr-defined]  # shown with the refusal
+        raise
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise GateInterrupted in the main thread while the gate runs,
+    so that every `finally` (scratch removal, sandbox kill) runs and the gate records
+    the interruption; the previous handlers are restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are delivered to the main thread only; its handlers stay
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if _DEFERRED.active:
+            _DEFERRED.pending.append(signum)
+            return
+        raise GateInterrupted(f"interrupted by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, handler) for sig in INTERRUPT_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        pending, _DEFERRED.pending[:] = list(_DEFERRED.pending), []
+        for signum in pending:  # arrived while the verdict was written: delivered now
+            signal.raise_signal(signum)
+
+
+@dataclass
+class _Deferral:
+    active: bool = False
+    pending: list[int] = field(default_factory=list)
+
+
+_DEFERRED = _Deferral()
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """No interruption inside an evidence append: a signal waits until it is written
+    (the next stage, or the end of the gate, takes it)."""
+    before = _DEFERRED.active
+    _DEFERRED.active = True
+    try:
+        yield
+    finally:
+        _DEFERRED.active = before
+
+
+def _gate(
     repo_dir: Path,
     candidate_ref: str,
-    base_ref: str | None = None,
-    ticket: str | None = None,
-    attempt: int | None = None,
-    deliver_branch: str | None = None,
-    push_remote: str | None = None,
-    draft_pr: bool = False,
-) -> Verdict:
+    base_ref: str | None,
+    ticket: str | None,
+    attempt: int | None,
+) -> tuple[Verdict, Repo]:
     clock = _Clock()
     repo = open_repo(repo_dir)
     store = EvidenceStore.open(state_root(), repo.repo_id)
@@ -152,7 +409,6 @@ def process_result(
     base, policy_commit = trusted_base(repo, candidate, base_ref)
     tree = git(repo.top, "rev-parse", f"{candidate}^{{tree}}").decode().strip()
     loaded = read_policy_at(repo.top, policy_commit)
-    policy = loaded.policy
     budget = sandboxing.gate_deadline(loaded)  # one budget: copies, scanners, checks
     clock.lap("resolve")
     subject = [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": candidate}}]
@@ -167,87 +423,31 @@ def process_result(
         "ticket": ticket,
         "attempt": attempt,
     }
-    start = store.append(Draft(kind="result.start", subject=subject, data=record,
-                               policy=loaded.digest))  # fmt: skip
+    with _signals_deferred():
+        start = store.append(Draft(kind="result.start", subject=subject, data=record,
+                                   policy=loaded.digest))  # fmt: skip
     record["start_seq"] = start.seq
     clock.lap("evidence")
-    reasons: list[str] = []
-    verdict_checks: list[dict[str, Any]] = []
-    findings_json: list[dict[str, Any]] = []
+    gate = GateRun(
+        repo, store, loaded, base, candidate, subject, record, clock, policy_commit, budget
+    )
+    return run_stages(gate, (_Pending(), *STAGES)), repo
 
-    def finish(decision: str) -> Verdict:
-        data = {**record, "decision": decision, "reasons": reasons[:MAX_LISTED],
-                "checks": verdict_checks, "findings": findings_json[:MAX_LISTED],
-                "vsa": _vsa(repo, candidate, decision, loaded, policy_commit)}  # fmt: skip
-        blobs = [c["stdout_blob"] for c in verdict_checks] + [
-            c["stderr_blob"] for c in verdict_checks
-        ]
-        entry = store.append(Draft(kind="result", subject=subject, data=data,
-                                   blobs=sorted(set(blobs)),
-                                   policy=loaded.digest))  # fmt: skip
-        clock.lap("evidence")
-        return Verdict(decision, reasons, candidate, base, entry.seq, verdict_checks,
-                       findings_json, record.get("protected", []),
-                       timings_ms=clock.laps)  # fmt: skip
 
-    def unavailable(message: str) -> GateUnavailable:
-        reasons.append(message)
-        v = finish(UNAVAILABLE)
-        return GateUnavailable(message, {**v.to_json(), "decision": UNAVAILABLE})
-
-    # 1. Protected paths.
-    change = read_change(repo.top, base, candidate)
-    hits = protected_changes(change.files, policy.protected.paths)
-    record["protected"] = hits
-    record["changed_files"] = len(change.files)
-    clock.lap("protected")
-    reasons.extend(f"protected path changed: {h['path']} ({h['status']}, {h['pattern']})"
-                   for h in hits)  # fmt: skip
-    # 2. Scanners over everything the change adds, once each.
-    items = added_items(repo.top, change)
-    clock.lap("read_change")
-    try:
-        findings, infos = scan_both(items, loaded, budget)
-    except Unavailable as exc:
-        raise unavailable(str(exc)) from None
-    clock.lap("scan")
-    record["scanners"] = [{"name": i.name, "version": i.version, "digest": i.digest} for i in infos]
-    allowed = set(policy.scanners.allow_fingerprints)
-    for f in findings:
-        ok = f.fingerprint in allowed
-        findings_json.append({**f.to_json(), "allowed": ok})
-        if not ok:
-            reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")
-    if reasons:
-        reasons.append("checks not run: the candidate is blocked")
-        return finish(BLOCKED)
-    if not policy.checks:
-        reasons.append("the base policy has no verification plan ([[checks]] in oms.toml)")
-        return finish(BLOCKED)
-    # 3. The plan from the base, in the sandbox, on the exact candidate tree.
-    try:
-        profile = sandboxing.profile_for(repo, loaded)
-        record["profile_digest"] = profile.digest
-        bw = sandboxing.ready(repo, profile)
-    except Unavailable as exc:
-        raise unavailable(str(exc)) from None
-    clock.lap("probe")
-    for check in policy.checks:
-        prof = sandboxing.profile_for(repo, loaded, timeout_s=check.timeout_s)
-        try:
-            r = sandboxing.run_in_scratch(repo, candidate, prof, bw, check.cmd, budget)
-        except Unavailable as exc:
-            raise unavailable(str(exc)) from None
-        verdict_checks.append(_check_json(check.name, r, store))
-        if r.timed_out:
-            reasons.append(f"check {check.name} timed out after {check.timeout_s} s")
-        elif r.exit_code != 0:
-            reasons.append(f"check {check.name} exited {r.exit_code}")
-    clock.lap("checks")
-    if reasons:
-        return finish(FAILED)
-    verdict = finish(READY)
-    if deliver_branch or push_remote or draft_pr:
+def process_result(
+    repo_dir: Path,
+    candidate_ref: str,
+    base_ref: str | None = None,
+    ticket: str | None = None,
+    attempt: int | None = None,
+    deliver_branch: str | None = None,
+    push_remote: str | None = None,
+    draft_pr: bool = False,
+) -> Verdict:
+    with interruptible():
+        verdict, repo = _gate(repo_dir, candidate_ref, base_ref, ticket, attempt)
+    candidate = verdict.commit
+    if verdict.decision == READY and (deliver_branch or push_remote or draft_pr):
         from .deliver import deliver
 
         try:

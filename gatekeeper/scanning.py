@@ -11,11 +11,12 @@ from typing import Any
 
 from policy import LoadedPolicy, default_policy
 
-from .change import added_items, read_change
+from .change import read_change, scan_set
 from .errors import UsageError
 from .git import open_repo, read_policy_at, resolve_commit
 from .result_gate import scan_both
 from .scan import Finding, ScanItem
+from .scan.decode import text_views
 from .scan.sarif import to_sarif
 
 MAX_FILE_BYTES = 16 << 20
@@ -39,8 +40,8 @@ def _items_from_paths(paths: list[Path]) -> list[ScanItem]:
                 continue
             if f.stat().st_size > MAX_FILE_BYTES:
                 raise UsageError(f"{f} is larger than {MAX_FILE_BYTES} bytes")
-            text = f.read_bytes().decode("utf-8", "surrogateescape")
-            items.append(ScanItem.whole(str(f), text))
+            for n, text in enumerate(text_views(f.read_bytes())):
+                items.append(ScanItem.whole(str(f) + (" (as bytes)" if n else ""), text))
     return items
 
 
@@ -60,19 +61,24 @@ def scan(
 ) -> tuple[dict[str, Any], int]:
     loaded = _policy(repo_dir)
     items: list[ScanItem] = []
+    keep = None
     if diff:
         if ".." not in diff:
             raise UsageError("--diff takes BASE..HEAD")
         a, b = diff.split("..", 1)
         repo = open_repo(repo_dir)
         base, head = resolve_commit(repo.top, a), resolve_commit(repo.top, b)
-        items += added_items(repo.top, read_change(repo.top, base, head))
+        scope = scan_set(repo.top, read_change(repo.top, base, head))
+        items += scope.items
+        keep = scope.new_findings
     items += _items_from_paths(paths)
     if stdin_text is not None:
         items.append(ScanItem.whole("<stdin>", stdin_text))
     if not items and not (diff or paths or stdin_text is not None):
         raise UsageError("nothing to scan: give PATH…, --diff BASE..HEAD or --stdin")
     findings, infos = scan_both(items, loaded)
+    if keep is not None:  # of a modified file, only what touches a line the range adds
+        findings = keep(findings)
     allowed = set(loaded.policy.scanners.allow_fingerprints)
     marked: list[Finding] = [replace(f, allowed=f.fingerprint in allowed) for f in findings]
     if sarif is not None:

@@ -24,10 +24,12 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import string
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,7 +45,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 import gatekeeper.result_gate as rg
 import gatekeeper.sandboxing as gs
 from evidence import EvidenceStore
-from gatekeeper.errors import EXIT_UNAVAILABLE, classify
+from gatekeeper.errors import EXIT_BLOCKED, EXIT_UNAVAILABLE, classify
 from gatekeeper.scan.detect_secrets import DetectSecrets
 from gatekeeper.scan.gitleaks import locate as locate_gitleaks
 from policy import PolicyError, parse_policy
@@ -858,6 +860,129 @@ def test_unknown_policy_key_in_base_refuses_before_anything_runs(
         world.set_default_branch("main")
     assert called == []
     assert world.store().head() == before
+
+
+# --------------------------------------------------------------------------------------
+# Every decision after result.start is one recorded result entry
+# --------------------------------------------------------------------------------------
+
+
+def _entries_after_start(world: World, seq: int) -> list[Any]:
+    """The `result.start` entry the verdict `seq` names, then every entry after it."""
+    store = world.store()
+    start = store.entry(seq).data["start_seq"]
+    return [store.entry(n) for n in range(start, store.head())]
+
+
+def _one_result_follows_start(world: World, seq: int, decision: str, reason: str) -> None:
+    entries = [e for e in _entries_after_start(world, seq) if e.kind.startswith("result")]
+    assert [e.kind for e in entries[:2]] == ["result.start", "result"]
+    assert len([e for e in entries if e.kind == "result"]) == 1
+    result = entries[1]
+    assert result.seq == seq and result.data["decision"] == decision
+    assert any(reason in r for r in result.data["reasons"]), result.data["reasons"]
+
+
+def test_candidate_equal_to_its_base_is_blocked_as_nothing_to_verify(world: World) -> None:
+    code, out = world.gate("main", base="main")
+    assert code == 3 and out["decision"] == BLOCKED
+    assert out["reasons"] == ["nothing to verify: the candidate is its base"]
+    assert out["checks"] == [] and out["findings"] == []
+    _one_result_follows_start(world, out["evidence_seq"], BLOCKED, "nothing to verify")
+
+
+def test_oversized_change_is_recorded_blocked_then_refused(
+    in_process: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = in_process
+    import gatekeeper.change as change_module
+
+    monkeypatch.setattr(change_module, "MAX_SCAN_BYTES", 1 << 10)
+    world.commit("cand/big", {"big.txt": "word " * 1000})
+    with pytest.raises(rg.GateBlocked) as info:
+        rg.process_result(world.repo, "cand/big")
+    assert classify(info.value) == (EXIT_BLOCKED, "blocked")
+    assert "more than oms scans" in str(info.value)
+    assert info.value.data["decision"] == BLOCKED
+    _one_result_follows_start(world, info.value.data["evidence_seq"], BLOCKED, "more than oms")
+
+
+def test_git_error_after_start_is_recorded_unavailable(
+    in_process: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = in_process
+    from gatekeeper.git import GitError
+
+    def broken(*_a: Any) -> Any:
+        raise GitError("git diff-tree: fatal: bad object")
+
+    monkeypatch.setattr(rg, "read_change", broken)
+    world.commit("cand/giterr", {"README.md": "git error\n"})
+    with pytest.raises(rg.GateUnavailable) as info:
+        rg.process_result(world.repo, "cand/giterr")
+    assert classify(info.value) == (EXIT_UNAVAILABLE, "unavailable")
+    _one_result_follows_start(world, info.value.data["evidence_seq"], UNAVAILABLE, "git failed")
+
+
+def test_duplicate_tree_entry_is_recorded_blocked(world: World) -> None:
+    blob = world.git("hash-object", "-w", "--stdin", input=b"twice\n")
+    record = b"100644 twice.txt\0" + bytes.fromhex(blob)
+    listing = world.git("ls-tree", "main")
+    entries = b""
+    for line in listing.splitlines():
+        meta, name = line.split("\t")
+        mode, _kind, sha = meta.split()
+        entries += f"{mode} {name}".encode() + b"\0" + bytes.fromhex(sha)
+    # tree entries are sorted by name; both copies of twice.txt go after test_mod.py
+    tree = world.git("hash-object", "-t", "tree", "-w", "--literally", "--stdin",
+                     input=entries + record + record)  # fmt: skip
+    sha = world.git("commit-tree", tree, "-p", world.rev("main"), "-m", "dup")
+    world.git("update-ref", "refs/heads/cand/dup", sha)
+    code, out = world.gate("cand/dup")
+    assert code == 3 and out["decision"] == BLOCKED, out
+    assert out["error"]["kind"] == "blocked"
+    _one_result_follows_start(world, out["evidence_seq"], BLOCKED, "path twice")
+
+
+def test_sigterm_during_a_check_records_an_interruption_and_removes_the_scratch(
+    world: World,
+) -> None:
+    started = "open('oms-check-started', 'w').close(); import time; time.sleep(60)"
+    check = {"name": "sleeper", "cmd": [PY, "-c", started], "timeout_s": 120}
+    world.base_with_policy("base/term", policy_toml([check]))
+    world.commit("cand/term", {"README.md": "term\n"}, parent="base/term")
+    # The sandbox user must reach the scratch copy: not below pytest's private tmp dir.
+    scratch_dir = Path(tempfile.mkdtemp(prefix="oms-test-scratch-", dir="/dev/shm"))
+    scratch_dir.chmod(0o755)
+    args = ["process-result", "--repo", str(world.repo), "--candidate", "cand/term",
+            "--base", "base/term", "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gatekeeper", *args],
+        cwd=world.root,
+        env={**world.env, "OMS_SCRATCH_DIR": str(scratch_dir)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The contained check itself announces that it runs (in its scratch copy).
+        while not list(scratch_dir.glob("oms-scratch-*/oms-check-started")):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    world.outputs += [stdout, stderr]
+    out = parse_single_json(subprocess.CompletedProcess(args, proc.returncode, stdout, stderr))
+    assert proc.returncode == EXIT_UNAVAILABLE and out["decision"] == UNAVAILABLE
+    assert "interrupted by SIGTERM" in out["error"]["message"]
+    _one_result_follows_start(world, out["evidence_seq"], UNAVAILABLE, "interrupted")
+    left = list(scratch_dir.glob("oms-scratch-*"))
+    shutil.rmtree(scratch_dir, ignore_errors=True)
+    assert left == []
 
 
 # --------------------------------------------------------------------------------------

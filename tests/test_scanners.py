@@ -382,6 +382,13 @@ FAKE_SCANS = {
     "leaks-exit-with-empty-report": "echo '[]'; exit 42",
     "clean-exit-with-findings": 'echo \'[{"RuleID": "x", "StartLine": 1, "Secret": "s"}]\'; exit 0',
     "not-a-list": "echo '{}'; exit 0",
+    "finding-in-a-file-oms-did-not-give": (
+        'echo \'[{"RuleID": "x", "File": "/etc/passwd", "StartLine": 3, "Secret": "s"}]\'; exit 42'
+    ),
+    "finding-on-a-line-outside-the-piece": (
+        'echo "[{\\"RuleID\\": \\"x\\", \\"File\\": \\"$2/p000000\\", '
+        '\\"StartLine\\": 9999, \\"Secret\\": \\"s\\"}]"; exit 42'
+    ),
     "wrong-version": None,
 }
 

@@ -93,13 +93,16 @@ class DetectSecrets:
                         item.lines,
                         position.get(int(secret.line_number), -1),
                     )
+                    number = int(secret.line_number)
                     yield Finding(
                         "detect-secrets",
                         secret.type,
                         item.path,
-                        int(secret.line_number),
+                        number,
                         fingerprint(value),
                         redact(value),
+                        # a PEM block spans lines: the change may add only its body
+                        end_line=number + value.count("\n") if "\n" in value else None,
                     )
 
 

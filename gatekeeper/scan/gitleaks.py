@@ -6,7 +6,7 @@ runs in a private empty directory with oms' own config (`-c`), an empty ignore
 path, `--ignore-gitleaks-allow` (inline allow comments are candidate-written),
 no GITLEAKS_* environment, and a distinct exit code for "leaks found": every
 other exit, a crash, bad JSON or a time-out is a scanner failure, never "clean".
-All bytes go through `gitleaks stdin` in one call (rule set-up costs ~0.5-1 s).
+All pieces go through one `gitleaks dir` call (rule set-up costs ~0.5-1 s).
 """
 
 from __future__ import annotations
@@ -34,13 +34,21 @@ LEAKS_EXIT = 42
 CONFIG = (
     b"# oms: the default Gitleaks rules, nothing allowed beyond them\n[extend]\nuseDefault = true\n"
 )
-# Gitleaks sniffs the first bytes it reads for a binary file type and, on a match
-# (%PDF, {\rtf, MZ, ELF, "ustar" at offset 257, "CD001" at offset 32769...), skips its
-# whole input with exit 0: one candidate file starting with "%PDF" would hide every
-# other file from it. A fixed text header, starting with a newline and longer than the
-# deepest offset any of those tests reads, makes the sniffed bytes always ours.
-HEADER = b"\n" + b"#" * 40_000 + b"\n"
+# Gitleaks reads each file in chunks (100,000 bytes, then up to 25,000 more looking for
+# a blank line) and matches each chunk alone: a secret across a chunk boundary is
+# missed. oms therefore cuts the text into pieces itself, each a file smaller than
+# one chunk, consecutive pieces overlapping by OVERLAP_BYTES, and lines longer than
+# SEGMENT_BYTES into overlapping segments: every match of up to OVERLAP_BYTES lies
+# wholly inside some piece. Gitleaks also sniffs the first bytes of a file for a
+# binary type and skips the file on a match (%PDF, MZ, "ustar" at 257, "CD001" at
+# 32,769...): each piece starts with a fixed header deeper than every offset it reads
+# but the last, and is shorter than that one.
+PIECE_BYTES = 32_000
+OVERLAP_BYTES = 6_000
+SEGMENT_BYTES = 12_000
+HEADER = b"\n" + b"#" * 298 + b"\n"
 HEADER_LINES = HEADER.count(b"\n")
+_PIECE_NAME = "p{:06d}"
 
 
 def locate() -> str:
@@ -137,29 +145,33 @@ class Gitleaks:
     def scan(self, items: Sequence[ScanItem]) -> list[Finding]:
         if KNOWN_VERSIONS.get(self.pinned) != VERSION:
             self.check()
-        where: list[tuple[str, int]] = []
-        parts: list[str] = []
-        for item in items:
-            for number, text in item.lines:
-                where.append((item.path, number))
-                parts.append(text.replace("\n", " "))
-        if not parts:
+        where, lines = _virtual_lines(items)
+        if not lines:
             return []
-        stream = HEADER + _encode("\n".join(parts) + "\n")
+        pieces = _pieces([len(x) for x in lines])
         fd = self._open_verified()
         try:
             with tempfile.TemporaryDirectory(prefix="oms-gitleaks-") as work:
-                Path(work, "oms-gitleaks.toml").write_bytes(CONFIG)
-                ignore_dir = Path(work, "ignore")
-                ignore_dir.mkdir()
-                args = ["stdin", "-c", str(Path(work, "oms-gitleaks.toml")),
-                        "--gitleaks-ignore-path", str(ignore_dir), "--ignore-gitleaks-allow",
-                        "--no-banner", "--no-color", "--log-level", "error",
-                        "--exit-code", str(LEAKS_EXIT), "--report-format", "json",
-                        "--report-path", "-"]  # fmt: skip
-                code, out, err = self._run(fd, args, stream, work)
+                report = self._scan_pieces(fd, work, lines, pieces)
         finally:
             os.close(fd)
+        return _findings(report, where, pieces)
+
+    def _scan_pieces(
+        self, fd: int, work: str, lines: list[bytes], pieces: list[tuple[int, int]]
+    ) -> list[dict[str, object]]:
+        Path(work, "oms-gitleaks.toml").write_bytes(CONFIG)
+        Path(work, "ignore").mkdir()
+        source = Path(work, "in")
+        source.mkdir()
+        for k, (a, b) in enumerate(pieces):
+            Path(source, _PIECE_NAME.format(k)).write_bytes(HEADER + b"".join(lines[a:b]))
+        args = ["dir", str(source), "-c", str(Path(work, "oms-gitleaks.toml")),
+                "--gitleaks-ignore-path", str(Path(work, "ignore")), "--ignore-gitleaks-allow",
+                "--no-banner", "--no-color", "--log-level", "error",
+                "--exit-code", str(LEAKS_EXIT), "--report-format", "json",
+                "--report-path", "-"]  # fmt: skip
+        code, out, err = self._run(fd, args, b"", work)
         if code not in (0, LEAKS_EXIT):
             last = err.decode("utf-8", "replace").strip().splitlines()
             raise ScannerUnavailable(
@@ -171,23 +183,84 @@ class Gitleaks:
             raise ScannerUnavailable("gitleaks report is not JSON") from None
         if not isinstance(report, list) or (code == LEAKS_EXIT) != bool(report):
             raise ScannerUnavailable("gitleaks report does not match its exit code")
-        findings = []
-        for r in report:
-            line = int(r.get("StartLine", 0)) - HEADER_LINES
-            path, number = where[line - 1] if 0 < line <= len(where) else ("<stream>", line)
-            secret = str(r.get("Secret") or r.get("Match") or "")
-            findings.append(
-                Finding(
-                    "gitleaks",
-                    str(r.get("RuleID", "?")),
-                    path,
-                    number,
-                    fingerprint(secret),
+        if not all(isinstance(r, dict) for r in report):
+            raise ScannerUnavailable("gitleaks report entries are not objects")
+        return report
+
+
+def _virtual_lines(items: Sequence[ScanItem]) -> tuple[list[tuple[str, int]], list[bytes]]:
+    """(path, line) of each line Gitleaks reads, and its bytes with a newline; a long line
+    is several overlapping segments with the same (path, line)."""
+    where: list[tuple[str, int]] = []
+    lines: list[bytes] = []
+    stride = SEGMENT_BYTES - OVERLAP_BYTES
+    for item in items:
+        for number, text in item.lines:
+            data = _encode(text.replace("\n", " "))
+            start = 0
+            while True:
+                where.append((item.path, number))
+                lines.append(data[start : start + SEGMENT_BYTES] + b"\n")
+                if start + SEGMENT_BYTES >= len(data):
+                    break
+                start += stride
+    return where, lines
+
+
+def _pieces(sizes: Sequence[int]) -> list[tuple[int, int]]:
+    """[start, end) line ranges: each piece fits PIECE_BYTES with the header, and the
+    next one starts early enough that the two share at least OVERLAP_BYTES."""
+    budget = PIECE_BYTES - len(HEADER)
+    pieces: list[tuple[int, int]] = []
+    start = 0
+    while start < len(sizes):
+        end, size = start, 0
+        while end < len(sizes) and size + sizes[end] <= budget:
+            size += sizes[end]
+            end += 1
+        pieces.append((start, end))
+        if end >= len(sizes):
+            break
+        # Lines are at most SEGMENT_BYTES + 1, so the shared part (< OVERLAP_BYTES plus
+        # one line) and one new line always fit the next piece: it always moves on.
+        nxt, shared = end, 0
+        while nxt > start + 1 and shared < OVERLAP_BYTES:
+            nxt -= 1
+            shared += sizes[nxt]
+        start = nxt
+    return pieces
+
+
+def _findings(
+    report: list[dict[str, object]], where: list[tuple[str, int]], pieces: list[tuple[int, int]]
+) -> list[Finding]:
+    """Report entries mapped back to (path, line); the same finding seen in two
+    overlapping pieces is one finding."""
+    names = {_PIECE_NAME.format(k): piece for k, piece in enumerate(pieces)}
+    found: dict[tuple[str, int, str, str], Finding] = {}
+    for r in report:
+        piece = names.get(Path(str(r.get("File", ""))).name)
+        if piece is None:
+            raise ScannerUnavailable("gitleaks reported a file oms did not give it")
+        first = piece[0] + _int(r.get("StartLine")) - HEADER_LINES - 1
+        last = piece[0] + _int(r.get("EndLine", r.get("StartLine"))) - HEADER_LINES - 1
+        if not piece[0] <= first < piece[1]:
+            raise ScannerUnavailable("gitleaks reported a line outside its input")
+        path, number = where[first]
+        end_path, end_number = where[min(max(first, last), piece[1] - 1)]
+        secret = str(r.get("Secret") or r.get("Match") or "")
+        f = Finding("gitleaks", str(r.get("RuleID", "?")), path, number, fingerprint(secret),
                     redact(secret),
-                    end_line=number + max(0, int(r.get("EndLine", 0)) - int(r.get("StartLine", 0))),
-                )
-            )
-        return findings
+                    end_line=end_number if end_path == path else number)  # fmt: skip
+        found.setdefault((f.file, f.line, f.rule, f.fingerprint), f)
+    return list(found.values())
+
+
+def _int(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        raise ScannerUnavailable("gitleaks report has a line that is not a number") from None
 
 
 def _encode(text: str) -> bytes:

@@ -11,29 +11,15 @@ through `fsread`, down from the repository top without following any link.
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import UsageError
 from ..fsread import FileRefused, LinkRefused, RepoFiles
 from ..git import Repo
+from ..paths import in_dependency_dir, secret_looking
 from ..worktree import ignored, index_entries, untracked
-
-DEPENDENCY_DIRS = frozenset({
-    "node_modules", "vendor", ".venv", "venv", "env", "__pycache__", ".tox", ".nox",
-    ".mypy_cache", ".pytest_cache", ".ruff_cache", "dist", "build", "target", ".gradle",
-    ".next", ".nuxt", "bower_components", ".terraform", ".cache", "site-packages", ".eggs",
-})  # fmt: skip
-SECRET_NAMES = (
-    ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
-    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "id_*", ".npmrc", ".pypirc", ".netrc",
-    ".git-credentials", "credentials", "credentials.*", "*credentials*.json", ".htpasswd",
-    "*.kdbx", "secrets.*", "*.secret", "*.secrets", ".dockercfg", ".docker/config.json",
-    "terraform.tfvars", "*.tfstate", "service-account*.json",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -47,14 +33,6 @@ class Selected:
         return cls(path, data, data)
 
 
-_SECRET_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAMES))
-
-
-def secret_looking(path: str) -> bool:
-    """A name (or, for patterns with '/', a path) that usually holds credentials."""
-    return bool(_SECRET_RE.match(PurePosixPath(path).name) or _SECRET_RE.match(path))
-
-
 def _safe_rel(raw: str) -> str | None:
     p = PurePosixPath(raw)
     if p.is_absolute() or ".." in p.parts or not p.parts or "\x00" in raw:
@@ -64,7 +42,7 @@ def _safe_rel(raw: str) -> str | None:
 
 def name_exclusion(path: str) -> str | None:
     """Why a name is never sent, whatever its bytes (None: it may be)."""
-    if any(part in DEPENDENCY_DIRS for part in PurePosixPath(path).parts[:-1]):
+    if in_dependency_dir(path):
         return "dependency or build folder"
     if secret_looking(path):
         return "secret-looking name"
