@@ -108,7 +108,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     )
 
     def store() -> EvidenceStore:
-        return EvidenceStore.open(state_root(), repo.repo_id)
+        return EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
 
     def policy() -> Any:
         return read_policy_at(repo.top, resolve_commit(repo.top, "HEAD"))

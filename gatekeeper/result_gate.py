@@ -156,7 +156,7 @@ def process_result(
 ) -> Verdict:
     clock = _Clock()
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
     candidate = resolve_commit(repo.top, candidate_ref)
     base = resolve_commit(repo.top, base_ref) if base_ref else default_base(repo.top, candidate)

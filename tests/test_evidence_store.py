@@ -64,7 +64,7 @@ def repo(git_repo: Path, oms_home: Path) -> Repo:
     """A git repository with its evidence store initialised (through the library, which is
     what `oms init` calls; `test_cli_init_*` pins that the CLI picks the same store)."""
     repo_id = repo_id_for(git_repo / ".git")
-    store, created = EvidenceStore.init(oms_home, repo_id)
+    store, created = EvidenceStore.init(oms_home, repo_id, git_repo / ".git")
     assert created
     return Repo(git_repo, repo_id, store, {"repo_id": repo_id, "key_id": store.key.key_id})
 
@@ -130,7 +130,7 @@ def test_cli_init_creates_the_store_and_is_idempotent(
     code, first = oms_json(["init", "--repo", git_repo])
     assert code == EXIT_OK, first
     assert first["created"] is True
-    assert first["entries"] == 0
+    assert first["entries"] == 1  # the genesis entry
     assert first["repo_id"] == repo_id_for(git_repo / ".git")
     assert first["state_root"] == str(oms_home)
     store = EvidenceStore.open(oms_home, first["repo_id"])
@@ -147,7 +147,7 @@ def test_cli_init_creates_the_store_and_is_idempotent(
     assert again["created"] is False
     assert again["repo_id"] == first["repo_id"]
     assert again["key_id"] == first["key_id"]
-    assert again["entries"] == 1
+    assert again["entries"] == 2
     assert key_file.read_bytes() == key_before
     assert log_bytes(store) == log_before
     assert store.checkpoint_path.read_bytes() == checkpoint_before
@@ -279,8 +279,8 @@ def test_a_fresh_store_with_no_entries_audits_intact(git_repo: Path, oms_json: O
     code, out = oms_json(["evidence", "audit", "--repo", git_repo])
     assert code == EXIT_OK, out
     assert out["intact"] is True
-    assert out["entries"] == 0
-    assert out["checkpoint_size"] == 0 and out["witness_size"] == 0
+    assert out["entries"] == 1  # the genesis entry, signed
+    assert out["checkpoint_size"] == 1 and out["witness_size"] == 1
 
 
 def _first_line_of_second_chunk(data: bytes) -> int:
@@ -319,7 +319,7 @@ def test_the_parallel_audit_checks_the_joins_between_chunks(
     b = _first_line_of_second_chunk(log_bytes(lib_store))
     assert b == 32
     report = audit(lib_store)
-    assert report.intact and report.entries == 40
+    assert report.intact and report.entries == 41
 
     cases: dict[str, tuple[list[bytes], int | None]] = {
         "deleted first line of chunk 2": ([*original[:b], *original[b + 1 :]], b),
@@ -327,10 +327,11 @@ def test_the_parallel_audit_checks_the_joins_between_chunks(
             [*original[: b - 1], original[b], original[b - 1], *original[b + 1 :]],
             b - 1,
         ),
-        # Canonical, correct seq and prev, but its hash no longer matches the next prev.
+        # Canonical, correct seq and prev, but its hash no longer matches the next prev:
+        # the entry reported is the one that changed.
         "rewritten last line of chunk 1": (
             [*original[: b - 1], _reline(original, b - 1, data={"x": 1}), *original[b:]],
-            b,
+            b - 1,
         ),
         "wrong seq on the first line of chunk 2": (
             [*original[:b], _reline(original, b, seq=b + 100), *original[b + 1 :]],
@@ -404,7 +405,7 @@ def _empty(lines: list[bytes]) -> list[bytes]:
 
 @pytest.mark.parametrize(
     ("reshape", "first_bad"),
-    [(_delete, 1), (_duplicate, 2), (_swap, 1), (_truncate, 3), (_empty, 0)],
+    [(_delete, 1), (_duplicate, 2), (_swap, 1), (_truncate, 4), (_empty, 0)],
     ids=["deleted", "duplicated", "swapped", "truncated", "emptied"],
 )
 def test_deleted_duplicated_swapped_and_truncated_lines_are_detected(
@@ -440,10 +441,10 @@ def _roll_back(repo: Repo, tmp_path: Path) -> bytes:
     shutil.rmtree(repo.store.dir)
     shutil.copytree(saved, repo.store.dir)
     restored = log_bytes(repo.store)
-    assert len(repo.store.lines()) == 2
+    assert len(repo.store.lines()) == 3  # genesis and two notes
     # The restored directory is self-consistent: log and checkpoint agree.
     checkpoint = cp.parse_signed_checkpoint(repo.store.checkpoint_path.read_bytes())[0]
-    assert checkpoint.size == 2
+    assert checkpoint.size == 3
     return restored
 
 
@@ -452,9 +453,9 @@ def test_a_rolled_back_evidence_directory_is_caught_by_the_witness(
 ) -> None:
     restored = _roll_back(repo, tmp_path)
     assert repo.store.witness_path == oms_home / "witness" / repo.repo_id
-    out = assert_tampered(oms_json, repo, 2)
+    out = assert_tampered(oms_json, repo, 3)
     assert "witness" in out["reason"]
-    assert out["checkpoint_size"] == 2
+    assert out["checkpoint_size"] == 3
 
     code, refused = oms_json(
         ["evidence", "note", "-m", "on top of a rollback", "--repo", repo.path]
@@ -491,7 +492,7 @@ def test_init_does_not_re_sign_a_log_whose_checkpoints_were_deleted(
 
 
 def _forge_entry_1(store: EvidenceStore, message: str) -> None:
-    """Rewrite entry 1 and re-link entry 2 so that the hash chain alone looks fine."""
+    """Rewrite entry 1 and re-link entry 2 (the last) so that the hash chain looks fine."""
     lines = store.lines()
     forged = json.loads(lines[1])
     forged["data"] = {"message": message}
@@ -509,9 +510,9 @@ def _forge_entry_1(store: EvidenceStore, message: str) -> None:
 def test_a_rewritten_entry_is_not_laundered_by_a_later_append(
     repo: Repo, oms_json: OmsJson, forgery: str
 ) -> None:
-    add_notes(repo.store, 3)
+    add_notes(repo.store, 2)
     before = log_bytes(repo.store)
-    # "note 1" -> "note X" keeps every byte offset, so the size-keyed tree.json cache
+    # "note 0" -> "note X" keeps every byte offset, so the size-keyed tree.json cache
     # still matches; a longer message does not.
     _forge_entry_1(repo.store, "note X" if forgery.startswith("same") else "never happened")
     assert (len(log_bytes(repo.store)) == len(before)) is forgery.startswith("same")
@@ -519,10 +520,12 @@ def test_a_rewritten_entry_is_not_laundered_by_a_later_append(
         (repo.store.dir / "tree.json").unlink()
     assert_tampered(oms_json, repo, None)  # the hash chain is consistent: the root catches it
 
+    # The append proves the witnessed bytes (the extent the witness signs), so even a
+    # same-length rewrite with the frontier cache intact is refused, nothing appended.
+    tampered = log_bytes(repo.store)
     code, _ = oms_json(["evidence", "note", "-m", "an honest note", "--repo", repo.path])
-    if forgery != "same-length-entry-cache-kept":
-        assert code == EXIT_BLOCKED
-    # Whether or not the append was taken, the forgery must stay detectable.
+    assert code == EXIT_BLOCKED
+    assert log_bytes(repo.store) == tampered
     assert cli_audit(oms_json, repo)[0] == EXIT_BLOCKED
 
 
@@ -541,7 +544,7 @@ def test_a_modified_or_deleted_blob_is_detected(
     )
     assert code == EXIT_OK
     add_notes(repo.store, 1, start=5)
-    assert assert_intact(oms_json, repo, 3)["blobs_checked"] == 1
+    assert assert_intact(oms_json, repo, 4)["blobs_checked"] == 1
 
     blob = repo.store.blobs.path(out["blobs"][0])
     if damage == "deleted":
@@ -564,7 +567,7 @@ def test_a_checkpoint_re_signed_by_another_key_is_detected(
 
     # Control: the same body signed again by the real key verifies.
     path.write_bytes(cp.sign_checkpoint(body, repo.store.origin, load_key(oms_home).private))
-    assert_intact(oms_json, repo, 3)
+    assert_intact(oms_json, repo, 4)
 
     path.write_bytes(cp.sign_checkpoint(body, repo.store.origin, Ed25519PrivateKey.generate()))
     out = assert_tampered(oms_json, repo, None)
@@ -670,10 +673,10 @@ def test_a_full_disk_appends_nothing_and_leaves_the_log_intact(
     out = parse_json(proc)
     assert out["error"]["kind"] == "unavailable"
     assert log_bytes(repo.store) == before
-    assert_intact(oms_json, repo, 3)
+    assert_intact(oms_json, repo, 4)
     code, _ = oms_json(["evidence", "note", "-m", "fits now", "--repo", repo.path])
     assert code == EXIT_OK
-    assert_intact(oms_json, repo, 4)
+    assert_intact(oms_json, repo, 5)
 
 
 BWRAP = Path("/usr/bin/bwrap")
@@ -709,7 +712,7 @@ def test_a_read_only_state_root_appends_nothing(
     out = parse_json(proc)
     assert out["error"]["kind"] == "unavailable"
     assert tree_snapshot(oms_home) == before
-    assert_intact(oms_json, repo, 2)
+    assert_intact(oms_json, repo, 3)
 
 
 # -- crashes and concurrency --------------------------------------------------------
@@ -824,8 +827,8 @@ def test_eight_concurrent_appenders_build_one_linear_chain(
         acks += _acks(stdout)
     report = audit(lib_store)
     assert report.intact, report
-    assert report.entries == 400
-    assert sorted(seq for seq, _, _ in acks) == list(range(400))
+    assert report.entries == 401  # and the genesis entry
+    assert sorted(seq for seq, _, _ in acks) == list(range(1, 401))
     assert sorted((p, i) for _, p, i in acks) == [(p, i) for p in range(8) for i in range(50)]
     lines = lib_store.lines()
     prev = "0" * 64
@@ -853,7 +856,7 @@ def test_a_torn_last_line_blocks_appends_until_repair_quarantines_exactly_it(
     code, report = cli_audit(oms_json, repo)
     assert code == EXIT_BLOCKED
     assert report["intact"] is False
-    assert report["first_bad_seq"] == 2
+    assert report["first_bad_seq"] == 3
     assert report["torn_tail_bytes"] == len(torn)
     assert "torn" in report["reason"]
 
@@ -866,19 +869,23 @@ def test_a_torn_last_line_blocks_appends_until_repair_quarantines_exactly_it(
     assert code == EXIT_OK, repaired
     assert repaired["repaired"] is True
     assert repaired["quarantined_bytes"] == len(torn)
-    assert repaired["seq"] == 2
+    assert repaired["seq"] == 3
     (quarantine,) = repo.store.dir.glob("quarantine-*")
     assert quarantine.read_bytes() == torn
     assert log_bytes(repo.store).startswith(complete)  # no complete entry was touched
 
-    code, entry = oms_json(["evidence", "show", "2", "--repo", repo.path])
+    code, entry = oms_json(["evidence", "show", "3", "--repo", repo.path])
     assert code == EXIT_OK
     assert entry["kind"] == "repair"
-    assert entry["data"] == {"quarantined_bytes": len(torn), "quarantine_file": quarantine.name}
+    assert entry["data"] == {
+        "quarantined_bytes": len(torn),
+        "quarantined_entries": 0,
+        "quarantine_file": quarantine.name,
+    }
     assert entry["blobs"] == [hashlib.sha256(torn).hexdigest()]
     assert repo.store.blobs.get(entry["blobs"][0]) == torn
 
-    assert assert_intact(oms_json, repo, 3)["blobs_checked"] == 1
+    assert assert_intact(oms_json, repo, 4)["blobs_checked"] == 1
     code, _ = oms_json(["evidence", "note", "-m", "accepted again", "--repo", repo.path])
     assert code == EXIT_OK
 
@@ -891,7 +898,7 @@ def test_repair_on_a_clean_log_does_nothing(repo: Repo, oms_json: OmsJson) -> No
     assert out["repaired"] is False
     assert out["quarantined_bytes"] == 0
     assert tree_snapshot(repo.store.dir) == before
-    assert_intact(oms_json, repo, 3)
+    assert_intact(oms_json, repo, 4)
 
 
 def test_library_append_refuses_a_torn_tail(lib_store: EvidenceStore) -> None:
@@ -912,13 +919,13 @@ def test_library_append_refuses_a_torn_tail(lib_store: EvidenceStore) -> None:
 def test_append_many_appends_a_linked_batch_under_one_checkpoint(lib_store: EvidenceStore) -> None:
     add_notes(lib_store, 2)
     entries = lib_store.append_many([Draft(kind="note", data={"n": n}) for n in range(3)])
-    assert [e.seq for e in entries] == [2, 3, 4]
+    assert [e.seq for e in entries] == [3, 4, 5]
     lines = lib_store.lines()
     for e in entries:
         assert e.prev == hashlib.sha256(lines[e.seq - 1]).hexdigest()
         assert lines[e.seq] == e.line()
     checkpoint, _ = lib_store.latest_checkpoint()
-    assert checkpoint.size == 5
+    assert checkpoint.size == 6
     assert audit(lib_store).intact
 
 
@@ -972,7 +979,7 @@ def _public_key(oms_json: OmsJson, repo: Repo) -> tuple[Ed25519PublicKey, dict[s
 def test_prove_gives_a_verified_inclusion_proof_that_checks_independently(
     repo: Repo, oms_json: OmsJson
 ) -> None:
-    add_notes(repo.store, 7)
+    add_notes(repo.store, 6)  # with the genesis entry, 7 in all
     public, info = _public_key(oms_json, repo)
     line = repo.store.lines()[2]
     code, out = oms_json(["evidence", "prove", "2", "--repo", repo.path])
@@ -997,15 +1004,15 @@ def test_prove_gives_a_verified_inclusion_proof_that_checks_independently(
 def test_prove_of_a_modified_entry_is_not_verified(repo: Repo, oms_json: OmsJson) -> None:
     add_notes(repo.store, 4)
     lines = repo.store.lines()
-    lines[2] = lines[2].replace(b"note 2", b"note X")
+    lines[2] = lines[2].replace(b"note 1", b"note X")
     write_lines(repo.store, lines)
     code, out = oms_json(["evidence", "prove", "2", "--repo", repo.path])
     assert code == EXIT_BLOCKED, out
-    assert out["verified"] is False
+    assert out["error"]["kind"] == "tampered"
 
 
 def test_library_prove_verifies_every_entry(lib_store: EvidenceStore) -> None:
-    add_notes(lib_store, 11)
+    add_notes(lib_store, 10)  # 11 entries with the genesis entry
     checkpoint, _ = lib_store.latest_checkpoint()
     for seq, line in enumerate(lib_store.lines()):
         out = prove(lib_store, seq)
@@ -1096,10 +1103,10 @@ def test_worktrees_and_subdirectories_share_one_log(
     assert oms_json(["init", "--repo", sub])[1]["repo_id"] == repo.repo_id
 
     assert oms_json(["evidence", "note", "-m", "from main", "--repo", repo.path])[0] == EXIT_OK
-    assert oms_json(["evidence", "audit", "--repo", worktree])[1]["entries"] == 1
+    assert oms_json(["evidence", "audit", "--repo", worktree])[1]["entries"] == 2
     assert oms_json(["evidence", "note", "-m", "from worktree", "--repo", worktree])[0] == EXIT_OK
     code, out = oms_json(["evidence", "audit", "--repo", repo.path])
-    assert code == EXIT_OK and out["entries"] == 2
+    assert code == EXIT_OK and out["entries"] == 3
 
 
 def test_separate_repositories_get_separate_logs(
@@ -1113,7 +1120,7 @@ def test_separate_repositories_get_separate_logs(
     assert out["repo_id"] != repo.repo_id
     assert out["key_id"] == repo.init["key_id"]  # one key per state root
     oms_json(["evidence", "note", "-m", "x", "--repo", other])
-    assert oms_json(["evidence", "audit", "--repo", repo.path])[1]["entries"] == 0
+    assert oms_json(["evidence", "audit", "--repo", repo.path])[1]["entries"] == 1
 
 
 # -- the command contract --------------------------------------------------------------
@@ -1144,7 +1151,8 @@ def _error_args(
 ) -> tuple[list[Any], int, str]:
     args, where, code, kind = ERROR_CASES[case]
     if where is True:
-        EvidenceStore.init(oms_home, repo_id_for(git_repo / ".git"))  # what `oms init` does
+        # what `oms init` does
+        EvidenceStore.init(oms_home, repo_id_for(git_repo / ".git"), git_repo / ".git")
         target: Path = git_repo
     elif where is False:
         target = git_repo
@@ -1206,11 +1214,11 @@ def test_successful_commands_print_exactly_one_json_object(
     repo: Repo, oms_json: OmsJson, tmp_path: Path
 ) -> None:
     code, out = oms_json(["evidence", "note", "-m", "hello\x1b[31m", "--repo", repo.path])
-    assert code == EXIT_OK and out["seq"] == 0 and out["kind"] == "note"
-    code, shown = oms_json(["evidence", "show", "0", "--repo", repo.path])
+    assert code == EXIT_OK and out["seq"] == 1 and out["kind"] == "note"
+    code, shown = oms_json(["evidence", "show", "1", "--repo", repo.path])
     assert code == EXIT_OK
     assert shown["data"] == {"message": "hello\x1b[31m"}  # stored as data, verbatim
-    assert shown["prev"] == "0" * 64 and shown["seq"] == 0
+    assert shown["prev"] == hashlib.sha256(repo.store.lines()[0]).hexdigest()
     for args in (["evidence", "audit"], ["evidence", "key"], ["evidence", "repair"]):
         code, _ = oms_json([*args, "--repo", repo.path])
         assert code == EXIT_OK, args
@@ -1243,7 +1251,7 @@ def test_the_parallel_audit_combines_both_halves_into_the_signed_root(
     import evidence.chaincheck as chaincheck
 
     monkeypatch.setattr(chaincheck, "PARALLEL_BYTES", 0)
-    add_notes(lib_store, n)
+    add_notes(lib_store, n - 1)  # n entries with the genesis entry
     chunks = chaincheck.check_whole_lines(str(lib_store.log_path), log_bytes(lib_store))
     assert [c.count for c in chunks] == [
         _first_line_of_second_chunk(log_bytes(lib_store)),

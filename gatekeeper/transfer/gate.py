@@ -167,7 +167,7 @@ def packet(m: Manifest, digest: str) -> dict[str, Any]:
 def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str],
             base_ref: str | None, redact: bool, kind: str = "api") -> dict[str, Any]:  # fmt: skip
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     key = store.key
     if context == "paths" and not paths:
         raise UsageError("--context paths needs at least one --path")
@@ -307,7 +307,7 @@ def state_of(
 
 def approve(repo_dir: Path, digest: str, code: str) -> dict[str, Any]:
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     m = _load(store, digest)
     if not secrets.compare_digest(code, m.nonce[:8]):
         raise Blocked("the code does not match this manifest; copy the command from its packet")
@@ -367,7 +367,7 @@ def _payload(m: Manifest, store: EvidenceStore) -> bytes:
 
 def release(repo_dir: Path, digest: str, out: str | None) -> tuple[dict[str, Any], bytes]:
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     with locked(_transfers_dir(store), "lock"):
         m = _load(store, digest)
         st = state_of(store, m, digest)
@@ -406,7 +406,7 @@ def release(repo_dir: Path, digest: str, out: str | None) -> tuple[dict[str, Any
 
 def show(repo_dir: Path, digest: str) -> dict[str, Any]:
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     m = _load(store, digest)
     st = state_of(store, m, digest)
     return {"digest": digest, "status": st["status"], "manifest": m.model_dump(mode="json"),
@@ -417,7 +417,7 @@ def show(repo_dir: Path, digest: str) -> dict[str, Any]:
 
 def list_transfers(repo_dir: Path) -> dict[str, Any]:
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     rows = []
     lines = store.lines()  # read once, not once per manifest
     for line in lines:
