@@ -135,18 +135,22 @@ def evidence_repair(repo: Path) -> Outcome:
 def doctor(repo: Path) -> Outcome:
     """Readiness: a real sandbox probe, AppArmor status, key and chain."""
     report, ready = doctor_mod.doctor(repo)
+    gl = report["gitleaks"]
     lines = [
         f"bwrap:    {report['bwrap'].get('path', report['bwrap'].get('error'))} "
         f"{report['bwrap'].get('version', '')}",
         f"probe:    {'ok' if report['probe']['ok'] else 'FAILED'} "
         + "; ".join(report["probe"].get("failures", [])),
         f"apparmor: {report['apparmor']}",
+        f"gitleaks: {gl.get('version') if gl['ok'] else gl.get('error')}",
         f"key:      {report['key'].get('key_id') or report['key'].get('error')}",
     ]
     if "evidence" in report:
         lines.append(f"evidence: {report['evidence']}")
+    lines += [f"problem:  {p}" for p in report["problems"]]
     lines += [f"remedy:   {r}" for r in report["remedies"]]
     lines.append("ready" if ready else "NOT READY")
+    lines = [sanitize(x) for x in lines]
     return Outcome(report, code=0 if ready else EXIT_UNAVAILABLE, lines=lines)
 
 
