@@ -121,11 +121,12 @@ def evidence_key(repo: Path) -> Outcome:
 def evidence_repair(repo: Path) -> Outcome:
     """Move a torn last line to quarantine (never a complete entry) and record it."""
     data = records.repair(repo)
-    line = (
-        f"quarantined {data['quarantined_bytes']} bytes; recorded as seq {data['seq']}"
-        if data["repaired"]
-        else "nothing to repair"
-    )
+    if data.get("adopted_entries"):
+        line = f"adopted {data['adopted_entries']} entries of an interrupted append"
+    elif data["repaired"]:
+        line = f"quarantined {data['quarantined_bytes']} bytes; recorded as seq {data['seq']}"
+    else:
+        line = "nothing to repair"
     return Outcome(data, lines=[line])
 
 

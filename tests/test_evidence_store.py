@@ -37,6 +37,7 @@ from evidence import (
     Draft,
     EvidenceStore,
     StoreUnavailable,
+    TamperDetected,
     TornTail,
     audit,
     export_dsse,
@@ -1267,3 +1268,361 @@ def test_the_parallel_audit_combines_both_halves_into_the_signed_root(
     lib_store.checkpoint_path.write_bytes(bad)
     report = audit(lib_store)
     assert not report.intact and "root does not match" in (report.reason or "")
+
+
+# -- intact means signed: the pending checkpoint, interrupted appends, foreign lines ----
+
+
+def _next_line(store: EvidenceStore, **data: Any) -> bytes:
+    """A well-formed entry line that continues the chain (seq, prev) as oms would write it:
+    only a signed checkpoint tells it apart from one of oms' own."""
+    lines = store.lines()
+    obj = {
+        "v": 1, "seq": len(lines), "prev": hashlib.sha256(lines[-1]).hexdigest(),
+        "time": "2026-01-01T00:00:00.000000Z", "kind": "note", "subject": [],
+        "data": data or {"message": "not written by oms"}, "blobs": [], "policy": None,
+    }  # fmt: skip
+    return rfc8785.dumps(obj)
+
+
+def _append_raw(store: EvidenceStore, data: bytes) -> None:
+    with open(store.log_path, "ab") as f:
+        f.write(data)
+
+
+def test_a_foreign_complete_line_is_refused_by_append_and_audit_and_repair_quarantines_it(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 2)
+    foreign = _next_line(repo.store)
+    _append_raw(repo.store, foreign + b"\n")
+    before = log_bytes(repo.store)
+
+    code, refused = oms_json(["evidence", "note", "-m", "on top", "--repo", repo.path])
+    assert code == EXIT_BLOCKED, refused
+    assert refused["error"]["kind"] == "tampered"
+    assert log_bytes(repo.store) == before  # nothing appended, nothing signed over it
+    assert cp.parse_signed_checkpoint(repo.store.witness_path.read_bytes())[0].size == 3
+
+    out = assert_tampered(oms_json, repo, 3)
+    assert "no signed checkpoint" in out["reason"]
+    code, exported = oms_json(["evidence", "export", "3", "--dsse", "--repo", repo.path])
+    assert code == EXIT_BLOCKED and exported["error"]["kind"] == "tampered"
+
+    code, repaired = oms_json(["evidence", "repair", "--repo", repo.path])
+    assert code == EXIT_OK, repaired
+    assert repaired["quarantined_entries"] == 1 and repaired["seq"] == 3
+    (quarantine,) = repo.store.dir.glob("quarantine-*")
+    assert quarantine.read_bytes() == foreign + b"\n"
+    assert_intact(oms_json, repo, 4)
+    assert oms_json(["evidence", "note", "-m", "after", "--repo", repo.path])[0] == EXIT_OK
+
+
+def test_a_forged_pending_checkpoint_does_not_get_a_foreign_line_adopted(
+    lib_store: EvidenceStore,
+) -> None:
+    from evidence.pending import Pending, log_extension
+
+    add_notes(lib_store, 1)
+    foreign = _next_line(lib_store) + b"\n"
+    lines = [*lib_store.lines(), foreign[:-1]]
+    data = log_bytes(lib_store) + foreign
+    root = root_from_leaves(lines)
+    offset = len(log_bytes(lib_store))
+    ext = log_extension(len(data), hashlib.sha256(data).hexdigest())
+    body = cp.Checkpoint(lib_store.origin, len(lines), root, (ext,))
+    other = Ed25519PrivateKey.generate()  # the right shape, the wrong key
+    note = cp.sign_checkpoint(body, lib_store.origin, other)
+    lib_store.pending_path.write_bytes(Pending(offset, note, foreign).encode())
+    _append_raw(lib_store, foreign)
+    with pytest.raises(TamperDetected, match="not covered"):
+        add_notes(lib_store, 1)
+    assert log_bytes(lib_store) == data
+    report = audit(lib_store)
+    assert not report.intact and report.first_bad_seq == 2
+
+
+def root_from_leaves(lines: list[bytes]) -> bytes:
+    from evidence.merkle import root_from_leaf_hashes
+
+    return root_from_leaf_hashes([hashlib.sha256(b"\x00" + x).digest() for x in lines])
+
+
+KILL_SCRIPT = r"""
+import os, signal, sys
+from pathlib import Path
+import evidence.store as st
+from evidence import Draft, EvidenceStore
+
+root, repo_id, kill_at = sys.argv[1], sys.argv[2], sys.argv[3]
+real_write, real_append = st.atomic_write, st.append_lines
+writes = []
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def atomic_write(path, data, **kw):
+    writes.append(path.name)
+    if kill_at == f"before-write-{len(writes)}":
+        die()
+    real_write(path, data, **kw)
+    if kill_at == f"after-write-{len(writes)}":
+        die()
+
+def append_lines(path, lines):
+    if kill_at == "mid-lines":  # a short write, as a SIGKILL in write(2) leaves it
+        with open(path, "ab") as f:
+            f.write(b"\n".join(lines)[: len(lines[0]) // 2])
+        die()
+    real_append(path, lines)
+    if kill_at == "after-lines":
+        die()
+
+st.atomic_write, st.append_lines = atomic_write, append_lines
+store = EvidenceStore.open(Path(root), repo_id)
+store.append_many([Draft(kind="note", data={"killed": kill_at, "i": i}) for i in range(2)])
+print("acknowledged", flush=True)
+"""
+
+# Where an append is killed, and whether its two entries are then in the log: the pending
+# checkpoint is write 1; checkpoint, witness and the tree cache are writes 2, 3 and 4.
+KILL_POINTS = {
+    "before-write-1": False,  # nothing written
+    "after-write-1": False,  # pending checkpoint only: its lines never reached the log
+    "mid-lines": False,  # a torn batch of this key: rolled back to a quarantine file
+    "after-lines": True,  # lines complete, checkpoint not yet promoted: adopted
+    "after-write-2": True,  # checkpoint promoted, witness not yet: adopted
+    "after-write-3": True,  # witness written, the pending file not yet removed
+    "after-write-4": True,  # everything but the return
+}
+
+
+@pytest.mark.parametrize("kill_at", sorted(KILL_POINTS))
+def test_an_append_killed_at_any_step_never_blocks_the_next_gate(
+    repo: Repo, oms_env: dict[str, str], oms_json: OmsJson, kill_at: str
+) -> None:
+    add_notes(repo.store, 1)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, str(repo.store.root), repo.repo_id, kill_at],
+        env=oms_env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, (proc.stdout, proc.stderr)  # it did run, and die
+    assert "acknowledged" not in proc.stdout
+
+    code, out = oms_json(["evidence", "note", "-m", "the next gate", "--repo", repo.path])
+    assert code == EXIT_OK, out
+    killed = [json.loads(x)["data"] for x in repo.store.lines() if b'"killed"' in x]
+    assert killed == ([{"killed": kill_at, "i": 0}, {"killed": kill_at, "i": 1}]
+                      if KILL_POINTS[kill_at] else [])  # fmt: skip
+    assert out["seq"] == 2 + len(killed)
+    assert_intact(oms_json, repo, out["seq"] + 1)
+    assert not repo.store.pending_path.exists()
+
+
+def test_an_interrupted_append_is_reported_until_adopted_and_repair_adopts_it(
+    repo: Repo, oms_env: dict[str, str], oms_json: OmsJson
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, str(repo.store.root), repo.repo_id, "after-lines"],
+        env=oms_env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL
+    out = assert_tampered(oms_json, repo, 1)  # complete, but the witness does not cover it
+    assert "interrupted append" in out["reason"]
+    code, repaired = oms_json(["evidence", "repair", "--repo", repo.path])
+    assert code == EXIT_OK and repaired["adopted_entries"] == 2, repaired
+    assert not list(repo.store.dir.glob("quarantine-*"))
+    assert_intact(oms_json, repo, 3)
+
+
+def test_a_batch_signs_one_checkpoint(lib_store: EvidenceStore, monkeypatch: Any) -> None:
+    import evidence.store as st
+
+    signed: list[int] = []
+    real = st.cp.sign_checkpoint
+
+    def counting(c: cp.Checkpoint, name: str, key: Ed25519PrivateKey) -> bytes:
+        signed.append(c.size)
+        return real(c, name, key)
+
+    monkeypatch.setattr(st.cp, "sign_checkpoint", counting)
+    lib_store.append_many([Draft(kind="note", data={"n": n}) for n in range(5)])
+    assert signed == [6]
+
+
+# -- the first bad seq is the entry that changed ----------------------------------------
+
+
+def _same_length_edit(line: bytes) -> bytes:
+    """One character of the entry's data changed: canonical, same length, same seq and prev."""
+    obj = json.loads(line)
+    text = json.dumps(obj["data"], sort_keys=True)
+    obj["data"] = json.loads(text.replace("e", "E", 1))
+    changed = rfc8785.dumps(obj)
+    assert changed != line and len(changed) == len(line)
+    return changed
+
+
+@pytest.mark.parametrize("changed", [0, 1, 2])
+def test_an_edited_entry_is_reported_at_its_own_seq(
+    repo: Repo, oms_json: OmsJson, changed: int
+) -> None:
+    add_notes(repo.store, 3)  # entries 0 (genesis) to 3
+    lines = repo.store.lines()
+    lines[changed] = _same_length_edit(lines[changed])
+    write_lines(repo.store, lines)
+    assert_tampered(oms_json, repo, changed)
+
+
+# -- the log is bound to its repository ------------------------------------------------
+
+
+def _relabel(note: bytes, old_name: str, new_name: str, public: Ed25519PublicKey) -> bytes:
+    """Rename a note's signature line (and its key id) without touching the signed text."""
+    text, _, sig = note.decode().rpartition("\n\n")
+    prefix = f"\u2014 {old_name} "
+    assert sig.startswith(prefix)
+    raw = base64.b64decode(sig[len(prefix) :].strip())
+    blob = base64.b64encode(cp.note_key_hash(new_name, public) + raw[4:]).decode()
+    return f"{text}\n\n\u2014 {new_name} {blob}\n".encode()
+
+
+def test_another_repositorys_log_and_checkpoint_relabelled_are_refused(
+    repo: Repo, oms_json: OmsJson, run_git: Callable[..., str], tmp_path: Path, oms_home: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    run_git(other, "init", "-q")
+    code, init = oms_json(["init", "--repo", other])
+    assert code == EXIT_OK
+    victim = EvidenceStore(oms_home, init["repo_id"])
+    add_notes(repo.store, 2)
+    public = load_key(oms_home).public
+    shutil.rmtree(victim.dir)
+    shutil.copytree(repo.store.dir, victim.dir)
+    for src, dst in ((repo.store.checkpoint_path, victim.checkpoint_path),
+                     (repo.store.witness_path, victim.witness_path)):  # fmt: skip
+        dst.write_bytes(_relabel(src.read_bytes(), repo.store.origin, victim.origin, public))
+    # The relabelled note still carries a valid signature under the victim's name...
+    cp.verify_signed_checkpoint(victim.witness_path.read_bytes(), victim.origin, public)
+    # ...but its origin line names the other log, and so does entry 0.
+    code, out = oms_json(["evidence", "audit", "--repo", other])
+    assert code == EXIT_BLOCKED and out["first_bad_seq"] == 0, out
+    assert "belongs to repository" in out["reason"]
+    for args in (["evidence", "note", "-m", "x"], ["evidence", "show", "1"]):
+        code, refused = oms_json([*args, "--repo", other])
+        assert code == EXIT_BLOCKED and refused["error"]["kind"] == "tampered", refused
+    # Whatever entry 0 says, the relabelled note itself is refused: its origin line.
+    with pytest.raises(cp.CheckpointError, match="expected a checkpoint of the log"):
+        victim.verify_note(victim.witness_path.read_bytes())
+
+
+def test_a_store_whose_genesis_names_another_common_dir_is_refused(
+    git_repo: Path, oms_json: OmsJson, oms_home: Path, tmp_path: Path
+) -> None:
+    repo_id = repo_id_for(git_repo / ".git")
+    EvidenceStore.init(oms_home, repo_id, tmp_path / "elsewhere" / ".git")
+    code, out = oms_json(["evidence", "note", "-m", "x", "--repo", git_repo])
+    assert code == EXIT_BLOCKED and "common dir" in out["error"]["message"], out
+    code, out = oms_json(["evidence", "audit", "--repo", git_repo])
+    assert code == EXIT_BLOCKED and out["first_bad_seq"] == 0, out
+
+
+def test_the_genesis_entry_records_the_repository_at_init(
+    git_repo: Path, oms_json: OmsJson
+) -> None:
+    code, init = oms_json(["init", "--repo", git_repo])
+    assert code == EXIT_OK
+    code, genesis = oms_json(["evidence", "show", "0", "--repo", git_repo])
+    assert code == EXIT_OK, genesis
+    assert genesis["kind"] == "genesis"
+    assert genesis["data"] == {
+        "v": 1,
+        "repo_id": init["repo_id"],
+        "common_dir": os.path.realpath(git_repo / ".git"),
+    }
+
+
+# -- the audit never crashes on a crafted log -------------------------------------------
+
+
+def _resign(store: EvidenceStore) -> None:
+    """Sign checkpoint and witness over the log as it is now (what only the key holder can)."""
+    data = log_bytes(store)
+    lines = store.lines()
+    from evidence.pending import log_extension
+
+    ext = log_extension(len(data), hashlib.sha256(data).hexdigest())
+    note = cp.sign_checkpoint(
+        cp.Checkpoint(store.origin, len(lines), root_from_leaves(lines), (ext,)),
+        store.origin,
+        store.key.private,
+    )
+    store.checkpoint_path.write_bytes(note)
+    store.witness_path.write_bytes(note)
+    (store.dir / "tree.json").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize(
+    "blob_name",
+    ['a"b', "\u00e9" * 64, "../../keys/ed25519.pem", "A" * 64, "\\u0041" + "a" * 63],
+    ids=["quote", "non-ascii", "path", "upper-hex", "escaped"],
+)
+def test_a_crafted_blob_name_is_a_tamper_report_at_its_seq(
+    repo: Repo, oms_json: OmsJson, blob_name: str
+) -> None:
+    add_notes(repo.store, 1)
+    line = json.loads(_next_line(repo.store))
+    line["blobs"] = [blob_name]
+    _append_raw(repo.store, rfc8785.dumps(line) + b"\n")
+    _resign(repo.store)
+    out = assert_tampered(oms_json, repo, 2)
+    assert "blob" in out["reason"]
+
+
+# -- what export and show hand out is verified ----------------------------------------
+
+
+def test_an_export_carries_the_checkpoint_and_an_inclusion_proof_that_verify_outside(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 5)
+    public, info = _public_key(oms_json, repo)
+    code, out = oms_json(["evidence", "export", "3", "--dsse", "--repo", repo.path])
+    assert code == EXIT_OK, out
+    statement = json.loads(base64.b64decode(out["envelope"]["payload"]))
+    predicate = statement["predicate"]
+    checkpoint = cp.verify_signed_checkpoint(
+        predicate["checkpoint"].encode(), info["note_name"], public
+    )
+    assert checkpoint.origin == predicate["log"] == repo.store.origin
+    proof = predicate["inclusion_proof"]
+    assert proof["log_index"] == 3 and proof["tree_size"] == checkpoint.size == 6
+    line = rfc8785.dumps(predicate["entry"])
+    leaf = hashlib.sha256(b"\x00" + line).digest()
+    assert proof["leaf_hash"] == leaf.hex()
+    hashes = [bytes.fromhex(h) for h in proof["hashes"]]
+    assert _rfc9162_verify(3, checkpoint.size, leaf, hashes, checkpoint.root)
+    assert base64.b64encode(checkpoint.root).decode() == proof["root"]
+
+
+@pytest.mark.parametrize("command", ["show", "export", "prove"])
+@pytest.mark.parametrize("damage", ["witness-deleted", "earlier-entry-edited", "unsigned-tail"])
+def test_show_export_and_prove_refuse_what_does_not_verify(
+    repo: Repo, oms_json: OmsJson, command: str, damage: str
+) -> None:
+    add_notes(repo.store, 3)
+    seq = 3
+    if damage == "witness-deleted":
+        repo.store.witness_path.unlink()
+    elif damage == "earlier-entry-edited":
+        lines = repo.store.lines()
+        lines[1] = _same_length_edit(lines[1])
+        write_lines(repo.store, lines)
+    else:
+        _append_raw(repo.store, _next_line(repo.store) + b"\n")
+        seq = 4
+    args = ["evidence", command, str(seq), "--repo", repo.path]
+    code, out = oms_json([*args, "--dsse"] if command == "export" else args)
+    assert code == EXIT_BLOCKED, out
+    assert out["error"]["kind"] == "tampered"
