@@ -1626,3 +1626,23 @@ def test_show_export_and_prove_refuse_what_does_not_verify(
     code, out = oms_json([*args, "--dsse"] if command == "export" else args)
     assert code == EXIT_BLOCKED, out
     assert out["error"]["kind"] == "tampered"
+
+
+GATES = {
+    "note": ["evidence", "note", "-m", "x"],
+    "result-gate": ["process-result", "--candidate", "HEAD"],
+    "transfer": ["transfer", "preview", "--to", "anthropic:claude-sonnet", "--purpose", "p"],
+}
+
+
+@pytest.mark.parametrize("gate", sorted(GATES))
+def test_every_gate_refuses_to_extend_a_log_that_fails_its_audit(
+    repo: Repo, oms_json: OmsJson, gate: str
+) -> None:
+    add_notes(repo.store, 1)
+    _append_raw(repo.store, _next_line(repo.store) + b"\n")
+    before = log_bytes(repo.store)
+    code, out = oms_json([*GATES[gate], "--repo", repo.path])
+    assert code == EXIT_BLOCKED, out
+    assert out["error"]["kind"] == "tampered"
+    assert log_bytes(repo.store) == before
