@@ -43,11 +43,14 @@ def bench_append(tmp: Path) -> dict[str, float]:
 def generate(store: EvidenceStore, n: int) -> None:
     """Write n valid entries directly (same bytes the store would write), then sign."""
     enc = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
-    prev = "0" * 64
+    genesis = store.lines()[0]  # entry 0 binds the log to its repository: keep it
+    prev = hashlib.sha256(genesis).hexdigest()
     frontier = Frontier()
+    frontier.append(leaf_hash(genesis))
     now = utc_now()
     with open(store.log_path, "wb") as f:
-        for seq in range(n):
+        f.write(genesis + b"\n")
+        for seq in range(1, n):
             line = enc(
                 {
                     "v": 1, "seq": seq, "prev": prev, "time": now, "kind": "note",

@@ -11,7 +11,7 @@ from .errors import (
     TamperDetected,
     TornTail,
 )
-from .export import entry_statement, export_dsse, prove
+from .export import VerifiedEntry, entry_statement, export_dsse, prove, show, verified_entry
 from .keys import SigningKey, create_key, load_key
 from .state import repo_id_for, state_root
 from .store import Draft, EvidenceStore
@@ -30,6 +30,7 @@ __all__ = [
     "Subject",
     "TamperDetected",
     "TornTail",
+    "VerifiedEntry",
     "audit",
     "create_key",
     "entry_statement",
@@ -37,5 +38,7 @@ __all__ = [
     "load_key",
     "prove",
     "repo_id_for",
+    "show",
     "state_root",
+    "verified_entry",
 ]

@@ -12,6 +12,10 @@ from .state import atomic_write, ensure_private_dir
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
+def is_digest(name: object) -> bool:
+    return isinstance(name, str) and bool(_HEX64.match(name))
+
+
 def _check_digest(digest: str) -> str:
     if not _HEX64.match(digest):
         raise EntryNotFound(f"not a SHA-256 hex digest: {digest[:80]!r}")

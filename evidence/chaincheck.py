@@ -67,6 +67,10 @@ def check_chunk(lines: list[bytes]) -> Chunk:
         elif obj["seq"] != seq + i:
             return stop(i, f"seq is {obj['seq']!r}, expected {seq + i}")
         elif obj["prev"] != prev:
+            if i + 1 == len(lines) or _prev_of(lines[i + 1]) == sha256(line).hexdigest():
+                # This entry is itself intact (the next one still links to it, or none
+                # follows): what changed is the entry before it.
+                return stop(i - 1, "modified: the entry after it no longer links to it")
             return stop(i, "prev does not match the hash of the entry before it")
         b = obj["blobs"]
         if b:
@@ -79,6 +83,15 @@ def check_chunk(lines: list[bytes]) -> Chunk:
     return Chunk(
         len(lines), first_seq, first_prev, prev, b"".join(leaves), frozenset(blobs), root_hex=root
     )
+
+
+def _prev_of(line: bytes) -> object:
+    """The `prev` of a line, None if it has none (only to say which entry changed)."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return obj.get("prev") if type(obj) is dict else None
 
 
 def split_whole(data: bytes) -> list[bytes]:

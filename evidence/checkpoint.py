@@ -290,16 +290,26 @@ def parse_signed_checkpoint(note: bytes) -> tuple[Checkpoint, list[tuple[str, by
     return _parse_body(text), signatures
 
 
-def verify_signed_checkpoint(note: bytes, name: str, public_key: Ed25519PublicKey) -> Checkpoint:
+def verify_signed_checkpoint(
+    note: bytes, name: str, public_key: Ed25519PublicKey, *, origin: str | None = None
+) -> Checkpoint:
     """Parse ``note`` and verify it carries a valid Ed25519 signature by ``name``.
 
     Signature lines from other keys (another name or key ID) are ignored.
     Raises CheckpointError if the note is malformed, has no signature line
-    for this name and key ID, or if any such line fails to verify.
+    for this name and key ID, or if any such line fails to verify.  With
+    ``origin``, the checkpoint's origin line must be exactly that log's
+    (C2SP tlog-checkpoint: verifiers check the origin): a signature line can
+    be renamed without breaking the signature, the signed origin cannot.
     """
     _check_name(name)
     text, signatures = _split_note(note)
     checkpoint = _parse_body(text)
+    if origin is not None and checkpoint.origin != origin:
+        raise CheckpointError(
+            f"expected a checkpoint of the log {_show(origin)}, "
+            f"found one of {_show(checkpoint.origin)}"
+        )
     key_id = note_key_hash(name, public_key)
     matching = [raw for sig_name, raw in signatures if sig_name == name and raw[:4] == key_id]
     if not matching:

@@ -11,9 +11,11 @@ from .canonical import ENTRY_KEYS, ZERO_HASH, canonical, line_hash, parse_canoni
 __all__ = [
     "ENTRY_KEYS",
     "ENTRY_VERSION",
+    "GENESIS_KIND",
     "MAX_LINE_BYTES",
     "ZERO_HASH",
     "Entry",
+    "Genesis",
     "Subject",
     "canonical",
     "line_hash",
@@ -22,6 +24,8 @@ __all__ = [
 
 ENTRY_VERSION = 1
 MAX_LINE_BYTES = 64 * 1024
+
+GENESIS_KIND = "genesis"
 
 Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
@@ -49,3 +53,16 @@ class Entry(BaseModel):
 
     def line(self) -> bytes:
         return canonical(self.model_dump(mode="json"))
+
+
+class Genesis(BaseModel):
+    """The data of entry 0: the log is bound to one repository from its first entry.
+
+    `common_dir` is the real path of the repository's git common dir at `oms init`
+    (None only for stores made through the library without a repository).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    v: int = 1
+    repo_id: Annotated[str, Field(min_length=1, max_length=256)]
+    common_dir: str | None

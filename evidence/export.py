@@ -1,54 +1,131 @@
-"""Inclusion proofs against the latest checkpoint, and DSSE/in-toto export of an entry."""
+"""Verified reads of one entry: inclusion proofs, `show`, and DSSE/in-toto export.
+
+Nothing is printed or signed before it is verified: the chain up to the entry,
+that the checkpoint and the witness (both signed for this log) cover it and have
+the root of the log they cover, and the entry's RFC 6962 inclusion proof. The
+exported predicate carries the checkpoint and the proof, so an outside verifier
+checks membership in the log, not just a signature over a line.
+"""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
+from . import checkpoint as cp
 from . import dsse
-from .errors import EntryNotFound
-from .merkle import inclusion_proof, leaf_hash, verify_inclusion
+from .canonical import ZERO_HASH
+from .chaincheck import check_chunk
+from .entry import Entry
+from .errors import EntryNotFound, TamperDetected
+from .merkle import inclusion_proof, root_from_leaf_hashes, verify_inclusion
 from .store import EvidenceStore
 
 ENTRY_PREDICATE = "https://oms.local/evidence-entry/v1"
 SLSA_VSA = "https://slsa.dev/verification_summary/v1"
 
 
-def prove(store: EvidenceStore, seq: int) -> dict[str, Any]:
-    """RFC 6962 inclusion proof of entry `seq` in the latest signed checkpoint, verified."""
-    checkpoint, note = store.latest_checkpoint()
+@dataclass(frozen=True)
+class VerifiedEntry:
+    seq: int
+    line: bytes
+    entry: Entry
+    proof: dict[str, Any]  # the inclusion proof and the checkpoint note it is against
+
+
+def _signed(store: EvidenceStore) -> tuple[cp.Checkpoint, bytes, cp.Checkpoint]:
+    checkpoint, note = store.latest_checkpoint()  # TamperDetected if missing or bad
+    witness, _ = store.witness()
+    return checkpoint, note, witness
+
+
+def verified_entry(store: EvidenceStore, seq: int) -> VerifiedEntry:
+    """Entry `seq`, verified as the module says; TamperDetected (exit 3) otherwise."""
+    checkpoint, note, witness = _signed(store)
     lines = store.lines()
     if not 0 <= seq < len(lines):
         raise EntryNotFound(f"no entry {seq}; the log has {len(lines)} entries")
-    if seq >= checkpoint.size:
-        raise EntryNotFound(f"entry {seq} is not yet covered by a checkpoint")
-    leaves = [leaf_hash(line) for line in lines[: checkpoint.size]]
-    proof = inclusion_proof(seq, leaves)
-    ok = verify_inclusion(seq, checkpoint.size, leaves[seq], proof, checkpoint.root)
-    return {
+    covered = min(checkpoint.size, witness.size)
+    if seq >= covered:
+        raise TamperDetected(
+            f"entry {seq} is not covered by the signed checkpoint and witness "
+            f"(they cover {covered} entries); run `oms evidence audit`",
+            seq=seq,
+        )
+    span = max(checkpoint.size, witness.size)
+    if span > len(lines):
+        raise TamperDetected("the log is shorter than its checkpoint: run `oms evidence audit`")
+    chunk = check_chunk(lines[:span])
+    if chunk.bad_index is not None or chunk.first_seq != 0 or chunk.first_prev != ZERO_HASH:
+        bad = chunk.bad_index or 0
+        raise TamperDetected(f"entry {bad}: {chunk.bad_reason or 'bad chain start'}", seq=bad)
+    problem = store.genesis_problem(lines[0])
+    if problem is not None:
+        raise TamperDetected(f"entry 0: {problem}", seq=0)
+    leaves = [chunk.leaves[i : i + 32] for i in range(0, 32 * span, 32)]
+    for name, c in (("checkpoint", checkpoint), ("witness checkpoint", witness)):
+        if root_from_leaf_hashes(leaves[: c.size]) != c.root:
+            raise TamperDetected(f"the {name} root does not match the first {c.size} entries")
+    path = inclusion_proof(seq, leaves[: checkpoint.size])
+    if not verify_inclusion(seq, checkpoint.size, leaves[seq], path, checkpoint.root):
+        raise TamperDetected(f"the inclusion proof of entry {seq} does not verify", seq=seq)
+    try:
+        entry = Entry.model_validate_json(lines[seq])
+    except ValueError:
+        raise TamperDetected(f"entry {seq} is not a valid entry", seq=seq) from None
+    proof = {
         "seq": seq,
         "leaf_hash": leaves[seq].hex(),
         "tree_size": checkpoint.size,
         "root": base64.b64encode(checkpoint.root).decode(),
-        "proof": [p.hex() for p in proof],
-        "verified": ok,
+        "proof": [p.hex() for p in path],
+        "verified": True,
         "checkpoint": note.decode("utf-8"),
+    }
+    return VerifiedEntry(seq, lines[seq], entry, proof)
+
+
+def prove(store: EvidenceStore, seq: int) -> dict[str, Any]:
+    """RFC 6962 inclusion proof of entry `seq` in the latest signed checkpoint, verified."""
+    return verified_entry(store, seq).proof
+
+
+def show(store: EvidenceStore, seq: int) -> dict[str, Any]:
+    """One entry, only once it is verified as part of the signed log."""
+    return verified_entry(store, seq).entry.model_dump(mode="json")
+
+
+def _membership(store: EvidenceStore, v: VerifiedEntry) -> dict[str, Any]:
+    """What an outside verifier needs to check the entry is in the log."""
+    p = v.proof
+    return {
+        "log": store.origin,
+        "checkpoint": p["checkpoint"],
+        "inclusion_proof": {
+            "log_index": v.seq,
+            "tree_size": p["tree_size"],
+            "leaf_hash": p["leaf_hash"],
+            "hashes": p["proof"],
+            "root": p["root"],
+        },
     }
 
 
 def entry_statement(store: EvidenceStore, seq: int) -> dict[str, Any]:
-    """An in-toto Statement v1 for an entry.
+    """An in-toto Statement v1 for an entry, verified first.
 
     Subjects: the entry's own subjects plus the entry line itself. A `result`
     entry carries a SLSA verification-summary predicate; others carry the entry.
+    Both carry the checkpoint and the inclusion proof of the entry line.
     """
-    line = store.line(seq)
-    entry = store.entry(seq)  # TamperDetected if the line is not a valid entry
+    v = verified_entry(store, seq)
+    entry = v.entry
     subjects: list[dict[str, Any]] = [s.model_dump() for s in entry.subject]
     this_entry = {
         "uri": f"oms-evidence/{store.repo_id}/{seq}",
-        "digest": {"sha256": hashlib.sha256(line).hexdigest()},
+        "digest": {"sha256": hashlib.sha256(v.line).hexdigest()},
     }
     if entry.kind == "result" and "vsa" in entry.data and subjects:
         # The subject is the verified commit alone; the entry is the attestation input.
@@ -77,11 +154,12 @@ def entry_statement(store: EvidenceStore, seq: int) -> dict[str, Any]:
                     }
                     for c in d.get("checks", [])
                 ],
+                **_membership(store, v),
             },
         }
         return dsse.statement(subjects, SLSA_VSA, predicate)
     subjects.append({"name": this_entry["uri"], "digest": this_entry["digest"]})
-    predicate = {"entry": entry.model_dump(mode="json"), "log": store.origin}
+    predicate = {"entry": entry.model_dump(mode="json"), **_membership(store, v)}
     return dsse.statement(subjects, ENTRY_PREDICATE, predicate)
 
 

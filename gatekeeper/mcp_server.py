@@ -58,13 +58,34 @@ class Result(BaseModel):
     data: dict[str, Any]
 
 
+def _hide_paths(text: str) -> str:
+    """`$OMS_HOME` and `~` in place of their real paths: a client learns neither."""
+    root = state_root()
+    for secret_path, shown in (
+        (os.path.realpath(root), "$OMS_HOME"),
+        (str(root), "$OMS_HOME"),
+        (os.path.expanduser("~"), "~"),
+    ):
+        if len(secret_path) > 1:
+            text = text.replace(secret_path, shown)
+    return text
+
+
+def _hide_paths_in(value: Any) -> Any:
+    if isinstance(value, str):
+        return _hide_paths(value)
+    if isinstance(value, dict):
+        return {k: _hide_paths_in(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hide_paths_in(v) for v in value]
+    return value
+
+
 def _clean_error(exc: BaseException) -> str:
     known = classify(exc)
     kind = known[1] if known else "internal"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    for secret_path, shown in ((str(state_root()), "$OMS_HOME"), (os.path.expanduser("~"), "~")):
-        text = text.replace(secret_path, shown)
-    return sanitize(f"{kind}: {text}", limit=400)
+    return sanitize(f"{kind}: {_hide_paths(text)}", limit=400)
 
 
 def _sent_size(result: Result) -> int:
@@ -154,7 +175,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     )
 
     def store() -> EvidenceStore:
-        return EvidenceStore.open(state_root(), repo.repo_id)
+        return EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
 
     policies = PolicyCache(repo.top)
 
@@ -167,7 +188,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     @tool_errors
     async def oms_doctor() -> Result:
         report, ready = await _thread(doctor_mod.doctor, repo.top)
-        return bounded({"ready": ready, **report})
+        return bounded(_hide_paths_in({**report, "ready": ready}))
 
     @server.tool(
         description="The effective policy of this repository (at HEAD) and, for "
@@ -311,8 +332,12 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
                  "witness, blobs).", annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_evidence_audit() -> Result:
-        report = await _thread(audit, store())
-        return bounded(report.to_json())
+        # Opened without the binding check: a log of another repository is a report.
+        s = EvidenceStore.open(
+            state_root(), repo.repo_id, common_dir=repo.common_dir, check_binding=False
+        )
+        report = await _thread(audit, s)
+        return bounded(_hide_paths_in(report.to_json()))
 
     @server.tool(description="List files of the repository (tracked and untracked, not "
                  "ignored; secret-looking and dependency paths skipped), paged.",

@@ -14,6 +14,7 @@ from evidence import (
     prove,
     state_root,
 )
+from evidence import show as show_entry
 from evidence.state import ensure_private_dir
 
 from .errors import UsageError
@@ -23,16 +24,20 @@ MAX_NOTE_CHARS = 4096
 MAX_ATTACHMENT_BYTES = 64 << 20
 
 
-def open_store(repo_dir: Path) -> tuple[Repo, EvidenceStore]:
+def open_store(repo_dir: Path, *, check_binding: bool = True) -> tuple[Repo, EvidenceStore]:
+    """The repository and its store, whose genesis entry must name this common dir."""
     repo = open_repo(repo_dir)
-    return repo, EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(
+        state_root(), repo.repo_id, common_dir=repo.common_dir, check_binding=check_binding
+    )
+    return repo, store
 
 
 def init(repo_dir: Path, default_branch: str | None = None) -> dict[str, Any]:
     root = state_root()
     ensure_private_dir(root)
     repo = open_repo(repo_dir)
-    store, created = EvidenceStore.init(root, repo.repo_id)
+    store, created = EvidenceStore.init(root, repo.repo_id, repo.common_dir)
     recorded = record_default_branch(repo, default_branch) if default_branch else None
     return {
         "created": created,
@@ -72,13 +77,14 @@ def note(repo_dir: Path, message: str, attach: Path | None) -> dict[str, Any]:
 
 
 def audit_repo(repo_dir: Path) -> AuditReport:
-    _, store = open_store(repo_dir)
+    # The audit reports a log bound to another repository; it does not refuse to look.
+    _, store = open_store(repo_dir, check_binding=False)
     return audit(store)
 
 
 def show(repo_dir: Path, seq: int) -> dict[str, Any]:
     _, store = open_store(repo_dir)
-    return store.entry(seq).model_dump(mode="json")
+    return show_entry(store, seq)
 
 
 def prove_entry(repo_dir: Path, seq: int) -> dict[str, Any]:

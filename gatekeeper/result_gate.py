@@ -402,7 +402,7 @@ def _gate(
 ) -> tuple[Verdict, Repo]:
     clock = _Clock()
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
     candidate = resolve_commit(repo.top, candidate_ref)
     # The policy from the default branch's tip, never the candidate or a caller's base.

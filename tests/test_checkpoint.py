@@ -441,3 +441,23 @@ def test_origin_need_not_match_key_name() -> None:
 def test_sign_note_rejects_text_without_trailing_newline() -> None:
     with pytest.raises(CheckpointError, match="ending in a newline"):
         sign_note(b"abc", LOG_NAME, LOG_KEY)
+
+
+def test_a_checkpoint_of_another_log_is_rejected_when_the_origin_is_checked() -> None:
+    # A signature line can be renamed (its key id recomputed from the public key)
+    # without breaking the signature over the text; the origin line cannot change.
+    key = Ed25519PrivateKey.generate()
+    note = sign_checkpoint(
+        Checkpoint("example.com/log-a", 3, b"\x01" * 32), "example.com/log-a", key
+    )
+    text, _, sig = note.decode().rpartition("\n\n")
+    raw = base64.b64decode(sig.split(" ")[2])
+    renamed = base64.b64encode(note_key_hash("example.com/log-b", key.public_key()) + raw[4:])
+    relabelled = f"{text}\n\n\u2014 example.com/log-b {renamed.decode()}\n".encode()
+    assert verify_signed_checkpoint(relabelled, "example.com/log-b", key.public_key()).size == 3
+    with pytest.raises(CheckpointError, match="expected a checkpoint of the log"):
+        verify_signed_checkpoint(
+            relabelled, "example.com/log-b", key.public_key(), origin="example.com/log-b"
+        )
+    assert verify_signed_checkpoint(note, "example.com/log-a", key.public_key(),
+                                    origin="example.com/log-a").size == 3  # fmt: skip

@@ -37,6 +37,7 @@ from evidence import (
     Draft,
     EvidenceStore,
     StoreUnavailable,
+    TamperDetected,
     TornTail,
     audit,
     export_dsse,
@@ -64,7 +65,7 @@ def repo(git_repo: Path, oms_home: Path) -> Repo:
     """A git repository with its evidence store initialised (through the library, which is
     what `oms init` calls; `test_cli_init_*` pins that the CLI picks the same store)."""
     repo_id = repo_id_for(git_repo / ".git")
-    store, created = EvidenceStore.init(oms_home, repo_id)
+    store, created = EvidenceStore.init(oms_home, repo_id, git_repo / ".git")
     assert created
     return Repo(git_repo, repo_id, store, {"repo_id": repo_id, "key_id": store.key.key_id})
 
@@ -130,7 +131,7 @@ def test_cli_init_creates_the_store_and_is_idempotent(
     code, first = oms_json(["init", "--repo", git_repo])
     assert code == EXIT_OK, first
     assert first["created"] is True
-    assert first["entries"] == 0
+    assert first["entries"] == 1  # the genesis entry
     assert first["repo_id"] == repo_id_for(git_repo / ".git")
     assert first["state_root"] == str(oms_home)
     store = EvidenceStore.open(oms_home, first["repo_id"])
@@ -147,7 +148,7 @@ def test_cli_init_creates_the_store_and_is_idempotent(
     assert again["created"] is False
     assert again["repo_id"] == first["repo_id"]
     assert again["key_id"] == first["key_id"]
-    assert again["entries"] == 1
+    assert again["entries"] == 2
     assert key_file.read_bytes() == key_before
     assert log_bytes(store) == log_before
     assert store.checkpoint_path.read_bytes() == checkpoint_before
@@ -279,8 +280,8 @@ def test_a_fresh_store_with_no_entries_audits_intact(git_repo: Path, oms_json: O
     code, out = oms_json(["evidence", "audit", "--repo", git_repo])
     assert code == EXIT_OK, out
     assert out["intact"] is True
-    assert out["entries"] == 0
-    assert out["checkpoint_size"] == 0 and out["witness_size"] == 0
+    assert out["entries"] == 1  # the genesis entry, signed
+    assert out["checkpoint_size"] == 1 and out["witness_size"] == 1
 
 
 def _first_line_of_second_chunk(data: bytes) -> int:
@@ -319,7 +320,7 @@ def test_the_parallel_audit_checks_the_joins_between_chunks(
     b = _first_line_of_second_chunk(log_bytes(lib_store))
     assert b == 32
     report = audit(lib_store)
-    assert report.intact and report.entries == 40
+    assert report.intact and report.entries == 41
 
     cases: dict[str, tuple[list[bytes], int | None]] = {
         "deleted first line of chunk 2": ([*original[:b], *original[b + 1 :]], b),
@@ -327,10 +328,11 @@ def test_the_parallel_audit_checks_the_joins_between_chunks(
             [*original[: b - 1], original[b], original[b - 1], *original[b + 1 :]],
             b - 1,
         ),
-        # Canonical, correct seq and prev, but its hash no longer matches the next prev.
+        # Canonical, correct seq and prev, but its hash no longer matches the next prev:
+        # the entry reported is the one that changed.
         "rewritten last line of chunk 1": (
             [*original[: b - 1], _reline(original, b - 1, data={"x": 1}), *original[b:]],
-            b,
+            b - 1,
         ),
         "wrong seq on the first line of chunk 2": (
             [*original[:b], _reline(original, b, seq=b + 100), *original[b + 1 :]],
@@ -404,7 +406,7 @@ def _empty(lines: list[bytes]) -> list[bytes]:
 
 @pytest.mark.parametrize(
     ("reshape", "first_bad"),
-    [(_delete, 1), (_duplicate, 2), (_swap, 1), (_truncate, 3), (_empty, 0)],
+    [(_delete, 1), (_duplicate, 2), (_swap, 1), (_truncate, 4), (_empty, 0)],
     ids=["deleted", "duplicated", "swapped", "truncated", "emptied"],
 )
 def test_deleted_duplicated_swapped_and_truncated_lines_are_detected(
@@ -440,10 +442,10 @@ def _roll_back(repo: Repo, tmp_path: Path) -> bytes:
     shutil.rmtree(repo.store.dir)
     shutil.copytree(saved, repo.store.dir)
     restored = log_bytes(repo.store)
-    assert len(repo.store.lines()) == 2
+    assert len(repo.store.lines()) == 3  # genesis and two notes
     # The restored directory is self-consistent: log and checkpoint agree.
     checkpoint = cp.parse_signed_checkpoint(repo.store.checkpoint_path.read_bytes())[0]
-    assert checkpoint.size == 2
+    assert checkpoint.size == 3
     return restored
 
 
@@ -452,9 +454,9 @@ def test_a_rolled_back_evidence_directory_is_caught_by_the_witness(
 ) -> None:
     restored = _roll_back(repo, tmp_path)
     assert repo.store.witness_path == oms_home / "witness" / repo.repo_id
-    out = assert_tampered(oms_json, repo, 2)
+    out = assert_tampered(oms_json, repo, 3)
     assert "witness" in out["reason"]
-    assert out["checkpoint_size"] == 2
+    assert out["checkpoint_size"] == 3
 
     code, refused = oms_json(
         ["evidence", "note", "-m", "on top of a rollback", "--repo", repo.path]
@@ -491,7 +493,7 @@ def test_init_does_not_re_sign_a_log_whose_checkpoints_were_deleted(
 
 
 def _forge_entry_1(store: EvidenceStore, message: str) -> None:
-    """Rewrite entry 1 and re-link entry 2 so that the hash chain alone looks fine."""
+    """Rewrite entry 1 and re-link entry 2 (the last) so that the hash chain looks fine."""
     lines = store.lines()
     forged = json.loads(lines[1])
     forged["data"] = {"message": message}
@@ -509,9 +511,9 @@ def _forge_entry_1(store: EvidenceStore, message: str) -> None:
 def test_a_rewritten_entry_is_not_laundered_by_a_later_append(
     repo: Repo, oms_json: OmsJson, forgery: str
 ) -> None:
-    add_notes(repo.store, 3)
+    add_notes(repo.store, 2)
     before = log_bytes(repo.store)
-    # "note 1" -> "note X" keeps every byte offset, so the size-keyed tree.json cache
+    # "note 0" -> "note X" keeps every byte offset, so the size-keyed tree.json cache
     # still matches; a longer message does not.
     _forge_entry_1(repo.store, "note X" if forgery.startswith("same") else "never happened")
     assert (len(log_bytes(repo.store)) == len(before)) is forgery.startswith("same")
@@ -519,10 +521,12 @@ def test_a_rewritten_entry_is_not_laundered_by_a_later_append(
         (repo.store.dir / "tree.json").unlink()
     assert_tampered(oms_json, repo, None)  # the hash chain is consistent: the root catches it
 
+    # The append proves the witnessed bytes (the extent the witness signs), so even a
+    # same-length rewrite with the frontier cache intact is refused, nothing appended.
+    tampered = log_bytes(repo.store)
     code, _ = oms_json(["evidence", "note", "-m", "an honest note", "--repo", repo.path])
-    if forgery != "same-length-entry-cache-kept":
-        assert code == EXIT_BLOCKED
-    # Whether or not the append was taken, the forgery must stay detectable.
+    assert code == EXIT_BLOCKED
+    assert log_bytes(repo.store) == tampered
     assert cli_audit(oms_json, repo)[0] == EXIT_BLOCKED
 
 
@@ -541,7 +545,7 @@ def test_a_modified_or_deleted_blob_is_detected(
     )
     assert code == EXIT_OK
     add_notes(repo.store, 1, start=5)
-    assert assert_intact(oms_json, repo, 3)["blobs_checked"] == 1
+    assert assert_intact(oms_json, repo, 4)["blobs_checked"] == 1
 
     blob = repo.store.blobs.path(out["blobs"][0])
     if damage == "deleted":
@@ -564,7 +568,7 @@ def test_a_checkpoint_re_signed_by_another_key_is_detected(
 
     # Control: the same body signed again by the real key verifies.
     path.write_bytes(cp.sign_checkpoint(body, repo.store.origin, load_key(oms_home).private))
-    assert_intact(oms_json, repo, 3)
+    assert_intact(oms_json, repo, 4)
 
     path.write_bytes(cp.sign_checkpoint(body, repo.store.origin, Ed25519PrivateKey.generate()))
     out = assert_tampered(oms_json, repo, None)
@@ -670,10 +674,10 @@ def test_a_full_disk_appends_nothing_and_leaves_the_log_intact(
     out = parse_json(proc)
     assert out["error"]["kind"] == "unavailable"
     assert log_bytes(repo.store) == before
-    assert_intact(oms_json, repo, 3)
+    assert_intact(oms_json, repo, 4)
     code, _ = oms_json(["evidence", "note", "-m", "fits now", "--repo", repo.path])
     assert code == EXIT_OK
-    assert_intact(oms_json, repo, 4)
+    assert_intact(oms_json, repo, 5)
 
 
 BWRAP = Path("/usr/bin/bwrap")
@@ -709,7 +713,7 @@ def test_a_read_only_state_root_appends_nothing(
     out = parse_json(proc)
     assert out["error"]["kind"] == "unavailable"
     assert tree_snapshot(oms_home) == before
-    assert_intact(oms_json, repo, 2)
+    assert_intact(oms_json, repo, 3)
 
 
 # -- crashes and concurrency --------------------------------------------------------
@@ -824,8 +828,8 @@ def test_eight_concurrent_appenders_build_one_linear_chain(
         acks += _acks(stdout)
     report = audit(lib_store)
     assert report.intact, report
-    assert report.entries == 400
-    assert sorted(seq for seq, _, _ in acks) == list(range(400))
+    assert report.entries == 401  # and the genesis entry
+    assert sorted(seq for seq, _, _ in acks) == list(range(1, 401))
     assert sorted((p, i) for _, p, i in acks) == [(p, i) for p in range(8) for i in range(50)]
     lines = lib_store.lines()
     prev = "0" * 64
@@ -853,7 +857,7 @@ def test_a_torn_last_line_blocks_appends_until_repair_quarantines_exactly_it(
     code, report = cli_audit(oms_json, repo)
     assert code == EXIT_BLOCKED
     assert report["intact"] is False
-    assert report["first_bad_seq"] == 2
+    assert report["first_bad_seq"] == 3
     assert report["torn_tail_bytes"] == len(torn)
     assert "torn" in report["reason"]
 
@@ -866,19 +870,23 @@ def test_a_torn_last_line_blocks_appends_until_repair_quarantines_exactly_it(
     assert code == EXIT_OK, repaired
     assert repaired["repaired"] is True
     assert repaired["quarantined_bytes"] == len(torn)
-    assert repaired["seq"] == 2
+    assert repaired["seq"] == 3
     (quarantine,) = repo.store.dir.glob("quarantine-*")
     assert quarantine.read_bytes() == torn
     assert log_bytes(repo.store).startswith(complete)  # no complete entry was touched
 
-    code, entry = oms_json(["evidence", "show", "2", "--repo", repo.path])
+    code, entry = oms_json(["evidence", "show", "3", "--repo", repo.path])
     assert code == EXIT_OK
     assert entry["kind"] == "repair"
-    assert entry["data"] == {"quarantined_bytes": len(torn), "quarantine_file": quarantine.name}
+    assert entry["data"] == {
+        "quarantined_bytes": len(torn),
+        "quarantined_entries": 0,
+        "quarantine_file": quarantine.name,
+    }
     assert entry["blobs"] == [hashlib.sha256(torn).hexdigest()]
     assert repo.store.blobs.get(entry["blobs"][0]) == torn
 
-    assert assert_intact(oms_json, repo, 3)["blobs_checked"] == 1
+    assert assert_intact(oms_json, repo, 4)["blobs_checked"] == 1
     code, _ = oms_json(["evidence", "note", "-m", "accepted again", "--repo", repo.path])
     assert code == EXIT_OK
 
@@ -891,7 +899,7 @@ def test_repair_on_a_clean_log_does_nothing(repo: Repo, oms_json: OmsJson) -> No
     assert out["repaired"] is False
     assert out["quarantined_bytes"] == 0
     assert tree_snapshot(repo.store.dir) == before
-    assert_intact(oms_json, repo, 3)
+    assert_intact(oms_json, repo, 4)
 
 
 def test_library_append_refuses_a_torn_tail(lib_store: EvidenceStore) -> None:
@@ -912,13 +920,13 @@ def test_library_append_refuses_a_torn_tail(lib_store: EvidenceStore) -> None:
 def test_append_many_appends_a_linked_batch_under_one_checkpoint(lib_store: EvidenceStore) -> None:
     add_notes(lib_store, 2)
     entries = lib_store.append_many([Draft(kind="note", data={"n": n}) for n in range(3)])
-    assert [e.seq for e in entries] == [2, 3, 4]
+    assert [e.seq for e in entries] == [3, 4, 5]
     lines = lib_store.lines()
     for e in entries:
         assert e.prev == hashlib.sha256(lines[e.seq - 1]).hexdigest()
         assert lines[e.seq] == e.line()
     checkpoint, _ = lib_store.latest_checkpoint()
-    assert checkpoint.size == 5
+    assert checkpoint.size == 6
     assert audit(lib_store).intact
 
 
@@ -972,7 +980,7 @@ def _public_key(oms_json: OmsJson, repo: Repo) -> tuple[Ed25519PublicKey, dict[s
 def test_prove_gives_a_verified_inclusion_proof_that_checks_independently(
     repo: Repo, oms_json: OmsJson
 ) -> None:
-    add_notes(repo.store, 7)
+    add_notes(repo.store, 6)  # with the genesis entry, 7 in all
     public, info = _public_key(oms_json, repo)
     line = repo.store.lines()[2]
     code, out = oms_json(["evidence", "prove", "2", "--repo", repo.path])
@@ -997,15 +1005,15 @@ def test_prove_gives_a_verified_inclusion_proof_that_checks_independently(
 def test_prove_of_a_modified_entry_is_not_verified(repo: Repo, oms_json: OmsJson) -> None:
     add_notes(repo.store, 4)
     lines = repo.store.lines()
-    lines[2] = lines[2].replace(b"note 2", b"note X")
+    lines[2] = lines[2].replace(b"note 1", b"note X")
     write_lines(repo.store, lines)
     code, out = oms_json(["evidence", "prove", "2", "--repo", repo.path])
     assert code == EXIT_BLOCKED, out
-    assert out["verified"] is False
+    assert out["error"]["kind"] == "tampered"
 
 
 def test_library_prove_verifies_every_entry(lib_store: EvidenceStore) -> None:
-    add_notes(lib_store, 11)
+    add_notes(lib_store, 10)  # 11 entries with the genesis entry
     checkpoint, _ = lib_store.latest_checkpoint()
     for seq, line in enumerate(lib_store.lines()):
         out = prove(lib_store, seq)
@@ -1096,10 +1104,10 @@ def test_worktrees_and_subdirectories_share_one_log(
     assert oms_json(["init", "--repo", sub])[1]["repo_id"] == repo.repo_id
 
     assert oms_json(["evidence", "note", "-m", "from main", "--repo", repo.path])[0] == EXIT_OK
-    assert oms_json(["evidence", "audit", "--repo", worktree])[1]["entries"] == 1
+    assert oms_json(["evidence", "audit", "--repo", worktree])[1]["entries"] == 2
     assert oms_json(["evidence", "note", "-m", "from worktree", "--repo", worktree])[0] == EXIT_OK
     code, out = oms_json(["evidence", "audit", "--repo", repo.path])
-    assert code == EXIT_OK and out["entries"] == 2
+    assert code == EXIT_OK and out["entries"] == 3
 
 
 def test_separate_repositories_get_separate_logs(
@@ -1113,7 +1121,7 @@ def test_separate_repositories_get_separate_logs(
     assert out["repo_id"] != repo.repo_id
     assert out["key_id"] == repo.init["key_id"]  # one key per state root
     oms_json(["evidence", "note", "-m", "x", "--repo", other])
-    assert oms_json(["evidence", "audit", "--repo", repo.path])[1]["entries"] == 0
+    assert oms_json(["evidence", "audit", "--repo", repo.path])[1]["entries"] == 1
 
 
 # -- the command contract --------------------------------------------------------------
@@ -1144,7 +1152,8 @@ def _error_args(
 ) -> tuple[list[Any], int, str]:
     args, where, code, kind = ERROR_CASES[case]
     if where is True:
-        EvidenceStore.init(oms_home, repo_id_for(git_repo / ".git"))  # what `oms init` does
+        # what `oms init` does
+        EvidenceStore.init(oms_home, repo_id_for(git_repo / ".git"), git_repo / ".git")
         target: Path = git_repo
     elif where is False:
         target = git_repo
@@ -1206,11 +1215,11 @@ def test_successful_commands_print_exactly_one_json_object(
     repo: Repo, oms_json: OmsJson, tmp_path: Path
 ) -> None:
     code, out = oms_json(["evidence", "note", "-m", "hello\x1b[31m", "--repo", repo.path])
-    assert code == EXIT_OK and out["seq"] == 0 and out["kind"] == "note"
-    code, shown = oms_json(["evidence", "show", "0", "--repo", repo.path])
+    assert code == EXIT_OK and out["seq"] == 1 and out["kind"] == "note"
+    code, shown = oms_json(["evidence", "show", "1", "--repo", repo.path])
     assert code == EXIT_OK
     assert shown["data"] == {"message": "hello\x1b[31m"}  # stored as data, verbatim
-    assert shown["prev"] == "0" * 64 and shown["seq"] == 0
+    assert shown["prev"] == hashlib.sha256(repo.store.lines()[0]).hexdigest()
     for args in (["evidence", "audit"], ["evidence", "key"], ["evidence", "repair"]):
         code, _ = oms_json([*args, "--repo", repo.path])
         assert code == EXIT_OK, args
@@ -1243,7 +1252,7 @@ def test_the_parallel_audit_combines_both_halves_into_the_signed_root(
     import evidence.chaincheck as chaincheck
 
     monkeypatch.setattr(chaincheck, "PARALLEL_BYTES", 0)
-    add_notes(lib_store, n)
+    add_notes(lib_store, n - 1)  # n entries with the genesis entry
     chunks = chaincheck.check_whole_lines(str(lib_store.log_path), log_bytes(lib_store))
     assert [c.count for c in chunks] == [
         _first_line_of_second_chunk(log_bytes(lib_store)),
@@ -1259,3 +1268,381 @@ def test_the_parallel_audit_combines_both_halves_into_the_signed_root(
     lib_store.checkpoint_path.write_bytes(bad)
     report = audit(lib_store)
     assert not report.intact and "root does not match" in (report.reason or "")
+
+
+# -- intact means signed: the pending checkpoint, interrupted appends, foreign lines ----
+
+
+def _next_line(store: EvidenceStore, **data: Any) -> bytes:
+    """A well-formed entry line that continues the chain (seq, prev) as oms would write it:
+    only a signed checkpoint tells it apart from one of oms' own."""
+    lines = store.lines()
+    obj = {
+        "v": 1, "seq": len(lines), "prev": hashlib.sha256(lines[-1]).hexdigest(),
+        "time": "2026-01-01T00:00:00.000000Z", "kind": "note", "subject": [],
+        "data": data or {"message": "not written by oms"}, "blobs": [], "policy": None,
+    }  # fmt: skip
+    return rfc8785.dumps(obj)
+
+
+def _append_raw(store: EvidenceStore, data: bytes) -> None:
+    with open(store.log_path, "ab") as f:
+        f.write(data)
+
+
+def test_a_foreign_complete_line_is_refused_by_append_and_audit_and_repair_quarantines_it(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 2)
+    foreign = _next_line(repo.store)
+    _append_raw(repo.store, foreign + b"\n")
+    before = log_bytes(repo.store)
+
+    code, refused = oms_json(["evidence", "note", "-m", "on top", "--repo", repo.path])
+    assert code == EXIT_BLOCKED, refused
+    assert refused["error"]["kind"] == "tampered"
+    assert log_bytes(repo.store) == before  # nothing appended, nothing signed over it
+    assert cp.parse_signed_checkpoint(repo.store.witness_path.read_bytes())[0].size == 3
+
+    out = assert_tampered(oms_json, repo, 3)
+    assert "no signed checkpoint" in out["reason"]
+    code, exported = oms_json(["evidence", "export", "3", "--dsse", "--repo", repo.path])
+    assert code == EXIT_BLOCKED and exported["error"]["kind"] == "tampered"
+
+    code, repaired = oms_json(["evidence", "repair", "--repo", repo.path])
+    assert code == EXIT_OK, repaired
+    assert repaired["quarantined_entries"] == 1 and repaired["seq"] == 3
+    (quarantine,) = repo.store.dir.glob("quarantine-*")
+    assert quarantine.read_bytes() == foreign + b"\n"
+    assert_intact(oms_json, repo, 4)
+    assert oms_json(["evidence", "note", "-m", "after", "--repo", repo.path])[0] == EXIT_OK
+
+
+def test_a_forged_pending_checkpoint_does_not_get_a_foreign_line_adopted(
+    lib_store: EvidenceStore,
+) -> None:
+    from evidence.pending import Pending, log_extension
+
+    add_notes(lib_store, 1)
+    foreign = _next_line(lib_store) + b"\n"
+    lines = [*lib_store.lines(), foreign[:-1]]
+    data = log_bytes(lib_store) + foreign
+    root = root_from_leaves(lines)
+    offset = len(log_bytes(lib_store))
+    ext = log_extension(len(data), hashlib.sha256(data).hexdigest())
+    body = cp.Checkpoint(lib_store.origin, len(lines), root, (ext,))
+    other = Ed25519PrivateKey.generate()  # the right shape, the wrong key
+    note = cp.sign_checkpoint(body, lib_store.origin, other)
+    lib_store.pending_path.write_bytes(Pending(offset, note, foreign).encode())
+    _append_raw(lib_store, foreign)
+    with pytest.raises(TamperDetected, match="not covered"):
+        add_notes(lib_store, 1)
+    assert log_bytes(lib_store) == data
+    report = audit(lib_store)
+    assert not report.intact and report.first_bad_seq == 2
+
+
+def root_from_leaves(lines: list[bytes]) -> bytes:
+    from evidence.merkle import root_from_leaf_hashes
+
+    return root_from_leaf_hashes([hashlib.sha256(b"\x00" + x).digest() for x in lines])
+
+
+KILL_SCRIPT = r"""
+import os, signal, sys
+from pathlib import Path
+import evidence.store as st
+from evidence import Draft, EvidenceStore
+
+root, repo_id, kill_at = sys.argv[1], sys.argv[2], sys.argv[3]
+real_write, real_append = st.atomic_write, st.append_lines
+writes = []
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def atomic_write(path, data, **kw):
+    writes.append(path.name)
+    if kill_at == f"before-write-{len(writes)}":
+        die()
+    real_write(path, data, **kw)
+    if kill_at == f"after-write-{len(writes)}":
+        die()
+
+def append_lines(path, lines):
+    if kill_at == "mid-lines":  # a short write, as a SIGKILL in write(2) leaves it
+        with open(path, "ab") as f:
+            f.write(b"\n".join(lines)[: len(lines[0]) // 2])
+        die()
+    real_append(path, lines)
+    if kill_at == "after-lines":
+        die()
+
+st.atomic_write, st.append_lines = atomic_write, append_lines
+store = EvidenceStore.open(Path(root), repo_id)
+store.append_many([Draft(kind="note", data={"killed": kill_at, "i": i}) for i in range(2)])
+print("acknowledged", flush=True)
+"""
+
+# Where an append is killed, and whether its two entries are then in the log: the pending
+# checkpoint is write 1; checkpoint, witness and the tree cache are writes 2, 3 and 4.
+KILL_POINTS = {
+    "before-write-1": False,  # nothing written
+    "after-write-1": False,  # pending checkpoint only: its lines never reached the log
+    "mid-lines": False,  # a torn batch of this key: rolled back to a quarantine file
+    "after-lines": True,  # lines complete, checkpoint not yet promoted: adopted
+    "after-write-2": True,  # checkpoint promoted, witness not yet: adopted
+    "after-write-3": True,  # witness written, the pending file not yet removed
+    "after-write-4": True,  # everything but the return
+}
+
+
+@pytest.mark.parametrize("kill_at", sorted(KILL_POINTS))
+def test_an_append_killed_at_any_step_never_blocks_the_next_gate(
+    repo: Repo, oms_env: dict[str, str], oms_json: OmsJson, kill_at: str
+) -> None:
+    add_notes(repo.store, 1)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, str(repo.store.root), repo.repo_id, kill_at],
+        env=oms_env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, (proc.stdout, proc.stderr)  # it did run, and die
+    assert "acknowledged" not in proc.stdout
+
+    code, out = oms_json(["evidence", "note", "-m", "the next gate", "--repo", repo.path])
+    assert code == EXIT_OK, out
+    killed = [json.loads(x)["data"] for x in repo.store.lines() if b'"killed"' in x]
+    assert killed == ([{"killed": kill_at, "i": 0}, {"killed": kill_at, "i": 1}]
+                      if KILL_POINTS[kill_at] else [])  # fmt: skip
+    assert out["seq"] == 2 + len(killed)
+    assert_intact(oms_json, repo, out["seq"] + 1)
+    assert not repo.store.pending_path.exists()
+
+
+def test_an_interrupted_append_is_reported_until_adopted_and_repair_adopts_it(
+    repo: Repo, oms_env: dict[str, str], oms_json: OmsJson
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_SCRIPT, str(repo.store.root), repo.repo_id, "after-lines"],
+        env=oms_env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL
+    out = assert_tampered(oms_json, repo, 1)  # complete, but the witness does not cover it
+    assert "interrupted append" in out["reason"]
+    code, repaired = oms_json(["evidence", "repair", "--repo", repo.path])
+    assert code == EXIT_OK and repaired["adopted_entries"] == 2, repaired
+    assert not list(repo.store.dir.glob("quarantine-*"))
+    assert_intact(oms_json, repo, 3)
+
+
+def test_a_batch_signs_one_checkpoint(lib_store: EvidenceStore, monkeypatch: Any) -> None:
+    import evidence.store as st
+
+    signed: list[int] = []
+    real = st.cp.sign_checkpoint
+
+    def counting(c: cp.Checkpoint, name: str, key: Ed25519PrivateKey) -> bytes:
+        signed.append(c.size)
+        return real(c, name, key)
+
+    monkeypatch.setattr(st.cp, "sign_checkpoint", counting)
+    lib_store.append_many([Draft(kind="note", data={"n": n}) for n in range(5)])
+    assert signed == [6]
+
+
+# -- the first bad seq is the entry that changed ----------------------------------------
+
+
+def _same_length_edit(line: bytes) -> bytes:
+    """One character of the entry's data changed: canonical, same length, same seq and prev."""
+    obj = json.loads(line)
+    text = json.dumps(obj["data"], sort_keys=True)
+    obj["data"] = json.loads(text.replace("e", "E", 1))
+    changed = rfc8785.dumps(obj)
+    assert changed != line and len(changed) == len(line)
+    return changed
+
+
+@pytest.mark.parametrize("changed", [0, 1, 2])
+def test_an_edited_entry_is_reported_at_its_own_seq(
+    repo: Repo, oms_json: OmsJson, changed: int
+) -> None:
+    add_notes(repo.store, 3)  # entries 0 (genesis) to 3
+    lines = repo.store.lines()
+    lines[changed] = _same_length_edit(lines[changed])
+    write_lines(repo.store, lines)
+    assert_tampered(oms_json, repo, changed)
+
+
+# -- the log is bound to its repository ------------------------------------------------
+
+
+def _relabel(note: bytes, old_name: str, new_name: str, public: Ed25519PublicKey) -> bytes:
+    """Rename a note's signature line (and its key id) without touching the signed text."""
+    text, _, sig = note.decode().rpartition("\n\n")
+    prefix = f"\u2014 {old_name} "
+    assert sig.startswith(prefix)
+    raw = base64.b64decode(sig[len(prefix) :].strip())
+    blob = base64.b64encode(cp.note_key_hash(new_name, public) + raw[4:]).decode()
+    return f"{text}\n\n\u2014 {new_name} {blob}\n".encode()
+
+
+def test_another_repositorys_log_and_checkpoint_relabelled_are_refused(
+    repo: Repo, oms_json: OmsJson, run_git: Callable[..., str], tmp_path: Path, oms_home: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    run_git(other, "init", "-q")
+    code, init = oms_json(["init", "--repo", other])
+    assert code == EXIT_OK
+    victim = EvidenceStore(oms_home, init["repo_id"])
+    add_notes(repo.store, 2)
+    public = load_key(oms_home).public
+    shutil.rmtree(victim.dir)
+    shutil.copytree(repo.store.dir, victim.dir)
+    for src, dst in ((repo.store.checkpoint_path, victim.checkpoint_path),
+                     (repo.store.witness_path, victim.witness_path)):  # fmt: skip
+        dst.write_bytes(_relabel(src.read_bytes(), repo.store.origin, victim.origin, public))
+    # The relabelled note still carries a valid signature under the victim's name...
+    cp.verify_signed_checkpoint(victim.witness_path.read_bytes(), victim.origin, public)
+    # ...but its origin line names the other log, and so does entry 0.
+    code, out = oms_json(["evidence", "audit", "--repo", other])
+    assert code == EXIT_BLOCKED and out["first_bad_seq"] == 0, out
+    assert "belongs to repository" in out["reason"]
+    for args in (["evidence", "note", "-m", "x"], ["evidence", "show", "1"]):
+        code, refused = oms_json([*args, "--repo", other])
+        assert code == EXIT_BLOCKED and refused["error"]["kind"] == "tampered", refused
+    # Whatever entry 0 says, the relabelled note itself is refused: its origin line.
+    with pytest.raises(cp.CheckpointError, match="expected a checkpoint of the log"):
+        victim.verify_note(victim.witness_path.read_bytes())
+
+
+def test_a_store_whose_genesis_names_another_common_dir_is_refused(
+    git_repo: Path, oms_json: OmsJson, oms_home: Path, tmp_path: Path
+) -> None:
+    repo_id = repo_id_for(git_repo / ".git")
+    EvidenceStore.init(oms_home, repo_id, tmp_path / "elsewhere" / ".git")
+    code, out = oms_json(["evidence", "note", "-m", "x", "--repo", git_repo])
+    assert code == EXIT_BLOCKED and "common dir" in out["error"]["message"], out
+    code, out = oms_json(["evidence", "audit", "--repo", git_repo])
+    assert code == EXIT_BLOCKED and out["first_bad_seq"] == 0, out
+
+
+def test_the_genesis_entry_records_the_repository_at_init(
+    git_repo: Path, oms_json: OmsJson
+) -> None:
+    code, init = oms_json(["init", "--repo", git_repo])
+    assert code == EXIT_OK
+    code, genesis = oms_json(["evidence", "show", "0", "--repo", git_repo])
+    assert code == EXIT_OK, genesis
+    assert genesis["kind"] == "genesis"
+    assert genesis["data"] == {
+        "v": 1,
+        "repo_id": init["repo_id"],
+        "common_dir": os.path.realpath(git_repo / ".git"),
+    }
+
+
+# -- the audit never crashes on a crafted log -------------------------------------------
+
+
+def _resign(store: EvidenceStore) -> None:
+    """Sign checkpoint and witness over the log as it is now (what only the key holder can)."""
+    data = log_bytes(store)
+    lines = store.lines()
+    from evidence.pending import log_extension
+
+    ext = log_extension(len(data), hashlib.sha256(data).hexdigest())
+    note = cp.sign_checkpoint(
+        cp.Checkpoint(store.origin, len(lines), root_from_leaves(lines), (ext,)),
+        store.origin,
+        store.key.private,
+    )
+    store.checkpoint_path.write_bytes(note)
+    store.witness_path.write_bytes(note)
+    (store.dir / "tree.json").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize(
+    "blob_name",
+    ['a"b', "\u00e9" * 64, "../../keys/ed25519.pem", "A" * 64, "\\u0041" + "a" * 63],
+    ids=["quote", "non-ascii", "path", "upper-hex", "escaped"],
+)
+def test_a_crafted_blob_name_is_a_tamper_report_at_its_seq(
+    repo: Repo, oms_json: OmsJson, blob_name: str
+) -> None:
+    add_notes(repo.store, 1)
+    line = json.loads(_next_line(repo.store))
+    line["blobs"] = [blob_name]
+    _append_raw(repo.store, rfc8785.dumps(line) + b"\n")
+    _resign(repo.store)
+    out = assert_tampered(oms_json, repo, 2)
+    assert "blob" in out["reason"]
+
+
+# -- what export and show hand out is verified ----------------------------------------
+
+
+def test_an_export_carries_the_checkpoint_and_an_inclusion_proof_that_verify_outside(
+    repo: Repo, oms_json: OmsJson
+) -> None:
+    add_notes(repo.store, 5)
+    public, info = _public_key(oms_json, repo)
+    code, out = oms_json(["evidence", "export", "3", "--dsse", "--repo", repo.path])
+    assert code == EXIT_OK, out
+    statement = json.loads(base64.b64decode(out["envelope"]["payload"]))
+    predicate = statement["predicate"]
+    checkpoint = cp.verify_signed_checkpoint(
+        predicate["checkpoint"].encode(), info["note_name"], public
+    )
+    assert checkpoint.origin == predicate["log"] == repo.store.origin
+    proof = predicate["inclusion_proof"]
+    assert proof["log_index"] == 3 and proof["tree_size"] == checkpoint.size == 6
+    line = rfc8785.dumps(predicate["entry"])
+    leaf = hashlib.sha256(b"\x00" + line).digest()
+    assert proof["leaf_hash"] == leaf.hex()
+    hashes = [bytes.fromhex(h) for h in proof["hashes"]]
+    assert _rfc9162_verify(3, checkpoint.size, leaf, hashes, checkpoint.root)
+    assert base64.b64encode(checkpoint.root).decode() == proof["root"]
+
+
+@pytest.mark.parametrize("command", ["show", "export", "prove"])
+@pytest.mark.parametrize("damage", ["witness-deleted", "earlier-entry-edited", "unsigned-tail"])
+def test_show_export_and_prove_refuse_what_does_not_verify(
+    repo: Repo, oms_json: OmsJson, command: str, damage: str
+) -> None:
+    add_notes(repo.store, 3)
+    seq = 3
+    if damage == "witness-deleted":
+        repo.store.witness_path.unlink()
+    elif damage == "earlier-entry-edited":
+        lines = repo.store.lines()
+        lines[1] = _same_length_edit(lines[1])
+        write_lines(repo.store, lines)
+    else:
+        _append_raw(repo.store, _next_line(repo.store) + b"\n")
+        seq = 4
+    args = ["evidence", command, str(seq), "--repo", repo.path]
+    code, out = oms_json([*args, "--dsse"] if command == "export" else args)
+    assert code == EXIT_BLOCKED, out
+    assert out["error"]["kind"] == "tampered"
+
+
+GATES = {
+    "note": ["evidence", "note", "-m", "x"],
+    "result-gate": ["process-result", "--candidate", "HEAD"],
+    "transfer": ["transfer", "preview", "--to", "anthropic:claude-sonnet", "--purpose", "p"],
+}
+
+
+@pytest.mark.parametrize("gate", sorted(GATES))
+def test_every_gate_refuses_to_extend_a_log_that_fails_its_audit(
+    repo: Repo, oms_json: OmsJson, gate: str
+) -> None:
+    add_notes(repo.store, 1)
+    _append_raw(repo.store, _next_line(repo.store) + b"\n")
+    before = log_bytes(repo.store)
+    code, out = oms_json([*GATES[gate], "--repo", repo.path])
+    assert code == EXIT_BLOCKED, out
+    assert out["error"]["kind"] == "tampered"
+    assert log_bytes(repo.store) == before

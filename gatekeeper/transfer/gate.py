@@ -318,7 +318,7 @@ def prompt_lines(m: Manifest) -> list[str]:
 def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str],
             base_ref: str | None, redact: bool, kind: str = "api") -> dict[str, Any]:  # fmt: skip
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     key = store.key
     if context == "paths" and not paths:
         raise UsageError("--context paths needs at least one --path")
@@ -486,12 +486,14 @@ def locate(repo_dir: Path | None, digest_text: str | Sha256Digest) -> Located:
     digest = Sha256Digest.parse(digest_text)
     if repo_dir is not None:
         repo = open_repo(repo_dir)
-        store = EvidenceStore.open(state_root(), repo.repo_id)
+        store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
         return Located(repo, store, _load(store, digest), digest)
     store = _store_holding(state_root(), digest)
     m = _load(store, digest)
     here = _cwd_repo()
     repo = here if here and here.repo_id == store.repo_id else _recorded_repo(store, digest)
+    # Found by the digest alone; now bound to the repository as every other open is.
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     return Located(repo, store, m, digest)
 
 
@@ -711,7 +713,7 @@ def _row(store: EvidenceStore, preview_entry: dict[str, Any],
 
 def list_transfers(repo_dir: Path) -> dict[str, Any]:
     repo = open_repo(repo_dir)
-    store = EvidenceStore.open(state_root(), repo.repo_id)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     entries = _entries(store.lines())  # parsed once, not once per manifest
     previews = [e for e in entries if e.get("kind") == "transfer.preview"
                 and isinstance(e.get("data"), dict)]  # fmt: skip
