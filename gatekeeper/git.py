@@ -54,7 +54,16 @@ class Repo:
     common_dir: Path  # the user's git common dir (objects, refs, config)
     repo_id: str
     git_dir: Path  # this worktree's own git dir (HEAD, index)
-    mirror: Path  # oms' own bare repository for this repository
+
+    @property
+    def mirror(self) -> Path:
+        """oms' own bare repository for this repository, made on first use (so that a
+        command refused before any git runs leaves nothing in the state root)."""
+        path = state_root() / "repos" / self.repo_id / "git"
+        if path not in _MIRRORS_READY:
+            _ensure_mirror(self.repo_id, self.common_dir)
+            _MIRRORS_READY.add(path)
+        return path
 
 
 # -- finding the repository, as data --------------------------------------------------------
@@ -185,6 +194,7 @@ def _ensure_mirror(repo_id: str, common: Path) -> Path:
 
 
 _REPOS: dict[tuple[str, str], Repo] = {}
+_MIRRORS_READY: set[Path] = set()
 
 
 def open_repo(path: Path) -> Repo:
@@ -198,7 +208,7 @@ def open_repo(path: Path) -> Repo:
         return known
     _refuse_unsafe(top, common)
     repo_id = repo_id_for(common)
-    repo = Repo(top, common, repo_id, git_dir, _ensure_mirror(repo_id, common))
+    repo = Repo(top, common, repo_id, git_dir)
     _REPOS[key] = repo
     return repo
 
