@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from sandbox import Deadline
+from sandbox.cgroup import pid_alive
 
 from .errors import Unavailable, UsageError
 from .git import GitError, git, git_argv, git_env
@@ -266,16 +267,6 @@ def _owner_pid(name: str) -> int | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _is_stale(entry: os.DirEntry[str], now: float) -> bool:
     """Ours (by owner and name), a real directory, old, and its oms process is gone."""
     if not entry.name.startswith(SWEPT_PREFIXES) or not entry.is_dir(follow_symlinks=False):
@@ -287,7 +278,7 @@ def _is_stale(entry: os.DirEntry[str], now: float) -> bool:
     pid = _owner_pid(entry.name)
     if pid is None:
         return now - st.st_mtime > STALE_UNOWNED_AFTER_S
-    return now - st.st_mtime > STALE_AFTER_S and not _pid_alive(pid)
+    return now - st.st_mtime > STALE_AFTER_S and not pid_alive(pid)
 
 
 def sweep_stale(parents: list[Path] | None = None) -> list[Path]:

@@ -240,7 +240,7 @@ def sweep_stale(found: Support | None = None) -> list[Path]:
             if not entry.name.startswith(PREFIX) or not entry.is_dir(follow_symlinks=False):
                 continue
             pid = entry.name[len(PREFIX) :].split("-", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)) and not _pids(Path(entry.path)):
+            if pid.isdigit() and not pid_alive(int(pid)) and not _pids(Path(entry.path)):
                 try:
                     os.rmdir(entry.path)
                     removed.append(Path(entry.path))
@@ -249,7 +249,8 @@ def sweep_stale(found: Support | None = None) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (ours or another user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -955,7 +955,8 @@ def test_sigterm_during_a_check_records_an_interruption_and_removes_the_scratch(
     scratch_dir = Path(tempfile.mkdtemp(prefix="oms-test-scratch-", dir="/dev/shm"))
     scratch_dir.chmod(0o755)
     args = ["process-result", "--repo", str(world.repo), "--candidate", "cand/term",
-            "--base", "base/term", "--json"]  # fmt: skip
+            "--json"]  # fmt: skip
+    world.set_default_branch("base/term")  # the policy (its plan: the sleeper) comes from there
     proc = subprocess.Popen(
         [sys.executable, "-m", "gatekeeper", *args],
         cwd=world.root,
@@ -975,6 +976,7 @@ def test_sigterm_during_a_check_records_an_interruption_and_removes_the_scratch(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        world.set_default_branch("main")
     world.outputs += [stdout, stderr]
     out = parse_single_json(subprocess.CompletedProcess(args, proc.returncode, stdout, stderr))
     assert proc.returncode == EXIT_UNAVAILABLE and out["decision"] == UNAVAILABLE
