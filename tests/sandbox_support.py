@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -71,3 +75,15 @@ def cli_env(state: dict[str, Path], **extra: str) -> dict[str, str]:
     env = git_env(state["home"])
     env.update(OMS_HOME=str(state["oms_home"]), PYTHONDONTWRITEBYTECODE="1", **extra)
     return env
+
+
+@contextmanager
+def traversable_dir(prefix: str, parent: str | None = None) -> Iterator[Path]:
+    """A fresh host directory every uid can traverse (the sandbox uid must reach what a
+    test binds or plants; pytest's tmp_path is 0700), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(path, 0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

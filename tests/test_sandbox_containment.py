@@ -16,18 +16,24 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import AS_ROOT, NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, make_repo
+from sandbox_support import (
+    AS_ROOT,
+    NEEDS_BWRAP_AND_PYTHON,
+    PY,
+    SH,
+    cli_env,
+    make_repo,
+    traversable_dir,
+)
 from sandbox_support import git as _git
 
 from gatekeeper.sandboxing import sandbox_run
@@ -42,12 +48,8 @@ pytestmark = NEEDS_BWRAP_AND_PYTHON
 @pytest.fixture
 def exposed_dir() -> Iterator[Path]:
     """A world-traversable host directory outside every sandbox bind (under the host tmp)."""
-    path = Path(tempfile.mkdtemp(prefix="oms-sbx-bait-"))
-    os.chmod(path, 0o755)
-    try:
+    with traversable_dir("oms-sbx-bait-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

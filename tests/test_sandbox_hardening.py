@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, git, make_repo
+from sandbox_support import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, git, make_repo, traversable_dir
 
 import gatekeeper.result_gate as rg
 import gatekeeper.sandboxing as gs
@@ -40,13 +38,9 @@ pytestmark = NEEDS_BWRAP_AND_PYTHON
 
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
-    """A host directory every uid can traverse (a toolchain must be; tmp_path is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="oms-sbx-tc-", dir="/dev/shm"))
-    os.chmod(path, 0o755)
-    try:
+    """A host directory every uid can traverse (a toolchain must be)."""
+    with traversable_dir("oms-sbx-tc-", "/dev/shm") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -14,17 +14,15 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import AS_ROOT, make_repo
+from sandbox_support import AS_ROOT, make_repo, traversable_dir
 
 import gatekeeper.scratch as scratch
 from gatekeeper.errors import EXIT_UNAVAILABLE, EXIT_USAGE, Unavailable, classify
@@ -54,12 +52,8 @@ def dest(tmp_path: Path) -> Path:
 @pytest.fixture
 def shared() -> Iterator[Path]:
     """A directory every uid can reach (tmp_path's parents are 0700)."""
-    d = Path(tempfile.mkdtemp(prefix="oms-test-shared-", dir="/dev/shm"))
-    os.chmod(d, 0o755)
-    try:
+    with traversable_dir("oms-test-shared-", "/dev/shm") as d:
         yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.mark.parametrize(
