@@ -558,17 +558,31 @@ def remote_url(repo: Repo, remote: str, push: bool = False) -> str:
     return checked_url(url)
 
 
-def _transport(repo: Repo, *args: str) -> list[str]:
+LS_REMOTE_TIMEOUT_S = 30
+
+
+def _transport(repo: Repo, *args: str, ssh: str = "ssh") -> list[str]:
     return ["git", "--git-dir", str(repo.mirror),
             "-c", "protocol.allow=never", "-c", "protocol.https.allow=always",
             "-c", "protocol.ssh.allow=always", "-c", "protocol.file.allow=always",
-            "-c", "core.sshCommand=ssh", "-c", "credential.helper=", *args]  # fmt: skip
+            "-c", f"core.sshCommand={ssh}", "-c", "credential.helper=", *args]  # fmt: skip
 
 
 def ls_remote(repo: Repo, url: str, ref: str) -> str | None:
-    """The commit `ref` has on the remote itself, or None when it cannot be confirmed."""
-    out = _run(_transport(repo, "ls-remote", "--", checked_url(url), ref), git_env(repo),
-               repo.mirror, None, False, "ls-remote")  # fmt: skip
+    """The commit `ref` has on the remote itself, or None when it cannot be confirmed.
+
+    A question asked in passing (is this pushed?): it never prompts for a password or a
+    host key and gives up after LS_REMOTE_TIMEOUT_S; either way the answer is "unknown".
+    """
+    argv = _transport(repo, "ls-remote", "--", checked_url(url), ref,
+                      ssh="ssh -o BatchMode=yes -o ConnectTimeout=10")  # fmt: skip
+    try:
+        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL,
+                              env=git_env(repo), cwd=repo.mirror, check=False,
+                              timeout=LS_REMOTE_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None
+    out = proc.stdout if proc.returncode == 0 else b""
     for line in out.split(b"\n"):
         sha, _, name = line.partition(b"\t")
         text = sha.decode("ascii", "replace")
