@@ -359,7 +359,8 @@ def mcp_config(client: str, repo: Path) -> Outcome:
     top = str(open_repo(repo).top)
     checkout_python = str(Path(sys.executable))
     installed = ["oms", "mcp", "--repo", top]
-    source = [checkout_python, "-m", "gatekeeper", "mcp", "--repo", top]
+    # -P: the current directory (a repository, the agent's ground) is never on the import path.
+    source = [checkout_python, "-P", "-m", "gatekeeper", "mcp", "--repo", top]
     snippets: dict[str, dict[str, Any]] = {
         "claude-code": {
             "installed": f"claude mcp add oms -- {shlex.join(installed)}",

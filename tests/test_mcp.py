@@ -702,7 +702,7 @@ def test_mcp_config_prints_snippets_for_claude_code_codex_and_json(small: Small)
     assert snip["installed"].startswith("claude mcp add oms -- oms mcp --repo ")
     assert top in snip["installed"]
     assert snip["source_checkout"].startswith("claude mcp add oms -- ")
-    assert "-m gatekeeper mcp --repo" in snip["source_checkout"]
+    assert "-P -m gatekeeper mcp --repo" in snip["source_checkout"]
     server = snip[".mcp.json"]["mcpServers"]["oms"]
     assert server == {"command": "oms", "args": ["mcp", "--repo", top]}
 
