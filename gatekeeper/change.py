@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import Blocked
-from .git import GitError, git
+from .git import GitError, git, read_objects
 from .scan import Finding, ScanItem
 from .scan.decode import text_views
 
@@ -168,20 +168,7 @@ def _sizes(repo: Path, ids: Iterable[str]) -> dict[str, int]:
 
 def _read(repo: Path, ids: Sequence[str]) -> dict[str, bytes]:
     """The bytes of objects whose sizes were checked already."""
-    if not ids:
-        return {}
-    out = git(repo, "cat-file", "--batch", input="".join(f"{i}\n" for i in ids).encode())
-    found: dict[str, bytes] = {}
-    pos = 0
-    for obj in ids:
-        end = out.find(b"\n", pos)
-        header = out[pos:end].split() if end >= 0 else []
-        if len(header) != 3 or header[0].decode("ascii", "replace") != obj:
-            raise GitError(f"git cat-file: unexpected answer for {obj}")
-        size = int(header[2])
-        found[obj] = out[end + 1 : end + 1 + size]
-        pos = end + 1 + size + 1
-    return found
+    return {obj: data for obj, (_, data) in read_objects(repo, ids).items()}
 
 
 def _commit_parts(raw: bytes) -> tuple[bytes, bytes]:

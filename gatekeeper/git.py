@@ -281,6 +281,26 @@ def worktree_git(repo: Repo, *args: str, input: bytes | None = None, check: bool
     return _run(argv, env, repo.top, input, check, args[0])
 
 
+def read_objects(top: Path | Repo, ids: Sequence[str]) -> dict[str, tuple[str, bytes]]:
+    """(type, bytes) of each object id, from one `cat-file --batch`; GitError for an id
+    git does not answer with exactly that object (missing, ambiguous, a short read)."""
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return {}
+    out = git(top, "cat-file", "--batch", input="".join(f"{i}\n" for i in wanted).encode())
+    found: dict[str, tuple[str, bytes]] = {}
+    pos = 0
+    for obj in wanted:
+        end = out.find(b"\n", pos)
+        header = out[pos:end].split() if end >= 0 else []
+        if len(header) != 3 or header[0].decode("ascii", "replace") != obj:
+            raise GitError(f"git cat-file: unexpected answer for {obj}")
+        size = int(header[2])
+        found[obj] = (header[1].decode("ascii", "replace"), out[end + 1 : end + 1 + size])
+        pos = end + 1 + size + 1
+    return found
+
+
 # -- refs, read as data -----------------------------------------------------------------------
 
 
@@ -693,8 +713,3 @@ def read_policy_at(top: Path | Repo, sha: str) -> LoadedPolicy:
         raise PolicyError(f"{sha[:12]}:{POLICY_FILE} is not a regular file (mode {mode})")
     data = git(top, "cat-file", "blob", obj)
     return parse_policy(data, f"{sha[:12]}:{POLICY_FILE}")
-
-
-def nul_fields(out: bytes) -> Sequence[bytes]:
-    """NUL-separated git output, without the empty last field."""
-    return [p for p in out.split(b"\0") if p]

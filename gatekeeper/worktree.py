@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .fsread import FileRefused, Missing, RepoFiles
-from .git import Repo, git, worktree_git
+from .git import Repo, git, read_objects, worktree_git
 
 REGULAR_MODES = ("100644", "100755")
 LINK_MODE = "120000"
@@ -87,12 +87,6 @@ def ignored(repo: Repo) -> list[str]:
                                "--exclude-standard", "--directory"))  # fmt: skip
 
 
-def is_ancestor(repo: Repo, commit: str, descendant: str) -> bool:
-    """`commit` is `descendant` or one of its ancestors (False when either is unknown)."""
-    return git(repo.top, "rev-list", "--count", f"{descendant}..{commit}",
-               check=False).strip() == b"0"  # fmt: skip
-
-
 def blob_id(data: bytes, oid_len: int = 40) -> str:
     """The git object id of `data` as a blob (sha1, or sha256 for 64-digit ids)."""
     h = hashlib.sha256() if oid_len == 64 else hashlib.sha1(usedforsecurity=False)
@@ -103,19 +97,11 @@ def blob_id(data: bytes, oid_len: int = 40) -> str:
 
 def read_blobs(repo: Repo, oids: Iterable[str]) -> dict[str, bytes]:
     """The bytes of each blob id (one `cat-file --batch` call)."""
-    wanted = sorted(set(oids))
-    if not wanted:
-        return {}
-    out = git(repo.top, "cat-file", "--batch", input="".join(f"{o}\n" for o in wanted).encode())
-    blobs, at = {}, 0
-    for oid in wanted:
-        end = out.index(b"\n", at)
-        header = out[at:end].split()
-        if len(header) != 3 or header[1] != b"blob":
+    blobs = {}
+    for oid, (kind, data) in read_objects(repo, sorted(set(oids))).items():
+        if kind != "blob":
             raise FileRefused(oid, "not a blob in the object database")
-        size = int(header[2])
-        blobs[oid] = out[end + 1 : end + 1 + size]
-        at = end + 1 + size + 1
+        blobs[oid] = data
     return blobs
 
 
