@@ -590,8 +590,8 @@ def approve(repo_dir: Path | None, digest: str | Sha256Digest, code: str) -> dic
     when two approvals race (checked again under the transfers lock after the prompt)."""
     at = locate(repo_dir, digest)
     _check_approvable(at, code)
-    _check_unchanged(at)
     tp = trusted_policy(at.repo).policy.transfer
+    _check_unchanged(at, tp)
     approver = _approver(at.manifest, tp)
     with locked(_transfers_dir(at.store), "lock"):
         _check_unapproved(at)
@@ -640,14 +640,13 @@ def _live_approval(at: Located) -> dict[str, Any]:
     return approval
 
 
-def _check_unchanged(at: Located) -> None:
+def _check_unchanged(at: Located, tp: TransferPolicy) -> None:
     """HEAD, every selected file and the repository's visibility (recomputed from those
     bytes) are as they were at the preview. Run at approve and again at release."""
     repo, m = at.repo, at.manifest
     head = resolve_commit(repo.top, "HEAD")
     if head != m.head:
         raise Blocked(f"HEAD moved since the preview ({m.head[:12]} -> {head[:12]})")
-    tp = trusted_policy(repo).policy.transfer
     base = m.base
     selected, _ = _select(repo, m.context, m.paths, base, tp)
     now_paths = sorted(s.path for s in selected)
@@ -670,7 +669,7 @@ def release(
     at = locate(repo_dir, digest)
     with locked(_transfers_dir(at.store), "lock"):
         approval = _live_approval(at)
-        _check_unchanged(at)
+        _check_unchanged(at, trusted_policy(at.repo).policy.transfer)
         payload = _payload(at.manifest, at.store)
         payload_sha256 = hashlib.sha256(payload).hexdigest()
         entry = at.store.append(Draft(kind="transfer.release", data={
