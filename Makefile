@@ -33,6 +33,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy gatekeeper sandbox evidence policy
 	$(VENV)/bin/bandit -q -c pyproject.toml -r gatekeeper sandbox evidence policy --severity-level medium
+	$(VENV)/bin/lint-imports
 
 test: lint $(INSPECTOR)
 	$(VENV)/bin/pytest -q

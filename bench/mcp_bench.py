@@ -161,8 +161,8 @@ def main() -> int:
         # Anchors, in this process, on the same files.
         os.environ.update(HOME=env["HOME"], OMS_HOME=env["OMS_HOME"],
                           GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)  # fmt: skip
-        from gatekeeper import repo_gateway
-        from gatekeeper.git import open_repo, read_policy_at, resolve_commit
+        from gatekeeper.mcp import gateway as repo_gateway
+        from gatekeeper.repo.git import open_repo, read_policy_at, resolve_commit
 
         gw_repo = open_repo(repo)
         policy = read_policy_at(gw_repo.top, resolve_commit(gw_repo.top, "HEAD"))

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gatekeeper.scratch import copy_commit
+from gatekeeper.repo.scratch import copy_commit
 from policy import SandboxPolicy
 from sandbox import check_profile, find_bwrap, run
 

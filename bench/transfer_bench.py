@@ -2,8 +2,8 @@
 
 Figures, each beside its anchor:
 
-(a) manifest building: in-process `gatekeeper.transfer.gate.preview`, with the
-    scanners' own time (`gate.scan_both`, wrapped) reported apart, and the rest split
+(a) manifest building: in-process `gatekeeper.gates.transfer.gate.preview`, with the
+    scanners' own time (`gate.scan_with_policy`, wrapped) reported apart, and the rest split
     into selection (list + read: `gate._select`) and blob storage (`BlobStore.put`);
 (b) the anchor: `git ls-files -z | xargs -0 sha256sum` over the same files (warm cache);
     goal: preview minus scanner time <= 1.5x the anchor;
@@ -170,9 +170,9 @@ def main() -> int:
     os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
     os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
     from evidence.blobs import BlobStore
-    from gatekeeper import records
     from gatekeeper.errors import Blocked
-    from gatekeeper.transfer import gate
+    from gatekeeper.gates import records
+    from gatekeeper.gates.transfer import gate
 
     try:
         t = time.perf_counter()
@@ -187,7 +187,7 @@ def main() -> int:
         anchor_t = anchor(repo, 3)  # also warms the page cache for the preview
         print(f"anchor  git ls-files -z | xargs -0 sha256sum (median of 3): {anchor_t:.2f} s")
 
-        scan = wrap(gate, "scan_both")
+        scan = wrap(gate, "scan_with_policy")
         select = wrap(gate, "_select")
         put = wrap(BlobStore, "put")
 
@@ -212,7 +212,7 @@ def main() -> int:
             f"(a) preview --context repo: {preview_t:.2f} s total, "
             f"{m['totals']['items']} items, {m['totals']['bytes'] / 1e6:.1f} MB"
         )
-        print(f"    scanners (scan_both, {scan.calls} call): {scan.total:.2f} s")
+        print(f"    scanners (scan_with_policy, {scan.calls} call): {scan.total:.2f} s")
         print(
             f"    preview minus scanners:  {rest:.2f} s = {ratio:.2f}x the anchor"
             f"   goal <= {GOAL}x  {'OK' if ratio <= GOAL else 'MISSED'}"

@@ -1,3 +1,3 @@
-from .cli import main
+from gatekeeper.cli import main
 
 main()

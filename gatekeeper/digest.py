@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from .errors import UsageError
+from gatekeeper.errors import UsageError
 
 PREFIX = "sha256:"
 _HEX = re.compile(r"[0-9a-f]{64}")

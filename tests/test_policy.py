@@ -20,8 +20,8 @@ import pytest
 from conftest import parse_single_json
 
 import policy
-from gatekeeper import git as gatekeeper_git
-from gatekeeper import mcp_server
+from gatekeeper.mcp import server as mcp_server
+from gatekeeper.repo import git as gatekeeper_git
 from policy import (
     DEFAULT_POLICY,
     PolicyError,

@@ -42,8 +42,8 @@ from conftest import _clean_env, parse_single_json
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-import gatekeeper.result_gate as rg
-import gatekeeper.sandboxing as gs
+import gatekeeper.gates.result.pipeline as rg
+import gatekeeper.gates.sandboxed as gs
 from evidence import EvidenceStore
 from gatekeeper.errors import EXIT_BLOCKED, EXIT_UNAVAILABLE, classify
 from gatekeeper.scan.detect_secrets import DetectSecrets
@@ -849,7 +849,7 @@ def test_unknown_policy_key_in_base_refuses_before_anything_runs(
     assert world.audit()["entries"] == before
     # In-process, with spies on the scanners and the sandbox: none is reached.
     called: list[str] = []
-    monkeypatch.setattr(rg, "scan_both", lambda *a: called.append("scan") or ([], []))
+    monkeypatch.setattr(rg, "scan_with_policy", lambda *a: called.append("scan") or ([], []))
     monkeypatch.setattr(gs, "ready", lambda *a: called.append("ready"))
     monkeypatch.setattr(gs, "run_in_scratch", lambda *a: called.append("run"))
     world.set_default_branch("base/bad")
@@ -895,7 +895,7 @@ def test_oversized_change_is_recorded_blocked_then_refused(
     in_process: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world = in_process
-    import gatekeeper.change as change_module
+    import gatekeeper.repo.change as change_module
 
     monkeypatch.setattr(change_module, "MAX_SCAN_BYTES", 1 << 10)
     world.commit("cand/big", {"big.txt": "word " * 1000})
@@ -911,7 +911,7 @@ def test_git_error_after_start_is_recorded_unavailable(
     in_process: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world = in_process
-    from gatekeeper.git import GitError
+    from gatekeeper.repo.git import GitError
 
     def broken(*_a: Any) -> Any:
         raise GitError("git diff-tree: fatal: bad object")

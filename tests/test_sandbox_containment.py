@@ -36,7 +36,7 @@ from sandbox_support import (
 )
 from sandbox_support import git as _git
 
-from gatekeeper.sandboxing import sandbox_run
+from gatekeeper.gates.sandboxed import sandbox_run
 from sandbox.runner import SANDBOX_HOST_UID
 
 pytestmark = NEEDS_BWRAP_AND_PYTHON

@@ -28,10 +28,10 @@ import pytest
 from sandbox_support import SH, cli_env
 from sandbox_support import git as _git
 
-import gatekeeper.doctor as doctor_mod
-import gatekeeper.sandboxing as gs
+import gatekeeper.gates.doctor as doctor_mod
+import gatekeeper.gates.sandboxed as gs
 from gatekeeper.errors import EXIT_UNAVAILABLE, Unavailable, classify
-from gatekeeper.sandboxing import sandbox_run
+from gatekeeper.gates.sandboxed import sandbox_run
 from policy import SandboxPolicy
 from sandbox import SandboxUnavailable, cgroup, check_profile, find_bwrap
 from sandbox import run as sandbox_exec

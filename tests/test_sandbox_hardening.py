@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from sandbox_support import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, git, make_repo, traversable_dir
 
-import gatekeeper.result_gate as rg
-import gatekeeper.sandboxing as gs
+import gatekeeper.gates.result.pipeline as rg
+import gatekeeper.gates.sandboxed as gs
 from gatekeeper.errors import EXIT_UNAVAILABLE, Unavailable, classify
-from gatekeeper.git import open_repo, read_policy_at, resolve_commit
-from gatekeeper.sandboxing import profile_for, ready, run_in_scratch, sandbox_run
+from gatekeeper.gates.sandboxed import profile_for, ready, run_in_scratch, sandbox_run
+from gatekeeper.repo.git import open_repo, read_policy_at, resolve_commit
 from sandbox import Deadline, ProfileError, cgroup
 
 pytestmark = NEEDS_BWRAP_AND_PYTHON

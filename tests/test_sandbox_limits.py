@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from sandbox_support import AS_ROOT, NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, make_repo
 
-from gatekeeper.sandboxing import sandbox_run
+from gatekeeper.gates.sandboxed import sandbox_run
 
 pytestmark = NEEDS_BWRAP_AND_PYTHON
 

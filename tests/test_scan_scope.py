@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import corpus
 
-import gatekeeper.change as change_module
-from gatekeeper.change import PATHS_LABEL, ChangeTooLarge, read_change, scan_set
+import gatekeeper.repo.change as change_module
 from gatekeeper.errors import EXIT_BLOCKED, classify
-from gatekeeper.paths import secret_looking
-from gatekeeper.protected import protected_changes
+from gatekeeper.gates.result.protected import protected_changes
+from gatekeeper.repo.change import PATHS_LABEL, ChangeTooLarge, read_change, scan_set
+from gatekeeper.repo.paths import secret_looking
 from gatekeeper.scan import Finding, ScanItem, fingerprint
 from gatekeeper.scan.combined import scan_both
 from gatekeeper.scan.decode import guess_encoding, text_views
@@ -397,9 +397,9 @@ def test_ordinary_names_are_not_secret_looking(path: str) -> None:
 
 
 def test_transfers_and_the_repo_gateway_use_the_one_list() -> None:
-    import gatekeeper.paths as paths
-    import gatekeeper.repo_gateway as gateway
-    import gatekeeper.transfer.select as select
+    import gatekeeper.gates.transfer.select as select
+    import gatekeeper.mcp.gateway as gateway
+    import gatekeeper.repo.paths as paths
 
     assert select.secret_looking is paths.secret_looking
     assert gateway.secret_looking is paths.secret_looking

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from sandbox_support import AS_ROOT, make_repo, traversable_dir
 
-import gatekeeper.scratch as scratch
+import gatekeeper.repo.scratch as scratch
 from gatekeeper.errors import EXIT_UNAVAILABLE, EXIT_USAGE, Unavailable, classify
 from sandbox import BudgetExpired, Deadline, SandboxUnavailable
 from sandbox.runner import remove_dir

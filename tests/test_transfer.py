@@ -32,10 +32,11 @@ from typing import Any
 import pytest
 
 from evidence import Draft, EvidenceStore, repo_id_for
-from gatekeeper import output, records
+from gatekeeper.cli import render as output
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import Blocked, UsageError, classify
-from gatekeeper.transfer import gate, tty
+from gatekeeper.gates import records
+from gatekeeper.gates.transfer import gate, tty
 
 DEST = "anthropic:claude"
 OTHER_DEST = "openai:gpt"

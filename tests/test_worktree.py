@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper.fsread import LinkRefused, Missing, NotRegular, RepoFiles, TooLarge
-from gatekeeper.git import open_repo
-from gatekeeper.worktree import blob_id, unified_diff, worktree_state
+from gatekeeper.repo.fsread import LinkRefused, Missing, NotRegular, RepoFiles, TooLarge
+from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.worktree import blob_id, unified_diff, worktree_state
 
 
 @pytest.fixture(autouse=True)

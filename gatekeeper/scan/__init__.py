@@ -1,6 +1,6 @@
 """Secret scanners: an interface, one module per scanner, report formats apart."""
 
-from .interface import (
+from gatekeeper.scan.interface import (
     Finding,
     ScanItem,
     Scanner,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from .detect_secrets import DetectSecrets
-from .gitleaks import Gitleaks
-from .interface import Finding, ScanItem, ScannerInfo, ScannerUnavailable
+from gatekeeper.scan.detect_secrets import DetectSecrets
+from gatekeeper.scan.gitleaks import Gitleaks
+from gatekeeper.scan.interface import Finding, ScanItem, ScannerInfo, ScannerUnavailable
 
 
 def scan_both(

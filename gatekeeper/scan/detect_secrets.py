@@ -22,7 +22,14 @@ from typing import Any
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.private_key import PrivateKeyDetector
 
-from .interface import Finding, ScanItem, ScannerInfo, ScannerUnavailable, fingerprint, redact
+from gatekeeper.scan.interface import (
+    Finding,
+    ScanItem,
+    ScannerInfo,
+    ScannerUnavailable,
+    fingerprint,
+    redact,
+)
 
 KEPT_FILTERS = (
     "detect_secrets.filters.heuristic.is_sequential_string",

@@ -21,9 +21,15 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from gatekeeper.scan.interface import (
+    Finding,
+    ScanItem,
+    ScannerInfo,
+    ScannerUnavailable,
+    fingerprint,
+    redact,
+)
 from policy import DEFAULT_GITLEAKS_SHA256
-
-from .interface import Finding, ScanItem, ScannerInfo, ScannerUnavailable, fingerprint, redact
 
 VERSION = "8.30.1"
 # Digests whose version is known: the digest is checked before every run, and that

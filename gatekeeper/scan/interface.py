@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from ..errors import Unavailable
+from gatekeeper.errors import Unavailable
 
 FINGERPRINT_PREFIX = b"oms-finding-v1\x00"
 

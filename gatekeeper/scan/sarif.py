@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .interface import Finding, ScannerInfo
+from gatekeeper.scan.interface import Finding, ScannerInfo
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 

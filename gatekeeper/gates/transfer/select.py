@@ -15,11 +15,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..errors import UsageError
-from ..fsread import FileRefused, LinkRefused, RepoFiles
-from ..git import Repo
-from ..paths import in_dependency_dir, secret_looking
-from ..worktree import ignored, index_entries, untracked
+from gatekeeper.errors import UsageError
+from gatekeeper.repo.fsread import FileRefused, LinkRefused, RepoFiles
+from gatekeeper.repo.git import Repo
+from gatekeeper.repo.paths import in_dependency_dir, secret_looking
+from gatekeeper.repo.worktree import ignored, index_entries, untracked
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import pwd
 import textwrap
 from typing import Any
 
-from ..errors import Blocked
+from gatekeeper.errors import Blocked
 
 MAX_PROMPT_LINES = 10_000
 MAX_PROMPT_CHARS = 2_000_000

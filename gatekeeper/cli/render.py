@@ -18,8 +18,8 @@ from typing import Any, ParamSpec
 
 import click
 
-from .errors import EXIT_UNAVAILABLE, classify
-from .text import sanitize
+from gatekeeper.errors import EXIT_UNAVAILABLE, classify
+from gatekeeper.text import sanitize
 
 P = ParamSpec("P")
 

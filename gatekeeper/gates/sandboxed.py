@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from evidence import state_root
+from gatekeeper.errors import Unavailable, UsageError
+from gatekeeper.repo.git import Repo, open_repo, read_policy_at, resolve_commit
+from gatekeeper.repo.scratch import copy_commit, remove_tree, sweep_stale
 from policy import LoadedPolicy
 from sandbox import (
     Bwrap,
@@ -30,10 +33,6 @@ from sandbox import (
 from sandbox import cgroup as sandbox_cgroup
 from sandbox import run as sandbox_exec
 from sandbox.profile import SYSTEM_DIRS
-
-from .errors import Unavailable, UsageError
-from .git import Repo, open_repo, read_policy_at, resolve_commit
-from .scratch import copy_commit, remove_tree, sweep_stale
 
 # Time a gate may spend besides the scanners and the checks: copies, probe, evidence.
 GATE_SLACK_S = 60

@@ -10,13 +10,16 @@ from typing import Any
 
 import click
 
-from . import doctor as doctor_mod
-from . import records, result_gate, sandboxing, scanning
-from .errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE, UsageError
-from .git import open_repo
-from .output import Outcome, command, emit_error
-from .text import sanitize
-from .transfer import gate as transfer_gate
+from gatekeeper.cli.render import Outcome, command, emit_error
+from gatekeeper.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE, UsageError
+from gatekeeper.gates import doctor as doctor_mod
+from gatekeeper.gates import records
+from gatekeeper.gates import sandboxed as sandboxing
+from gatekeeper.gates import secrets as scanning
+from gatekeeper.gates.result import pipeline as result_gate
+from gatekeeper.gates.transfer import gate as transfer_gate
+from gatekeeper.repo.git import open_repo
+from gatekeeper.text import sanitize
 
 REPO_OPTION = click.option(
     "--repo",
@@ -149,6 +152,10 @@ def evidence_repair(repo: Path) -> Outcome:
 def doctor(repo: Path) -> Outcome:
     """Readiness: a real sandbox probe, AppArmor status, key and chain."""
     report, ready = doctor_mod.doctor(repo)
+    if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
+        from gatekeeper.mcp.server import digest_for_doctor  # the MCP SDK only when needed
+
+        report["mcp_tools_digest"] = digest_for_doctor(repo)
     gl = report["gitleaks"]
     lines = [
         f"bwrap:    {report['bwrap'].get('path', report['bwrap'].get('error'))} "
@@ -344,7 +351,7 @@ def transfer_list(repo: Path) -> Outcome:
 def mcp(ctx: click.Context, repo: Path) -> None:
     """Serve MCP over stdio for one repository (`oms mcp`), or print client snippets."""
     if ctx.invoked_subcommand is None:
-        from .mcp_server import serve
+        from gatekeeper.mcp.server import serve
 
         serve(repo)
 
@@ -394,7 +401,7 @@ def mcp_tools_digest(repo: Path) -> Outcome:
     """SHA-256 of the canonical tools/list result, to pin the tool definitions."""
     import anyio
 
-    from .mcp_server import tools_digest
+    from gatekeeper.mcp.server import tools_digest
 
     digest, names = anyio.run(tools_digest, repo)
     return Outcome({"tools_digest": digest, "tools": names}, lines=[digest])

@@ -23,35 +23,9 @@ from evidence import Draft, EvidenceStore, TamperDetected, state_root
 from evidence.dsse import DsseError, sign_envelope, verify_envelope
 from evidence.log import locked
 from evidence.state import atomic_write, ensure_private_dir
-from policy import LoadedPolicy, TransferPolicy
-
-from ..digest import Sha256Digest
-from ..errors import Blocked, UsageError
-from ..fsread import FileRefused, LinkRefused, Missing, RepoFiles
-from ..git import (
-    Repo,
-    current_branch,
-    default_base,
-    default_branch,
-    is_ancestor,
-    open_repo,
-    read_policy_at,
-    remote_tip,
-    resolve_commit,
-)
-from ..result_gate import scan_both
-from ..scan import Finding, ScanItem, redact_lines
-from ..text import sanitize
-from ..worktree import (
-    REGULAR_MODES,
-    TreeEntry,
-    blob_id,
-    index_entries,
-    read_blobs,
-    tree_entries,
-    unified_diff,
-)
-from .manifest import (
+from gatekeeper.digest import Sha256Digest
+from gatekeeper.errors import Blocked, UsageError
+from gatekeeper.gates.transfer.manifest import (
     MAX_PURPOSE_CHARS,
     PAYLOAD_TYPE,
     Destination,
@@ -62,7 +36,7 @@ from .manifest import (
     Totals,
     Visibility,
 )
-from .select import (
+from gatekeeper.gates.transfer.select import (
     Selected,
     candidates,
     link_reason,
@@ -70,7 +44,32 @@ from .select import (
     read_files,
     read_one,
 )
-from .tty import confirm_at_terminal, wrap_exact
+from gatekeeper.gates.transfer.tty import confirm_at_terminal, wrap_exact
+from gatekeeper.repo.fsread import FileRefused, LinkRefused, Missing, RepoFiles
+from gatekeeper.repo.git import (
+    Repo,
+    current_branch,
+    default_base,
+    default_branch,
+    is_ancestor,
+    open_repo,
+    read_policy_at,
+    remote_tip,
+    resolve_commit,
+)
+from gatekeeper.repo.worktree import (
+    REGULAR_MODES,
+    TreeEntry,
+    blob_id,
+    index_entries,
+    read_blobs,
+    tree_entries,
+    unified_diff,
+)
+from gatekeeper.scan import Finding, ScanItem, redact_lines
+from gatekeeper.scan.policy import scan_with_policy
+from gatekeeper.text import sanitize
+from policy import LoadedPolicy, TransferPolicy
 
 
 def _now() -> datetime:
@@ -342,7 +341,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     items_to_scan = [ScanItem.whole(s.path, s.data.decode("utf-8", "surrogateescape"))
                      for s in selected]  # fmt: skip
     items_to_scan.append(ScanItem.whole("<purpose>", purpose))
-    findings, _ = scan_both(items_to_scan, loaded)
+    findings, _ = scan_with_policy(items_to_scan, loaded)
     allowed = set(loaded.policy.scanners.allow_fingerprints)
     findings = [f for f in findings if f.fingerprint not in allowed]
     redactions: list[Redaction] = []
@@ -363,7 +362,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
         else:
             sent.append((s, s.data, "diff" if context == "diff" else "full"))
     if redact and redactions:
-        again, _ = scan_both([ScanItem.whole(s.path, d.decode("utf-8", "surrogateescape"))
+        again, _ = scan_with_policy([ScanItem.whole(s.path, d.decode("utf-8", "surrogateescape"))
                               for s, d, mode in sent if mode == "redacted"], loaded)  # fmt: skip
         if [f for f in again if f.fingerprint not in allowed]:
             block_reasons.append("secrets remain after redaction")

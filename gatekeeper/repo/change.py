@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .errors import Blocked
-from .git import GitError, git, read_objects
-from .scan import Finding, ScanItem
-from .scan.decode import text_views
+from gatekeeper.errors import Blocked
+from gatekeeper.repo.git import GitError, git, read_objects
+from gatekeeper.scan import Finding, ScanItem
+from gatekeeper.scan.decode import text_views
 
 MAX_SCAN_BYTES = 64 << 20  # new blobs and commit objects read for one change
 MAX_OLD_BYTES = 64 << 20  # replaced blobs read to tell added lines from kept ones

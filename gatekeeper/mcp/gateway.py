@@ -24,15 +24,19 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from policy import LoadedPolicy
-
-from .errors import UsageError
-from .fsread import FileRefused, LinkRefused, Missing, NotRegular, RepoFiles, TooLarge, parts_of
-from .git import Repo, current_branch, resolve_commit
-from .paths import DEPENDENCY_DIRS, secret_looking
-from .result_gate import scan_both
-from .scan import ScanItem, redact_lines
-from .worktree import (
+from gatekeeper.errors import UsageError
+from gatekeeper.repo.fsread import (
+    FileRefused,
+    LinkRefused,
+    Missing,
+    NotRegular,
+    RepoFiles,
+    TooLarge,
+    parts_of,
+)
+from gatekeeper.repo.git import Repo, current_branch, resolve_commit
+from gatekeeper.repo.paths import DEPENDENCY_DIRS, secret_looking
+from gatekeeper.repo.worktree import (
     REGULAR_MODES,
     TreeEntry,
     blob_id,
@@ -43,6 +47,9 @@ from .worktree import (
     untracked,
     worktree_state,
 )
+from gatekeeper.scan import ScanItem, redact_lines
+from gatekeeper.scan.policy import scan_with_policy
+from policy import LoadedPolicy
 
 PAGE_BYTES = 5000  # JSON-encoded bytes of text per answer (results stay under 8 KiB)
 MAX_FILE_BYTES = 4 << 20
@@ -82,7 +89,7 @@ def _below(names: Iterable[str], rel: str) -> list[str]:
 
 
 def redact_text(repo: Repo, path: str, text: str, loaded: Any) -> tuple[str, int]:
-    findings, _ = scan_both([ScanItem.whole(path, text)], loaded)
+    findings, _ = scan_with_policy([ScanItem.whole(path, text)], loaded)
     if not findings:
         return text, 0
     return redact_lines(text, findings), len(findings)
@@ -211,7 +218,7 @@ def _withheld(texts: list[_Text], loaded: LoadedPolicy) -> dict[str, frozenset[i
     known = {t.path: _withheld_cache.get((loaded.digest, *t.key)) for t in texts}
     todo = [t for t in texts if known[t.path] is None]
     if todo:
-        findings, _ = scan_both(
+        findings, _ = scan_with_policy(
             [ScanItem.whole(t.path, t.data.decode("utf-8", "replace")) for t in todo], loaded
         )
         lines: dict[str, set[int]] = {t.path: set() for t in todo}

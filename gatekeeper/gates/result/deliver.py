@@ -14,8 +14,8 @@ import shutil
 import subprocess
 from typing import Any
 
-from .errors import Blocked, Unavailable, UsageError
-from .git import (
+from gatekeeper.errors import Blocked, Unavailable, UsageError
+from gatekeeper.repo.git import (
     Repo,
     checked_out_branches,
     git_env,

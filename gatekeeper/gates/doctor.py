@@ -13,15 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_key, state_root
+from gatekeeper.errors import OmsError, UsageError
+from gatekeeper.gates.sandboxed import hidden_paths, profile_for
+from gatekeeper.repo.git import Repo, open_repo, read_policy_at, resolve_commit
+from gatekeeper.scan.gitleaks import Gitleaks
+from gatekeeper.scan.interface import ScannerUnavailable
 from policy import LoadedPolicy, PolicyError, default_policy
 from sandbox import SandboxUnavailable, find_bwrap, probe
 from sandbox.cgroup import support as cgroup_support
-
-from .errors import OmsError, UsageError
-from .git import Repo, open_repo, read_policy_at, resolve_commit
-from .sandboxing import hidden_paths, profile_for
-from .scan.gitleaks import Gitleaks
-from .scan.interface import ScannerUnavailable
 
 APPARMOR_SYSCTL = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
 USERNS_SYSCTL = Path("/proc/sys/kernel/unprivileged_userns_clone")
@@ -193,17 +192,6 @@ def _evidence(repo: Repo, key_ok: bool, f: _Findings) -> None:
         )
 
 
-def _mcp_digest(repo: Repo, f: _Findings) -> None:
-    try:
-        import anyio
-
-        from .mcp_server import tools_digest
-
-        f.report["mcp_tools_digest"] = anyio.run(tools_digest, repo.top)[0]
-    except Exception as exc:  # informational only; never a reason to be "ready"
-        f.report["mcp_tools_digest"] = f"unavailable: {type(exc).__name__}"
-
-
 def kernel_memory_status() -> dict[str, Any]:
     """Whether checks get a memory cgroup (tmpfs pages, inodes, dentries capped)."""
     found = cgroup_support()
@@ -227,7 +215,6 @@ def doctor(repo_dir: Path) -> tuple[dict[str, Any], bool]:
     key_ok = _key(f)
     if repo is not None:
         _evidence(repo, key_ok, f)
-        _mcp_digest(repo, f)
     f.report["kernel_memory"] = kernel_memory_status()  # a warning, never "not ready"
     ready = not f.problems
     f.report["problems"] = f.problems

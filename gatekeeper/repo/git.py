@@ -25,9 +25,8 @@ from pathlib import Path
 
 from evidence import repo_id_for, state_root
 from evidence.state import atomic_write, ensure_private_dir
+from gatekeeper.errors import Blocked, UsageError
 from policy import POLICY_FILE, LoadedPolicy, PolicyError, default_policy, parse_policy
-
-from .errors import Blocked, UsageError
 
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{4,64}$")

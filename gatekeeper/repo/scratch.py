@@ -31,11 +31,10 @@ import threading
 import time
 from pathlib import Path
 
+from gatekeeper.errors import Unavailable, UsageError
+from gatekeeper.repo.git import GitError, git, git_argv, git_env
 from sandbox import Deadline
 from sandbox.cgroup import pid_alive
-
-from .errors import Unavailable, UsageError
-from .git import GitError, git, git_argv, git_env
 
 MAX_ENTRIES = 250_000
 MAX_DEPTH = 256

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..digest import Sha256Digest
+from gatekeeper.digest import Sha256Digest
 
 PAYLOAD_TYPE = "application/vnd.oms.transfer-manifest+json"
 # The purpose leaves in full and is shown in full at the approval prompt; past this

@@ -29,14 +29,14 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from evidence import EvidenceStore, audit, state_root
+from gatekeeper.errors import classify
+from gatekeeper.gates import doctor as doctor_mod
+from gatekeeper.gates.result import pipeline as result_gate
+from gatekeeper.gates.transfer import gate as transfer_gate
+from gatekeeper.mcp import gateway as repo_gateway
+from gatekeeper.repo.git import git, open_repo, read_policy_at, resolve_commit
+from gatekeeper.text import sanitize
 from policy import POLICY_FILE, LoadedPolicy, PolicyError
-
-from . import doctor as doctor_mod
-from . import repo_gateway, result_gate
-from .errors import classify
-from .git import git, open_repo, read_policy_at, resolve_commit
-from .text import sanitize
-from .transfer import gate as transfer_gate
 
 MAX_RESULT_BYTES = 7600  # of the JSON text the SDK sends (indent=2), under 8 KiB
 POLICY_CACHE_SIZE = 16  # policy blobs remembered, parsed or refused
@@ -188,6 +188,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     @tool_errors
     async def oms_doctor() -> Result:
         report, ready = await _thread(doctor_mod.doctor, repo.top)
+        report["mcp_tools_digest"] = (await tools_digest(repo.top))[0]
         return bounded(_hide_paths_in({**report, "ready": ready}))
 
     @server.tool(
@@ -395,6 +396,14 @@ async def tools_digest(repo_dir: Path) -> tuple[str, list[str]]:
     docs.sort(key=lambda d: d["name"])
     digest = "sha256:" + hashlib.sha256(rfc8785.dumps(docs)).hexdigest()
     return digest, [d["name"] for d in docs]
+
+
+def digest_for_doctor(repo_dir: Path) -> str:
+    """The tools digest for `oms doctor`: informational, never a reason to be "ready"."""
+    try:
+        return anyio.run(tools_digest, repo_dir)[0]
+    except Exception as exc:  # reported as unavailable, never raised
+        return f"unavailable: {type(exc).__name__}"
 
 
 def serve(repo_dir: Path) -> None:

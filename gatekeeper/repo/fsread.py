@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from types import TracebackType
 
-from .errors import UsageError
+from gatekeeper.errors import UsageError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC

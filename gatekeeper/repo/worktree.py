@@ -16,8 +16,8 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .fsread import FileRefused, Missing, RepoFiles
-from .git import Repo, git, read_objects, worktree_git
+from gatekeeper.repo.fsread import FileRefused, Missing, RepoFiles
+from gatekeeper.repo.git import Repo, git, read_objects, worktree_git
 
 REGULAR_MODES = ("100644", "100755")
 LINK_MODE = "120000"

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from .change import FileChange
+from gatekeeper.repo.change import FileChange
 
 BUILTIN = (
     # oms itself and the policy

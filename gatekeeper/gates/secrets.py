@@ -9,15 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gatekeeper.errors import UsageError
+from gatekeeper.repo.change import read_change, scan_set
+from gatekeeper.repo.git import open_repo, read_policy_at, resolve_commit
+from gatekeeper.scan import Finding, ScanItem
+from gatekeeper.scan.decode import text_views
+from gatekeeper.scan.policy import scan_with_policy
+from gatekeeper.scan.sarif import to_sarif
 from policy import LoadedPolicy, default_policy
-
-from .change import read_change, scan_set
-from .errors import UsageError
-from .git import open_repo, read_policy_at, resolve_commit
-from .result_gate import scan_both
-from .scan import Finding, ScanItem
-from .scan.decode import text_views
-from .scan.sarif import to_sarif
 
 MAX_FILE_BYTES = 16 << 20
 
@@ -76,7 +75,7 @@ def scan(
         items.append(ScanItem.whole("<stdin>", stdin_text))
     if not items and not (diff or paths or stdin_text is not None):
         raise UsageError("nothing to scan: give PATH…, --diff BASE..HEAD or --stdin")
-    findings, infos = scan_both(items, loaded)
+    findings, infos = scan_with_policy(items, loaded)
     if keep is not None:  # of a modified file, only what touches a line the range adds
         findings = keep(findings)
     allowed = set(loaded.policy.scanners.allow_fingerprints)

@@ -22,12 +22,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from evidence import Draft, EvidenceStore, state_root
-from policy import LoadedPolicy
-from sandbox import Bwrap, Deadline, Profile, RunResult
-
-from . import sandboxing
-from .change import Change, read_change, scan_set
-from .errors import (
+from gatekeeper.errors import (
     EXIT_BLOCKED,
     EXIT_FAILED,
     EXIT_OK,
@@ -36,10 +31,22 @@ from .errors import (
     Unavailable,
     classify,
 )
-from .git import GitError, Repo, git, open_repo, read_policy_at, resolve_commit, trusted_base
-from .protected import protected_changes
-from .scan import Finding, ScanItem, ScannerInfo, combined
-from .scratch import ScratchError
+from gatekeeper.gates import sandboxed as sandboxing
+from gatekeeper.gates.result.protected import protected_changes
+from gatekeeper.repo.change import Change, read_change, scan_set
+from gatekeeper.repo.git import (
+    GitError,
+    Repo,
+    git,
+    open_repo,
+    read_policy_at,
+    resolve_commit,
+    trusted_base,
+)
+from gatekeeper.repo.scratch import ScratchError
+from gatekeeper.scan.policy import scan_with_policy
+from policy import LoadedPolicy
+from sandbox import Bwrap, Deadline, Profile, RunResult
 
 READY = "READY_FOR_HUMAN"
 FAILED = "FAILED"
@@ -115,19 +122,6 @@ class _Clock:
         now = time.perf_counter()
         self.laps[stage] = self.laps.get(stage, 0) + int((now - self._t) * 1000)
         self._t = now
-
-
-def scan_both(
-    items: list[ScanItem], loaded: LoadedPolicy, budget: Deadline | None = None
-) -> tuple[list[Finding], list[ScannerInfo]]:
-    """Both scanners over `items` with the pin and time-out of this policy (within `budget`)."""
-    sp = loaded.policy.scanners
-    timeout = (
-        sp.timeout_s
-        if budget is None
-        else sandboxing.within(budget, sp.timeout_s, "before the scanners")
-    )
-    return combined.scan_both(items, sp.gitleaks_sha256, timeout)
 
 
 def _check_json(name: str, r: RunResult, store: EvidenceStore) -> dict[str, Any]:
@@ -252,7 +246,7 @@ class Secrets:
         assert gate.change is not None  # ProtectedPaths read it
         scope = scan_set(gate.repo.top, gate.change)
         gate.clock.lap("read_change")
-        found, infos = scan_both(list(scope.items), gate.loaded, gate.budget)
+        found, infos = scan_with_policy(list(scope.items), gate.loaded, gate.budget)
         gate.clock.lap("scan")
         gate.record["scanners"] = [{"name": i.name, "version": i.version, "digest": i.digest}
                                    for i in infos]  # fmt: skip
@@ -448,7 +442,7 @@ def process_result(
         verdict, repo = _gate(repo_dir, candidate_ref, base_ref, ticket, attempt)
     candidate = verdict.commit
     if verdict.decision == READY and (deliver_branch or push_remote or draft_pr):
-        from .deliver import deliver
+        from gatekeeper.gates.result.deliver import deliver
 
         try:
             verdict.delivered = deliver(repo, candidate, deliver_branch, push_remote, draft_pr)

@@ -1,0 +1,1 @@
+"""The protected result gate: pipeline, verdict, protected paths, delivery."""

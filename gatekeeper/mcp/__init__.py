@@ -1,0 +1,1 @@
+"""The MCP server: bounds, tools and the repository gateway."""
