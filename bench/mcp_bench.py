@@ -162,7 +162,9 @@ def main() -> int:
         os.environ.update(HOME=env["HOME"], OMS_HOME=env["OMS_HOME"],
                           GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)  # fmt: skip
         from gatekeeper.mcp import gateway as repo_gateway
-        from gatekeeper.repo.git import open_repo, read_policy_at, resolve_commit
+        from gatekeeper.repo.git import open_repo
+        from gatekeeper.repo.policy import read_policy_at
+        from gatekeeper.repo.refs import resolve_commit
 
         gw_repo = open_repo(repo)
         policy = read_policy_at(gw_repo.top, resolve_commit(gw_repo.top, "HEAD"))

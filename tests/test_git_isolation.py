@@ -341,7 +341,8 @@ def test_grafts_do_not_change_the_parents_oms_sees(lab: Lab) -> None:
     (lab.repo / ".git" / "info").mkdir(exist_ok=True)
     (lab.repo / ".git" / "info" / "grafts").write_text(f"{second} {base}\n")
     assert lab.git("rev-parse", f"{second}~1") == base  # live: git believes the graft
-    from gatekeeper.repo.git import open_repo, resolve_commit
+    from gatekeeper.repo.git import open_repo
+    from gatekeeper.repo.refs import resolve_commit
 
     repo = open_repo(lab.repo)
     assert resolve_commit(repo.top, "two~1") == first
@@ -453,7 +454,8 @@ def test_repository_path_with_a_newline_is_refused(tmp_path: Path, oms_env: dict
 
 
 def test_remote_tip_is_what_the_remote_says_not_a_local_tracking_ref(lab: Lab) -> None:
-    from gatekeeper.repo.git import open_repo, remote_tip
+    from gatekeeper.repo.git import open_repo
+    from gatekeeper.repo.remote import remote_tip
 
     lab.git("branch", "--set-upstream-to=origin/main", "main")
     lab.git("fetch", "-q", "origin")
@@ -475,7 +477,7 @@ def test_remote_tip_is_what_the_remote_says_not_a_local_tracking_ref(lab: Lab) -
      ("x\n", False), ("a:b", False), ("a/", False), ("a*", False), ("a[b", False)],
 )  # fmt: skip
 def test_refnames_follow_gits_rules(name: str, ok: bool) -> None:
-    from gatekeeper.repo.git import valid_refname
+    from gatekeeper.repo.refs import valid_refname
 
     assert valid_refname(f"refs/heads/{name}") is ok
     assert not valid_refname("@")
@@ -489,7 +491,7 @@ def test_refnames_follow_gits_rules(name: str, ok: bool) -> None:
      ("git://example.invalid/r", False), ("-uhack", False), ("r.git", False)],
 )  # fmt: skip
 def test_only_https_ssh_and_local_remotes_are_run(url: str, ok: bool) -> None:
-    from gatekeeper.repo.git import RemoteRefused, checked_url
+    from gatekeeper.repo.remote import RemoteRefused, checked_url
 
     if ok:
         assert checked_url(url) == url

@@ -21,7 +21,7 @@ from conftest import parse_single_json
 
 import policy
 from gatekeeper.mcp import server as mcp_server
-from gatekeeper.repo import git as gatekeeper_git
+from gatekeeper.repo import policy as policy_at
 from policy import (
     DEFAULT_POLICY,
     PolicyError,
@@ -496,13 +496,13 @@ def test_mcp_policy_cache_parses_each_policy_blob_once(
     git_repo: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     parsed: list[str] = []
-    real = gatekeeper_git.parse_policy
+    real = policy_at.parse_policy
 
     def counting(data: bytes, origin: str) -> policy.LoadedPolicy:
         parsed.append(origin)
         return real(data, origin)
 
-    monkeypatch.setattr(gatekeeper_git, "parse_policy", counting)
+    monkeypatch.setattr(policy_at, "parse_policy", counting)
     cache = mcp_server.PolicyCache(git_repo)
     first = _commit(run_git, git_repo, {"oms.toml": "version = 1\n"})
     assert cache.at(first).origin == f"{first[:12]}:oms.toml"

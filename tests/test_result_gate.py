@@ -45,7 +45,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 import gatekeeper.gates.result.pipeline as rg
 import gatekeeper.gates.sandboxed as gs
 from evidence import EvidenceStore
-from gatekeeper.errors import EXIT_BLOCKED, EXIT_UNAVAILABLE, classify
+from gatekeeper.errors import EXIT_BLOCKED, EXIT_UNAVAILABLE, Blocked, Unavailable, classify
 from gatekeeper.scan.detect_secrets import DetectSecrets
 from gatekeeper.scan.gitleaks import locate as locate_gitleaks
 from policy import PolicyError, parse_policy
@@ -803,7 +803,7 @@ def test_detect_secrets_raising_is_unavailable_and_recorded(
     ran: list[Any] = []
     monkeypatch.setattr(gs, "run_in_scratch", lambda *a, **k: ran.append(a))
     world.commit("cand/ds", {"README.md": "ds\n"})
-    with pytest.raises(rg.GateUnavailable) as info:
+    with pytest.raises(Unavailable) as info:
         rg.process_result(world.repo, "cand/ds")
     exc = info.value
     world.outputs.append(str(exc) + json.dumps(exc.data))
@@ -822,7 +822,7 @@ def test_missing_sandbox_is_unavailable_and_no_check_runs(
     ran: list[Any] = []
     monkeypatch.setattr(gs, "run_in_scratch", lambda *a, **k: ran.append(a))
     world.commit("cand/nobwrap", {"README.md": "no bwrap\n"})
-    with pytest.raises(rg.GateUnavailable) as info:
+    with pytest.raises(Unavailable) as info:
         rg.process_result(world.repo, "cand/nobwrap")
     exc = info.value
     assert classify(exc) == (EXIT_UNAVAILABLE, "unavailable")
@@ -899,7 +899,7 @@ def test_oversized_change_is_recorded_blocked_then_refused(
 
     monkeypatch.setattr(change_module, "MAX_SCAN_BYTES", 1 << 10)
     world.commit("cand/big", {"big.txt": "word " * 1000})
-    with pytest.raises(rg.GateBlocked) as info:
+    with pytest.raises(Blocked) as info:
         rg.process_result(world.repo, "cand/big")
     assert classify(info.value) == (EXIT_BLOCKED, "blocked")
     assert "more than oms scans" in str(info.value)
@@ -918,7 +918,7 @@ def test_git_error_after_start_is_recorded_unavailable(
 
     monkeypatch.setattr(rg, "read_change", broken)
     world.commit("cand/giterr", {"README.md": "git error\n"})
-    with pytest.raises(rg.GateUnavailable) as info:
+    with pytest.raises(Unavailable) as info:
         rg.process_result(world.repo, "cand/giterr")
     assert classify(info.value) == (EXIT_UNAVAILABLE, "unavailable")
     _one_result_follows_start(world, info.value.data["evidence_seq"], UNAVAILABLE, "git failed")

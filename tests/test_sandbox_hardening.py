@@ -30,7 +30,9 @@ import gatekeeper.gates.result.pipeline as rg
 import gatekeeper.gates.sandboxed as gs
 from gatekeeper.errors import EXIT_UNAVAILABLE, Unavailable, classify
 from gatekeeper.gates.sandboxed import profile_for, ready, run_in_scratch, sandbox_run
-from gatekeeper.repo.git import open_repo, read_policy_at, resolve_commit
+from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import resolve_commit
 from sandbox import Deadline, ProfileError, cgroup
 
 pytestmark = NEEDS_BWRAP_AND_PYTHON
@@ -343,7 +345,7 @@ def test_gate_whose_budget_is_spent_is_unavailable_before_the_scanners(
 ) -> None:
     repo = _gate_repo(tmp_path / "repo", [SH, "-c", "exit 0"], state)
     monkeypatch.setattr(gs, "gate_deadline", lambda loaded: Deadline.after(0))
-    with pytest.raises(rg.GateUnavailable) as info:
+    with pytest.raises(Unavailable) as info:
         rg.process_result(repo, "cand", "main")
     assert info.value.data["decision"] == "UNAVAILABLE"
     assert "time budget" in str(info.value) and "before the scanners" in str(info.value)

@@ -1,7 +1,7 @@
 """Rendering a command's outcome: exactly one JSON object with --json, else short text.
 
 Every refusal reaches the user as one line, mapped to its exit code by
-`errors.classify`; an unexpected exception is reported as an internal error
+`errors.refusal`; an unexpected exception is reported as an internal error
 (exit 4, fail closed), never as a traceback.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, ParamSpec
 
 import click
 
-from gatekeeper.errors import EXIT_UNAVAILABLE, classify
+from gatekeeper.errors import InternalError, refusal
 from gatekeeper.text import sanitize
 
 P = ParamSpec("P")
@@ -66,17 +66,12 @@ def command(fn: Callable[P, Outcome]) -> Callable[P, None]:
         except click.exceptions.Exit:
             raise
         except Exception as exc:
-            known = classify(exc)
-            if known is None:
-                if os.environ.get("OMS_DEBUG"):
-                    traceback.print_exc()
-                code, kind, msg = EXIT_UNAVAILABLE, "internal", f"{type(exc).__name__}: {exc}"
-            else:
-                code, kind = known
-                msg = str(exc)
+            err = refusal(exc)
+            if isinstance(err, InternalError) and os.environ.get("OMS_DEBUG"):
+                traceback.print_exc()
+            code = err.exit_code
             # A refusal that was recorded carries its data (e.g. the evidence seq).
-            data = getattr(exc, "data", None)
-            emit_error(as_json, code, kind, msg, data if isinstance(data, dict) else None)
+            emit_error(as_json, code, err.kind, err.message, err.data)
             sys.exit(code)
         if as_json:
             # `exit_code` is left to the data (e.g. a sandboxed command's own exit code).

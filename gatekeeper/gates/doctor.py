@@ -15,7 +15,9 @@ from typing import Any
 from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_key, state_root
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.gates.sandboxed import hidden_paths, profile_for
-from gatekeeper.repo.git import Repo, open_repo, read_policy_at, resolve_commit
+from gatekeeper.repo.git import Repo, open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.scan.gitleaks import Gitleaks
 from gatekeeper.scan.interface import ScannerUnavailable
 from policy import LoadedPolicy, PolicyError, default_policy

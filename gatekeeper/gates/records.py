@@ -17,7 +17,8 @@ from evidence import (
 from evidence import show as show_entry
 from evidence.state import ensure_private_dir
 from gatekeeper.errors import UsageError
-from gatekeeper.repo.git import Repo, default_branch_ref, open_repo, record_default_branch
+from gatekeeper.repo.git import Repo, open_repo
+from gatekeeper.repo.refs import default_branch_ref, record_default_branch
 
 MAX_NOTE_CHARS = 4096
 MAX_ATTACHMENT_BYTES = 64 << 20

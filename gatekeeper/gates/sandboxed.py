@@ -17,7 +17,9 @@ from typing import Any
 
 from evidence import state_root
 from gatekeeper.errors import Unavailable, UsageError
-from gatekeeper.repo.git import Repo, open_repo, read_policy_at, resolve_commit
+from gatekeeper.repo.git import Repo, open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.repo.scratch import copy_commit, remove_tree, sweep_stale
 from policy import LoadedPolicy
 from sandbox import (

@@ -11,7 +11,9 @@ from typing import Any
 
 from gatekeeper.errors import UsageError
 from gatekeeper.repo.change import read_change, scan_set
-from gatekeeper.repo.git import open_repo, read_policy_at, resolve_commit
+from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.scan import Finding, ScanItem
 from gatekeeper.scan.decode import text_views
 from gatekeeper.scan.policy import scan_with_policy

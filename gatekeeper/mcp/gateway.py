@@ -34,8 +34,9 @@ from gatekeeper.repo.fsread import (
     TooLarge,
     parts_of,
 )
-from gatekeeper.repo.git import Repo, current_branch, resolve_commit
+from gatekeeper.repo.git import Repo
 from gatekeeper.repo.paths import DEPENDENCY_DIRS, secret_looking
+from gatekeeper.repo.refs import current_branch, resolve_commit
 from gatekeeper.repo.worktree import (
     REGULAR_MODES,
     TreeEntry,

@@ -29,12 +29,14 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from evidence import EvidenceStore, audit, state_root
-from gatekeeper.errors import classify
+from gatekeeper.errors import Unavailable, classify
 from gatekeeper.gates import doctor as doctor_mod
 from gatekeeper.gates.result import pipeline as result_gate
 from gatekeeper.gates.transfer import gate as transfer_gate
 from gatekeeper.mcp import gateway as repo_gateway
-from gatekeeper.repo.git import git, open_repo, read_policy_at, resolve_commit
+from gatekeeper.repo.git import git, open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.text import sanitize
 from policy import POLICY_FILE, LoadedPolicy, PolicyError
 
@@ -256,7 +258,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
         try:
             v = await _thread(result_gate.process_result, repo.top, candidate, None, ticket,
                               attempt)  # fmt: skip
-        except result_gate.GateUnavailable as exc:
+        except Unavailable as exc:
             await ctx.report_progress(3, 3, "unavailable")
             raise ToolError(_clean_error(exc)) from None
         await ctx.report_progress(3, 3, v.decision)

@@ -15,16 +15,9 @@ import subprocess
 from typing import Any
 
 from gatekeeper.errors import Blocked, Unavailable, UsageError
-from gatekeeper.repo.git import (
-    Repo,
-    checked_out_branches,
-    git_env,
-    is_ancestor,
-    push,
-    read_ref,
-    valid_refname,
-    write_ref,
-)
+from gatekeeper.repo.git import Repo, git_env, is_ancestor
+from gatekeeper.repo.refs import checked_out_branches, read_ref, valid_refname, write_ref
+from gatekeeper.repo.remote import push
 
 
 def _branch_ref(name: str) -> str:

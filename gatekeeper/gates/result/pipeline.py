@@ -30,19 +30,14 @@ from gatekeeper.errors import (
     Blocked,
     Unavailable,
     classify,
+    refusal,
 )
 from gatekeeper.gates import sandboxed as sandboxing
 from gatekeeper.gates.result.protected import protected_changes
 from gatekeeper.repo.change import Change, read_change, scan_set
-from gatekeeper.repo.git import (
-    GitError,
-    Repo,
-    git,
-    open_repo,
-    read_policy_at,
-    resolve_commit,
-    trusted_base,
-)
+from gatekeeper.repo.git import GitError, Repo, git, open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import resolve_commit, trusted_base
 from gatekeeper.repo.scratch import ScratchError
 from gatekeeper.scan.policy import scan_with_policy
 from policy import LoadedPolicy
@@ -57,22 +52,6 @@ MAX_LISTED = 200  # findings/reasons listed in the entry; the full list goes in 
 
 NOTHING_TO_VERIFY = "nothing to verify: the candidate is its base"
 INTERRUPT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-class GateUnavailable(Unavailable):
-    """Unavailable after the refusal was recorded; carries the JSON to show."""
-
-    def __init__(self, message: str, data: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.data = data
-
-
-class GateBlocked(Blocked):
-    """Blocked by policy (e.g. an oversized change) after the refusal was recorded."""
-
-    def __init__(self, message: str, data: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.data = data
 
 
 class GateInterrupted(Unavailable):
@@ -318,7 +297,7 @@ def _refusal(exc: Exception) -> tuple[str, str]:
 def run_stages(gate: GateRun, stages: Sequence[Stage] = STAGES) -> Verdict:
     """The stages in order; any refusal ends in exactly one recorded `result` entry,
     then is raised again: BLOCKED as GateBlocked (exit 3), what oms could not do as
-    GateUnavailable (exit 4), anything else (a bug, a bad sandbox profile) as itself."""
+    Unavailable (exit 4), anything else (a bug, a bad sandbox profile) as itself."""
     try:
         for stage in stages:
             decision = stage.run(gate)
@@ -333,11 +312,10 @@ def run_stages(gate: GateRun, stages: Sequence[Stage] = STAGES) -> Verdict:
         data = {**gate.finish(decision).to_json(), "decision": decision}
         known = classify(exc)
         if decision == BLOCKED:
-            raise GateBlocked(reason, data) from exc
+            raise Blocked(reason, data=data) from exc
         if isinstance(exc, GitError | OSError) or (known and known[0] == EXIT_UNAVAILABLE):
-            raise GateUnavailable(reason, data) from exc
-        exc.data = data  # type: ignore[attr-defined]  # shown with the refusal
-        raise
+            raise Unavailable(reason, data=data) from exc
+        raise refusal(exc, data) from exc  # shown with the recorded decision
 
 
 @contextmanager
@@ -448,6 +426,6 @@ def process_result(
             verdict.delivered = deliver(repo, candidate, deliver_branch, push_remote, draft_pr)
         except Exception as exc:
             # The READY verdict stands (it is recorded); the refusal is about delivery.
-            exc.data = {**verdict.to_json(), "delivered": {"error": str(exc)}}  # type: ignore[attr-defined]
-            raise
+            shown = {**verdict.to_json(), "delivered": {"error": str(exc)}}
+            raise refusal(exc, shown) from exc
     return verdict

@@ -46,17 +46,10 @@ from gatekeeper.gates.transfer.select import (
 )
 from gatekeeper.gates.transfer.tty import confirm_at_terminal, wrap_exact
 from gatekeeper.repo.fsread import FileRefused, LinkRefused, Missing, RepoFiles
-from gatekeeper.repo.git import (
-    Repo,
-    current_branch,
-    default_base,
-    default_branch,
-    is_ancestor,
-    open_repo,
-    read_policy_at,
-    remote_tip,
-    resolve_commit,
-)
+from gatekeeper.repo.git import Repo, is_ancestor, open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import current_branch, default_base, default_branch, resolve_commit
+from gatekeeper.repo.remote import remote_tip
 from gatekeeper.repo.worktree import (
     REGULAR_MODES,
     TreeEntry,

@@ -1,0 +1,126 @@
+"""Remotes: their URLs read as data, and the only transports oms runs (https, ssh, local
+paths) for ls-remote and push, never prompting."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from gatekeeper.errors import Blocked, UsageError
+from gatekeeper.repo.git import SHA_RE, Repo, git_argv, git_env, run_argv
+from gatekeeper.repo.refs import current_branch, valid_refname
+
+
+class RemoteRefused(Blocked):
+    """A remote whose transport oms does not run (only https, ssh and local paths)."""
+
+
+def repo_config(repo: Repo, key: str) -> str | None:
+    """The last value of `key` in the repository's own config file, parsed by git as data
+    (`git config --file`: no includes, nothing run)."""
+    out = run_argv(["git", "config", "--file", str(repo.common_dir / "config"), "--null", "--get",
+                key], git_env(repo), repo.mirror, None, False, "config")  # fmt: skip
+    return out.rstrip(b"\0").decode("utf-8", "surrogateescape") if out else None
+
+
+_SCP = re.compile(r"^[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:(?!/)")  # user@host:path (not a port)
+
+
+def checked_url(url: str) -> str:
+    """A remote URL oms will run a transport for: https, ssh, or a local path."""
+    if url.startswith(("https://", "ssh://")) or _SCP.match(url):
+        if "::" in url.split("/")[0] or url.startswith("-"):
+            raise RemoteRefused(f"remote URL refused: {url[:80]!r}")
+        return url
+    if url.startswith("/") and "::" not in url:
+        return url
+    if url.startswith("file:///"):
+        return url
+    raise RemoteRefused(f"oms pushes and fetches only over https, ssh or a local path; "
+                        f"refused: {url[:80]!r}")  # fmt: skip
+
+
+def remote_url(repo: Repo, remote: str, push: bool = False) -> str:
+    """A remote's URL from the repository's config as data, or a URL given directly.
+
+    Only the URL is taken: never the remote's receivepack/uploadpack, insteadOf or proxy.
+    """
+    if not remote or remote.startswith("-") or "\x00" in remote:
+        raise UsageError(f"not a valid remote: {remote[:80]!r}")
+    if "/" in remote or ":" in remote:
+        return checked_url(remote)
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", remote):
+        raise UsageError(f"not a valid remote: {remote[:80]!r}")
+    url = (repo_config(repo, f"remote.{remote}.pushurl") if push else None) or repo_config(
+        repo, f"remote.{remote}.url"
+    )
+    if url is None:
+        raise UsageError(f"no remote {remote!r} in this repository")
+    return checked_url(url)
+
+
+LS_REMOTE_TIMEOUT_S = 30
+
+
+def _transport(repo: Repo, *args: str, ssh: str = "ssh") -> list[str]:
+    return ["git", "--git-dir", str(repo.mirror),
+            "-c", "protocol.allow=never", "-c", "protocol.https.allow=always",
+            "-c", "protocol.ssh.allow=always", "-c", "protocol.file.allow=always",
+            "-c", f"core.sshCommand={ssh}", "-c", "credential.helper=", *args]  # fmt: skip
+
+
+def ls_remote(repo: Repo, url: str, ref: str) -> str | None:
+    """The commit `ref` has on the remote itself, or None when it cannot be confirmed.
+
+    A question asked in passing (is this pushed?): it never prompts for a password or a
+    host key and gives up after LS_REMOTE_TIMEOUT_S; either way the answer is "unknown".
+    """
+    argv = _transport(repo, "ls-remote", "--", checked_url(url), ref,
+                      ssh="ssh -o BatchMode=yes -o ConnectTimeout=10")  # fmt: skip
+    try:
+        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL,
+                              env=git_env(repo), cwd=repo.mirror, check=False,
+                              timeout=LS_REMOTE_TIMEOUT_S)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None
+    out = proc.stdout if proc.returncode == 0 else b""
+    for line in out.split(b"\n"):
+        sha, _, name = line.partition(b"\t")
+        text = sha.decode("ascii", "replace")
+        if name.decode("utf-8", "surrogateescape") == ref and SHA_RE.match(text):
+            return text
+    return None
+
+
+def remote_tip(repo: Repo) -> tuple[str, str] | None:
+    """(upstream label, commit) of HEAD's upstream branch as confirmed on the remote itself
+    (ls-remote through oms' transport rules); None when there is no upstream or it cannot
+    be confirmed. A local remote-tracking ref is never taken as proof."""
+    branch = current_branch(repo)
+    if branch is None:
+        return None
+    remote = repo_config(repo, f"branch.{branch}.remote")
+    merge = repo_config(repo, f"branch.{branch}.merge")
+    if not remote or not merge or not merge.startswith("refs/heads/") or not valid_refname(merge):
+        return None
+    try:
+        url = remote_url(repo, remote)
+    except (UsageError, Blocked):
+        return None
+    sha = ls_remote(repo, url, merge)
+    if sha is None:
+        return None
+    probe = subprocess.run(git_argv(repo, "cat-file", "-e", f"{sha}^{{commit}}"),
+                           capture_output=True, env=git_env(repo), cwd=repo.mirror,
+                           check=False)  # fmt: skip
+    if probe.returncode != 0:
+        return None
+    return f"{remote}/{merge.removeprefix('refs/heads/')}", sha
+
+
+def push(repo: Repo, remote: str, sha: str, branch: str) -> str:
+    """Push exactly `sha` to `branch` on the remote, never forced; returns the URL used."""
+    url = remote_url(repo, remote, push=True)
+    run_argv(_transport(repo, "push", "--no-verify", "--", url, f"{sha}:refs/heads/{branch}"),
+         git_env(repo), repo.mirror, None, True, "push")  # fmt: skip
+    return url
