@@ -13,10 +13,12 @@ from .errors import (
 )
 from .export import VerifiedEntry, entry_statement, export_dsse, prove, show, verified_entry
 from .keys import SigningKey, create_key, load_key
+from .payload import Attachment, Note, Payload
 from .state import repo_id_for, state_root
 from .store import Draft, EvidenceStore
 
 __all__ = [
+    "Attachment",
     "AuditReport",
     "Draft",
     "Entry",
@@ -25,6 +27,8 @@ __all__ = [
     "EvidenceStore",
     "KeyUnavailable",
     "NotInitialised",
+    "Note",
+    "Payload",
     "SigningKey",
     "StoreUnavailable",
     "Subject",

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import checkpoint as cp
 from .blobs import BlobStore
@@ -44,8 +44,11 @@ from .errors import EntryNotFound, NotInitialised, StoreUnavailable, TamperDetec
 from .keys import SigningKey, create_key, load_key
 from .log import LOG_FILE, append_lines, last_line, locked, read_log, split_lines
 from .merkle import Frontier, leaf_hash
+from .payload import Payload
 from .pending import PENDING_FILE, Pending, decode_pending, log_extension, log_extent
 from .state import atomic_write, check_state_dirs, fsync_dir
+
+P = TypeVar("P", bound=Payload)
 
 CHECKPOINT_FILE = "checkpoint"
 TREE_FILE = "tree.json"
@@ -60,6 +63,12 @@ class Draft:
     data: Mapping[str, Any] = field(default_factory=dict)
     blobs: Sequence[str] = ()
     policy: str | None = None
+
+    @classmethod
+    def of(cls, payload: Payload, subject: Sequence[Mapping[str, Any]] = (),
+           blobs: Sequence[str] = (), policy: str | None = None) -> Draft:  # fmt: skip
+        """A draft whose kind and data come from a typed payload."""
+        return cls(payload.KIND, subject, payload.data(), blobs, policy)
 
 
 def store_dirs(repo_id: str) -> tuple[str, ...]:
@@ -488,6 +497,23 @@ class EvidenceStore:
             return Entry.model_validate_json(self.line(seq))
         except ValueError:
             raise TamperDetected(f"entry {seq} is not a valid entry", seq=seq) from None
+
+    def entries(self, kind: str | None = None) -> list[Entry]:
+        """Every entry (of `kind`), in order, each parsed and validated as an Entry."""
+        out = []
+        for seq, line in enumerate(self.lines()):
+            try:
+                if kind is not None and json.loads(line).get("kind") != kind:
+                    continue
+                out.append(Entry.model_validate_json(line))
+            except (ValueError, AttributeError):
+                raise TamperDetected(f"entry {seq} is not a valid entry", seq=seq) from None
+        return out
+
+    def payloads(self, model: type[P]) -> list[tuple[Entry, P]]:
+        """Every entry of `model`'s kind with its typed payload (TamperDetected if one does
+        not fit): the one way gates read evidence back."""
+        return [(e, model.of(e)) for e in self.entries(model.KIND)]
 
     def head(self) -> int:
         """The number of complete entries."""

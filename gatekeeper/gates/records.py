@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from evidence import (
+    Attachment,
     AuditReport,
     Draft,
     EvidenceStore,
+    Note,
     audit,
     export_dsse,
     prove,
@@ -62,7 +64,7 @@ def note(repo_dir: Path, message: str, attach: Path | None) -> dict[str, Any]:
     _, store = open_store(repo_dir)
     store.key  # noqa: B018 -- fail before storing anything when the key is gone
     blobs: list[str] = []
-    data: dict[str, Any] = {"message": message}
+    attachment = None
     if attach is not None:
         try:
             if attach.stat().st_size > MAX_ATTACHMENT_BYTES:
@@ -71,8 +73,9 @@ def note(repo_dir: Path, message: str, attach: Path | None) -> dict[str, Any]:
         except OSError as exc:
             raise UsageError(f"cannot read attachment: {exc.strerror}") from None
         blobs.append(store.blobs.put(content))
-        data["attachment"] = {"name": attach.name, "bytes": len(content)}
-    entry = store.append(Draft(kind="note", data=data, blobs=blobs))
+        attachment = Attachment(name=attach.name, bytes=len(content))
+    payload = Note(message=message, attachment=attachment)
+    entry = store.append(Draft.of(payload, blobs=blobs))
     return {"seq": entry.seq, "kind": entry.kind, "time": entry.time, "blobs": entry.blobs}
 
 
