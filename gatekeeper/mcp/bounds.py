@@ -15,7 +15,7 @@ from typing import Any, ParamSpec
 
 import pydantic_core
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from evidence import state_root
 from gatekeeper.errors import classify
@@ -31,6 +31,10 @@ P = ParamSpec("P")
 
 class Result(BaseModel):
     """Every tool's structured output: a compact JSON document as `data`."""
+
+    # Frozen only: extra="forbid" would add additionalProperties to the output schema
+    # and so change the tools digest that hosts pin.
+    model_config = ConfigDict(frozen=True)
 
     ok: bool
     truncated: bool
