@@ -11,6 +11,7 @@ import functools
 import json
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, ParamSpec
 
 import pydantic_core
@@ -132,10 +133,26 @@ def fit(text: str, offset: int, budget: int) -> str:
     return text[offset : offset + max(lo, 0)]
 
 
-def page(text: str, offset: int, key: str, budget: int = PAGE_BYTES) -> dict[str, Any]:
-    """One page of `text` from `offset` under `key`, with where the next page starts."""
-    chunk = fit(text, offset, budget)
-    nxt = offset + len(chunk)
-    more = nxt < len(text)
-    return {key: chunk, "offset": offset, "total_chars": len(text),
-            "next_offset": nxt if more else None, "truncated": more}  # fmt: skip
+@dataclass(frozen=True)
+class Page:
+    """One page of a text under `key`: the piece, where it starts and where the next does."""
+
+    key: str
+    chunk: str
+    offset: int
+    total_chars: int
+
+    @property
+    def next_offset(self) -> int | None:
+        nxt = self.offset + len(self.chunk)
+        return nxt if nxt < self.total_chars else None
+
+    def to_json(self) -> dict[str, Any]:
+        more = self.next_offset is not None
+        return {self.key: self.chunk, "offset": self.offset, "total_chars": self.total_chars,
+                "next_offset": self.next_offset, "truncated": more}  # fmt: skip
+
+
+def page(text: str, offset: int, key: str, budget: int = PAGE_BYTES) -> Page:
+    """One page of `text` from `offset` under `key` whose text fits `budget` JSON bytes."""
+    return Page(key, fit(text, offset, budget), offset, len(text))

@@ -25,6 +25,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from gatekeeper.errors import UsageError
+from gatekeeper.mcp.answers import DiffText, FileText, Hit, Listing, Matches
 from gatekeeper.mcp.bounds import PAGE_BYTES, json_size, page
 from gatekeeper.repo.fsread import (
     FileRefused,
@@ -113,7 +114,7 @@ def served_files(repo: Repo, path: str) -> list[str]:
     return out
 
 
-def tree(repo: Repo, path: str, offset: int, limit: int) -> dict[str, Any]:
+def tree(repo: Repo, path: str, offset: int, limit: int) -> Listing:
     files = served_files(repo, path)
     window = files[offset : offset + limit]
     budget, shown = PAGE_BYTES, []
@@ -122,10 +123,7 @@ def tree(repo: Repo, path: str, offset: int, limit: int) -> dict[str, Any]:
         if budget < 0:
             break
         shown.append(f)
-    nxt = offset + len(shown)
-    return {"files": shown, "total": len(files), "offset": offset,
-            "next_offset": nxt if nxt < len(files) else None,
-            "truncated": nxt < len(files)}  # fmt: skip
+    return Listing(tuple(shown), len(files), offset)
 
 
 def _refusal(exc: FileRefused) -> UsageError:
@@ -145,7 +143,7 @@ def _read(files: RepoFiles, rel: str) -> bytes:
         raise _refusal(exc) from None
 
 
-def read_file(repo: Repo, path: str, offset: int, loaded: LoadedPolicy) -> dict[str, Any]:
+def read_file(repo: Repo, path: str, offset: int, loaded: LoadedPolicy) -> FileText:
     rel = resolve_inside(repo, path)
     if not rel:
         raise UsageError("not a file")
@@ -155,7 +153,7 @@ def read_file(repo: Repo, path: str, offset: int, loaded: LoadedPolicy) -> dict[
         raise UsageError("binary file")
     text = data.decode("utf-8", "replace")
     text, redacted = redact_text(repo, rel, text, loaded)
-    return {"path": rel, **page(text, offset, "text"), "redacted_findings": redacted}
+    return FileText(rel, page(text, offset, "text"), redacted)
 
 
 # -- search --------------------------------------------------------------------------------
@@ -268,7 +266,7 @@ def _regex(query: str, files: list[list[Any]], limit: int) -> list[list[Any]]:
 
 
 def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
-           loaded: LoadedPolicy) -> dict[str, Any]:  # fmt: skip
+           loaded: LoadedPolicy) -> Matches:  # fmt: skip
     """Matches on lines without findings only; `redacted_findings` counts the withheld
     lines of every searched file, whatever the query (so it tells nothing about a match)."""
     if not query or len(query) > 200:
@@ -277,16 +275,16 @@ def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
     withheld = _withheld(texts, loaded)
     files = _clean_lines(texts, withheld)
     hits = _regex(query, files, limit) if regex else _literal(query, files, limit)
-    results: list[dict[str, Any]] = []
+    results: list[Hit] = []
     budget = PAGE_BYTES
-    for h in hits:
-        row = {"path": h[0], "line": h[1], "text": h[2]}
-        budget -= json_size(row) + 16
+    for name, n, line in hits:
+        hit = Hit(name, n, line)
+        budget -= json_size(hit.to_json()) + 16
         if budget < 0:
             break
-        results.append(row)
-    return {"results": results, "truncated": len(results) < len(hits) or len(hits) >= limit,
-            "redacted_findings": sum(len(v) for v in withheld.values())}  # fmt: skip
+        results.append(hit)
+    truncated = len(results) < len(hits) or len(hits) >= limit
+    return Matches(tuple(results), truncated, sum(len(v) for v in withheld.values()))
 
 
 # -- worktree state and diff ---------------------------------------------------------------
@@ -340,9 +338,7 @@ def _file_diffs(repo: Repo, old: dict[str, TreeEntry], names: list[str]) -> list
     return out
 
 
-def diff(
-    repo: Repo, base: str | None, path: str, offset: int, loaded: LoadedPolicy
-) -> dict[str, Any]:
+def diff(repo: Repo, base: str | None, path: str, offset: int, loaded: LoadedPolicy) -> DiffText:
     """The worktree diff (against the index, or `base` if given) of served files only,
     built by oms from blobs and fsread bytes, redacted, paged."""
     rel = resolve_inside(repo, path, scope=True)
@@ -351,4 +347,4 @@ def diff(
     diffs = _file_diffs(repo, old, names)
     text = b"".join(diffs).decode("utf-8", "replace")
     text, redacted = redact_text(repo, "<diff>", text, loaded)
-    return {**page(text, offset, "diff"), "redacted_findings": redacted, "files": len(diffs)}
+    return DiffText(page(text, offset, "diff"), redacted, len(diffs))

@@ -21,7 +21,7 @@ def artifact_page(ctx: ToolContext, seq: int, digest: str, offset: int,
         raise ToolError("not_found: that entry does not reference that blob")
     text = store.blobs.get(digest).decode("utf-8", "replace")
     budget = min(max(1, limit), PAGE_BYTES)
-    return {"seq": seq, "digest": digest, **page(text, max(0, offset), "text", budget)}
+    return {"seq": seq, "digest": digest, **page(text, max(0, offset), "text", budget).to_json()}
 
 
 def register(server: MCPServer[Any], ctx: ToolContext) -> None:

@@ -23,8 +23,9 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_repo_tree(path: str = "", offset: int = 0, limit: int = 500) -> Result:
-        return bounded(await in_thread(gateway.tree, ctx.repo, path, max(0, offset),
-                                       max(1, min(limit, MAX_TREE))))  # fmt: skip
+        listing = await in_thread(gateway.tree, ctx.repo, path, max(0, offset),
+                                  max(1, min(limit, MAX_TREE)))  # fmt: skip
+        return bounded(listing.to_json())
 
     @server.tool(description="Search the repository's text files (literal by default; "
                  "regex=true runs under a time bound). Lines with findings are never matched.",
@@ -32,15 +33,16 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
     @tool_errors
     async def oms_repo_search(query: str, regex: bool = False, path: str = "",
                               limit: int = 50) -> Result:  # fmt: skip
-        return bounded(await in_thread(gateway.search, ctx.repo, query, regex, path,
-                                       max(1, min(limit, MAX_HITS)), ctx.policy()))  # fmt: skip
+        matches = await in_thread(gateway.search, ctx.repo, query, regex, path,
+                                  max(1, min(limit, MAX_HITS)), ctx.policy())  # fmt: skip
+        return bounded(matches.to_json())
 
     @server.tool(description="Read a text file inside the repository, paged; lines with "
                  "secret findings are redacted.", annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_repo_read_file(path: str, offset: int = 0) -> Result:
-        return bounded(await in_thread(gateway.read_file, ctx.repo, path, max(0, offset),
-                                       ctx.policy()))  # fmt: skip
+        text = await in_thread(gateway.read_file, ctx.repo, path, max(0, offset), ctx.policy())
+        return bounded(text.to_json())
 
     @server.tool(description="Worktree status of the repository (porcelain v1 letters), "
                  "computed by oms from the index and file bytes, bounded.",
@@ -56,5 +58,5 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_git_diff(base: str | None = None, path: str = "", offset: int = 0) -> Result:
-        return bounded(await in_thread(gateway.diff, ctx.repo, base, path, max(0, offset),
-                                       ctx.policy()))  # fmt: skip
+        found = await in_thread(gateway.diff, ctx.repo, base, path, max(0, offset), ctx.policy())
+        return bounded(found.to_json())

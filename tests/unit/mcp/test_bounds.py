@@ -84,7 +84,7 @@ PAGE_CASES = [
 def test_page_says_where_the_next_page_starts(
     text: str, offset: int, budget: int, expected: dict[str, Any]
 ) -> None:
-    assert page(text, offset, "text", budget) == expected
+    assert page(text, offset, "text", budget).to_json() == expected
 
 
 MIXED = [
@@ -98,7 +98,7 @@ MIXED = [
 def test_pages_of_multibyte_text_join_back_to_the_text_and_each_fits(text: str) -> None:
     pieces, offset, pages = [], 0, 0
     while True:
-        p = page(text, offset, "diff")
+        p = page(text, offset, "diff").to_json()
         assert json_size(p["diff"]) <= PAGE_BYTES
         assert p["truncated"] is (p["next_offset"] is not None)
         pieces.append(p["diff"])
