@@ -31,6 +31,11 @@ import mcp_types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from gatekeeper.mcp import gateway as repo_gateway
+from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import resolve_commit
+
 WORDS = ["value", "config", "result", "items", "handler", "request", "data", "count", "total"]
 QUERY = "needle_rare_literal"
 
@@ -161,11 +166,6 @@ def main() -> int:
         # Anchors, in this process, on the same files.
         os.environ.update(HOME=env["HOME"], OMS_HOME=env["OMS_HOME"],
                           GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)  # fmt: skip
-        from gatekeeper.mcp import gateway as repo_gateway
-        from gatekeeper.repo.git import open_repo
-        from gatekeeper.repo.policy import read_policy_at
-        from gatekeeper.repo.refs import resolve_commit
-
         gw_repo = open_repo(repo)
         policy = read_policy_at(gw_repo.top, resolve_commit(gw_repo.top, "HEAD"))
         picks = [rng.choice(names) for _ in range(calls)]

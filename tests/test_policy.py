@@ -20,6 +20,7 @@ import pytest
 from conftest import parse_single_json
 
 import policy
+from gatekeeper.mcp import policy_cache
 from gatekeeper.mcp import server as mcp_server
 from gatekeeper.repo import policy as policy_at
 from policy import (
@@ -503,7 +504,7 @@ def test_mcp_policy_cache_parses_each_policy_blob_once(
         return real(data, origin)
 
     monkeypatch.setattr(policy_at, "parse_policy", counting)
-    cache = mcp_server.PolicyCache(git_repo)
+    cache = policy_cache.PolicyCache(git_repo)
     first = _commit(run_git, git_repo, {"oms.toml": "version = 1\n"})
     assert cache.at(first).origin == f"{first[:12]}:oms.toml"
     cache.at(first)
@@ -525,13 +526,13 @@ def test_mcp_tools_reading_heads_policy_parse_it_once(
 ) -> None:
     _commit(run_git, git_repo, {"oms.toml": "version = 1\n"})
     calls: list[str] = []
-    real = mcp_server.read_policy_at
+    real = policy_cache.read_policy_at
 
     def counting(repo: Path, sha: str) -> policy.LoadedPolicy:
         calls.append(sha)
         return real(repo, sha)
 
-    monkeypatch.setattr(mcp_server, "read_policy_at", counting)
+    monkeypatch.setattr(policy_cache, "read_policy_at", counting)
     server = mcp_server.build_server(git_repo)
 
     async def read_three_times() -> None:

@@ -25,6 +25,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from gatekeeper.errors import UsageError
+from gatekeeper.mcp.answers import DiffText, FileText, Hit, Listing, Matches
+from gatekeeper.mcp.bounds import PAGE_BYTES, json_size, page
 from gatekeeper.repo.fsread import (
     FileRefused,
     LinkRefused,
@@ -52,7 +54,6 @@ from gatekeeper.scan import ScanItem, redact_lines
 from gatekeeper.scan.policy import scan_with_policy
 from policy import LoadedPolicy
 
-PAGE_BYTES = 5000  # JSON-encoded bytes of text per answer (results stay under 8 KiB)
 MAX_FILE_BYTES = 4 << 20
 SKIP_DIRS = DEPENDENCY_DIRS | {".git", ".oms"}
 REGEX_TIMEOUT_S = 5
@@ -89,7 +90,7 @@ def _below(names: Iterable[str], rel: str) -> list[str]:
     return [n for n in names if not rel or n == rel or n.startswith(prefix)]
 
 
-def redact_text(repo: Repo, path: str, text: str, loaded: Any) -> tuple[str, int]:
+def redact_text(repo: Repo, path: str, text: str, loaded: LoadedPolicy) -> tuple[str, int]:
     findings, _ = scan_with_policy([ScanItem.whole(path, text)], loaded)
     if not findings:
         return text, 0
@@ -113,45 +114,16 @@ def served_files(repo: Repo, path: str) -> list[str]:
     return out
 
 
-def json_size(value: Any) -> int:
-    """Bytes `value` takes in the JSON text that goes to the client."""
-    return len(json.dumps(value, ensure_ascii=False).encode())
-
-
-def fit(text: str, offset: int, budget: int) -> str:
-    """The longest piece of `text` from `offset` whose JSON form fits `budget` bytes."""
-    lo, hi = 0, min(len(text) - offset, budget)
-    while lo < hi:  # JSON escaping can make a character take up to 6 bytes
-        mid = (lo + hi + 1) // 2
-        if json_size(text[offset : offset + mid]) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[offset : offset + max(lo, 0)]
-
-
-def page(text: str, offset: int, key: str, budget: int = PAGE_BYTES) -> dict[str, Any]:
-    """One page of `text` from `offset` under `key`, with where the next page starts."""
-    chunk = fit(text, offset, budget)
-    nxt = offset + len(chunk)
-    more = nxt < len(text)
-    return {key: chunk, "offset": offset, "total_chars": len(text),
-            "next_offset": nxt if more else None, "truncated": more}  # fmt: skip
-
-
-def tree(repo: Repo, path: str, offset: int, limit: int) -> dict[str, Any]:
+def tree(repo: Repo, path: str, offset: int, limit: int) -> Listing:
     files = served_files(repo, path)
-    page = files[offset : offset + limit]
+    window = files[offset : offset + limit]
     budget, shown = PAGE_BYTES, []
-    for f in page:
+    for f in window:
         budget -= json_size(f) + 8
         if budget < 0:
             break
         shown.append(f)
-    nxt = offset + len(shown)
-    return {"files": shown, "total": len(files), "offset": offset,
-            "next_offset": nxt if nxt < len(files) else None,
-            "truncated": nxt < len(files)}  # fmt: skip
+    return Listing(tuple(shown), len(files), offset)
 
 
 def _refusal(exc: FileRefused) -> UsageError:
@@ -171,7 +143,7 @@ def _read(files: RepoFiles, rel: str) -> bytes:
         raise _refusal(exc) from None
 
 
-def read_file(repo: Repo, path: str, offset: int, loaded: Any) -> dict[str, Any]:
+def read_file(repo: Repo, path: str, offset: int, loaded: LoadedPolicy) -> FileText:
     rel = resolve_inside(repo, path)
     if not rel:
         raise UsageError("not a file")
@@ -181,7 +153,7 @@ def read_file(repo: Repo, path: str, offset: int, loaded: Any) -> dict[str, Any]
         raise UsageError("binary file")
     text = data.decode("utf-8", "replace")
     text, redacted = redact_text(repo, rel, text, loaded)
-    return {"path": rel, **page(text, offset, "text"), "redacted_findings": redacted}
+    return FileText(rel, page(text, offset, "text"), redacted)
 
 
 # -- search --------------------------------------------------------------------------------
@@ -294,7 +266,7 @@ def _regex(query: str, files: list[list[Any]], limit: int) -> list[list[Any]]:
 
 
 def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
-           loaded: Any) -> dict[str, Any]:  # fmt: skip
+           loaded: LoadedPolicy) -> Matches:  # fmt: skip
     """Matches on lines without findings only; `redacted_findings` counts the withheld
     lines of every searched file, whatever the query (so it tells nothing about a match)."""
     if not query or len(query) > 200:
@@ -303,16 +275,16 @@ def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
     withheld = _withheld(texts, loaded)
     files = _clean_lines(texts, withheld)
     hits = _regex(query, files, limit) if regex else _literal(query, files, limit)
-    results: list[dict[str, Any]] = []
+    results: list[Hit] = []
     budget = PAGE_BYTES
-    for h in hits:
-        row = {"path": h[0], "line": h[1], "text": h[2]}
-        budget -= json_size(row) + 16
+    for name, n, line in hits:
+        hit = Hit(name, n, line)
+        budget -= json_size(hit.to_json()) + 16
         if budget < 0:
             break
-        results.append(row)
-    return {"results": results, "truncated": len(results) < len(hits) or len(hits) >= limit,
-            "redacted_findings": sum(len(v) for v in withheld.values())}  # fmt: skip
+        results.append(hit)
+    truncated = len(results) < len(hits) or len(hits) >= limit
+    return Matches(tuple(results), truncated, sum(len(v) for v in withheld.values()))
 
 
 # -- worktree state and diff ---------------------------------------------------------------
@@ -366,7 +338,7 @@ def _file_diffs(repo: Repo, old: dict[str, TreeEntry], names: list[str]) -> list
     return out
 
 
-def diff(repo: Repo, base: str | None, path: str, offset: int, loaded: Any) -> dict[str, Any]:
+def diff(repo: Repo, base: str | None, path: str, offset: int, loaded: LoadedPolicy) -> DiffText:
     """The worktree diff (against the index, or `base` if given) of served files only,
     built by oms from blobs and fsread bytes, redacted, paged."""
     rel = resolve_inside(repo, path, scope=True)
@@ -375,4 +347,4 @@ def diff(repo: Repo, base: str | None, path: str, offset: int, loaded: Any) -> d
     diffs = _file_diffs(repo, old, names)
     text = b"".join(diffs).decode("utf-8", "replace")
     text, redacted = redact_text(repo, "<diff>", text, loaded)
-    return {**page(text, offset, "diff"), "redacted_findings": redacted, "files": len(diffs)}
+    return DiffText(page(text, offset, "diff"), redacted, len(diffs))

@@ -1,0 +1,88 @@
+"""oms_process_result, oms_runs, oms_status: the result gate and what it recorded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from evidence import Entry, EvidenceStore
+from gatekeeper.errors import Unavailable
+from gatekeeper.gates.result import pipeline as result_gate
+from gatekeeper.mcp.bounds import Result, bounded, clean_error, tool_errors
+from gatekeeper.mcp.context import ToolContext, in_thread
+from gatekeeper.mcp.tools import READ_ONLY, RECORDS
+from gatekeeper.repo.refs import resolve_commit
+
+TAIL_CHARS = 600  # of each check's stdout and stderr
+RUN_KINDS = ("result", "transfer.preview", "transfer.release")
+SHOWN_KEYS = ("decision", "candidate", "digest", "destination", "bytes")
+MAX_RUNS = 50
+
+
+def _row(e: Entry) -> dict[str, Any]:
+    """The few fields of an entry that say what it was about."""
+    return {"seq": e.seq, "kind": e.kind, "time": e.time,
+            **{k: e.data[k] for k in SHOWN_KEYS if k in e.data}}  # fmt: skip
+
+
+def recent(store: EvidenceStore, kinds: tuple[str, ...], limit: int) -> list[dict[str, Any]]:
+    """The newest `limit` entries of `kinds`, newest first."""
+    entries = [e for kind in kinds for e in store.entries(kind=kind)]
+    entries.sort(key=lambda e: e.seq, reverse=True)
+    return [_row(e) for e in entries[:limit]]
+
+
+def _runs(ctx: ToolContext, kinds: tuple[str, ...], limit: int) -> list[dict[str, Any]]:
+    return recent(ctx.store(), kinds, limit)
+
+
+def _status(ctx: ToolContext) -> dict[str, Any]:
+    head = resolve_commit(ctx.repo.top, "HEAD")
+    store = ctx.store()
+    last = recent(store, ("result",), 1)
+    return {"head": head, "evidence_entries": store.head(),
+            "last_verdict": last[0] if last else None}  # fmt: skip
+
+
+def _verdict(ctx: ToolContext, candidate: str, ticket: str | None,
+             attempt: int | None) -> dict[str, Any]:  # fmt: skip
+    """The gate's verdict with each check's output cut to its tail."""
+    out = result_gate.process_result(ctx.repo.top, candidate, None, ticket, attempt).to_json()
+    for c in out["checks"]:
+        c["stdout_tail"] = c["stdout_tail"][-TAIL_CHARS:]
+        c["stderr_tail"] = c["stderr_tail"][-TAIL_CHARS:]
+    return out
+
+
+def register(server: MCPServer[Any], ctx: ToolContext) -> None:
+    # No base: the caller (an agent) never chooses what the candidate is compared with.
+    @server.tool(description="Run the result gate on a commit: the default branch's plan in the "
+                 "sandbox, both secret scanners, signed evidence. Ends at READY_FOR_HUMAN at best; "
+                 "never merges or pushes.", annotations=RECORDS)  # fmt: skip
+    @tool_errors
+    async def oms_process_result(candidate: str, request: Context, ticket: str | None = None,
+                                 attempt: int | None = None) -> Result:  # fmt: skip
+        # `request` (the SDK's Context, known by its type) carries progress; not in the schema
+        await request.report_progress(0, 3, "resolving and scanning")
+        try:
+            out = await in_thread(_verdict, ctx, candidate, ticket, attempt)
+        except Unavailable as exc:
+            await request.report_progress(3, 3, "unavailable")
+            raise ToolError(clean_error(exc)) from None
+        await request.report_progress(3, 3, out["decision"])
+        return bounded(out)
+
+    @server.tool(description="Recent result-gate verdicts and transfers, newest first.",
+                 annotations=READ_ONLY)  # fmt: skip
+    @tool_errors
+    async def oms_runs(limit: int = 20) -> Result:
+        limit = max(1, min(limit, MAX_RUNS))
+        return bounded({"runs": await in_thread(_runs, ctx, RUN_KINDS, limit)})
+
+    @server.tool(description="Compact status: HEAD, evidence entries, the last verdict.",
+                 annotations=READ_ONLY)  # fmt: skip
+    @tool_errors
+    async def oms_status() -> Result:
+        return bounded(await in_thread(_status, ctx))
