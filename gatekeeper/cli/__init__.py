@@ -151,7 +151,8 @@ def evidence_repair(repo: Path) -> Outcome:
 @command
 def doctor(repo: Path) -> Outcome:
     """Readiness: a real sandbox probe, AppArmor status, key and chain."""
-    report, ready = doctor_mod.doctor(repo)
+    found = doctor_mod.doctor(repo)
+    report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
         from gatekeeper.mcp.server import digest_for_doctor  # the MCP SDK only when needed
 

@@ -189,7 +189,8 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_doctor() -> Result:
-        report, ready = await _thread(doctor_mod.doctor, repo.top)
+        found = await _thread(doctor_mod.doctor, repo.top)
+        report, ready = found.to_json(), found.ready
         report["mcp_tools_digest"] = (await tools_digest(repo.top))[0]
         return bounded(_hide_paths_in({**report, "ready": ready}))
 
