@@ -1218,7 +1218,8 @@ def test_successful_commands_print_exactly_one_json_object(
     assert code == EXIT_OK and out["seq"] == 1 and out["kind"] == "note"
     code, shown = oms_json(["evidence", "show", "1", "--repo", repo.path])
     assert code == EXIT_OK
-    assert shown["data"] == {"message": "hello\x1b[31m"}  # stored as data, verbatim
+    # stored as data, verbatim, as the versioned note payload
+    assert shown["data"] == {"v": 1, "message": "hello\x1b[31m", "attachment": None}
     assert shown["prev"] == hashlib.sha256(repo.store.lines()[0]).hexdigest()
     for args in (["evidence", "audit"], ["evidence", "key"], ["evidence", "repair"]):
         code, _ = oms_json([*args, "--repo", repo.path])
