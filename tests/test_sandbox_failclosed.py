@@ -274,7 +274,8 @@ def test_doctor_warns_but_stays_ready_when_kernel_memory_cannot_be_capped(
     no_cgroup = cgroup.Support(None, "no cgroup v2 with memory delegated (test)")
     monkeypatch.setattr(doctor_mod, "cgroup_support", lambda: no_cgroup)
     monkeypatch.setattr(cgroup, "support", lambda: no_cgroup)
-    report, ready = doctor_mod.doctor(repo)
+    found = doctor_mod.doctor(repo)
+    report, ready = found.to_json(), found.ready
     assert ready is True and report["probe"]["ok"] is True, report
     km = report["kernel_memory"]
     assert km["bounded"] is False and km["cgroup"] is None

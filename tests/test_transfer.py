@@ -1463,7 +1463,7 @@ def test_digest_claimed_by_no_repository_or_by_two_is_refused(
         assert "no manifest" in refused["error"]["message"]
     # A copy of the envelope under a second repository: which one is meant is not guessed.
     _another_repo(run_git, elsewhere)
-    other_id = records.init(elsewhere)["repo_id"]
+    other_id = records.init(elsewhere).repo_id
     planted = tx.home / "repos" / other_id / "transfers"
     planted.mkdir(mode=0o700, exist_ok=True)
     source = tx.envelope_path(digest)

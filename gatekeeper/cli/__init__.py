@@ -55,7 +55,7 @@ def cli() -> None:
 @command
 def init(repo: Path, default_branch: str | None) -> Outcome:
     """Create the state root, signing key and evidence log for a repository."""
-    data = records.init(repo, default_branch)
+    data = records.init(repo, default_branch).to_json()
     verb = "initialised" if data["created"] else "already initialised"
     return Outcome(data, lines=[f"{verb}: {data['repo_id']} (key {data['key_id'][:16]})"])
 
@@ -118,7 +118,7 @@ def evidence_export(seq: int, dsse: bool, repo: Path) -> Outcome:
 @command
 def evidence_note(message: str, attach: Path | None, repo: Path) -> Outcome:
     """Append a human note."""
-    data = records.note(repo, message, attach)
+    data = records.note(repo, message, attach).to_json()
     return Outcome(data, lines=[f"appended note as seq {data['seq']}"])
 
 
@@ -127,7 +127,7 @@ def evidence_note(message: str, attach: Path | None, repo: Path) -> Outcome:
 @command
 def evidence_key(repo: Path) -> Outcome:
     """Print the public signing key and its id."""
-    data = records.key_info(repo)
+    data = records.key_info(repo).to_json()
     return Outcome(data, lines=[f"key_id {data['key_id']}", data["public_key_pem"].rstrip()])
 
 
@@ -136,7 +136,7 @@ def evidence_key(repo: Path) -> Outcome:
 @command
 def evidence_repair(repo: Path) -> Outcome:
     """Move a torn last line to quarantine (never a complete entry) and record it."""
-    data = records.repair(repo)
+    data = records.repair(repo).to_json()
     if data.get("adopted_entries"):
         line = f"adopted {data['adopted_entries']} entries of an interrupted append"
     elif data["repaired"]:
@@ -151,7 +151,8 @@ def evidence_repair(repo: Path) -> Outcome:
 @command
 def doctor(repo: Path) -> Outcome:
     """Readiness: a real sandbox probe, AppArmor status, key and chain."""
-    report, ready = doctor_mod.doctor(repo)
+    found = doctor_mod.doctor(repo)
+    report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
         from gatekeeper.mcp.server import digest_for_doctor  # the MCP SDK only when needed
 

@@ -4,13 +4,17 @@ It reports; it changes nothing. It says "not ready" whenever the next gate would
 refuse: no usable sandbox, a missing or mismatched Gitleaks, no usable key, a
 repository that is missing or never initialised, an invalid policy, an evidence
 log that fails its audit. Every problem is one line in `problems`, with a remedy.
+The report is a frozen `Doctor` of one small model per section; its `to_json()` is the
+`--json` output.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_key, state_root
 from gatekeeper.errors import OmsError, UsageError
@@ -21,7 +25,7 @@ from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.scan.gitleaks import Gitleaks
 from gatekeeper.scan.interface import ScannerUnavailable
 from policy import LoadedPolicy, PolicyError, default_policy
-from sandbox import SandboxUnavailable, find_bwrap, probe
+from sandbox import Profile, SandboxUnavailable, check_profile, find_bwrap, probe
 from sandbox.cgroup import support as cgroup_support
 
 APPARMOR_SYSCTL = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
@@ -38,16 +42,187 @@ REMEDY_GITLEAKS = (
 )
 
 
-@dataclass
-class _Findings:
-    """What the checks found: the report, the problems that make it not ready, remedies."""
+# -- the report: one small frozen model per section; `to_json()` is today's `--json` ------
 
-    report: dict[str, Any] = field(default_factory=dict)
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class RepositoryFound(_Section):
+    ok: Literal[True] = True
+    repo_id: str
+
+
+class RepositoryMissing(_Section):
+    ok: Literal[False] = False
+    error: str
+
+
+class PolicyRead(_Section):
+    ok: Literal[True] = True
+    origin: str
+    digest: str
+
+
+class PolicyDefaults(_Section):
+    """No commit yet: the next gate would use the built-in defaults."""
+
+    ok: Literal[True] = True
+    origin: str
+
+
+class PolicyInvalid(_Section):
+    ok: Literal[False] = False
+    error: str
+
+
+class Apparmor(_Section):
+    """The kernel settings that decide whether bwrap may make user namespaces (None: absent)."""
+
+    restrict_unprivileged_userns: str | None
+    bwrap_userns_restrict_loaded: bool | None
+    unprivileged_userns_clone: str | None
+
+
+class BwrapFound(_Section):
+    path: str
+    version: str
+    source: str
+
+
+class BwrapMissing(_Section):
+    error: str
+
+
+class Probe(_Section):
+    ok: bool
+    failures: tuple[str, ...]
+    duration_s: float
+    profile_digest: str
+
+
+class ProbeNotRun(_Section):
+    ok: Literal[False] = False
+    failures: tuple[str, ...] = ("not run: no usable bwrap",)
+
+
+class GitleaksOk(_Section):
+    ok: Literal[True] = True
+    version: str
+    sha256: str | None
+
+
+class GitleaksUnusable(_Section):
+    ok: Literal[False] = False
+    error: str
+
+
+class KeyOk(_Section):
+    ok: Literal[True] = True
+    key_id: str
+
+
+class KeyUnusable(_Section):
+    ok: Literal[False] = False
+    error: str
+
+
+class EvidenceUninitialised(_Section):
+    intact: None = None
+    initialised: Literal[False] = False
+
+
+class EvidenceUnverified(_Section):
+    """A log is there but was not audited (no key, or the store cannot be read)."""
+
+    intact: None = None
+    error: str
+
+
+class EvidenceAudit(_Section):
+    intact: bool
+    entries: int
+    first_bad_seq: int | None
+    reason: str | None
+
+
+KERNEL_MEMORY_WARNING = (
+    "kernel memory of checks is not capped (no usable memory cgroup): files a check "
+    "creates in its tmpfs mounts and /workspace can pin RAM beyond memory_mb; run oms "
+    "as root on cgroup v1, or with delegated cgroup v2 memory and pids controllers"
+)
+
+
+class KernelMemory(_Section):
+    """Whether checks get a memory cgroup; unbounded is a warning, never "not ready"."""
+
+    bounded: bool
+    cgroup: str | None
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.model_dump(mode="json")
+        return out if self.bounded else {**out, "warning": KERNEL_MEMORY_WARNING}
+
+
+RepositorySection = RepositoryFound | RepositoryMissing
+PolicySection = PolicyRead | PolicyDefaults | PolicyInvalid
+GitleaksSection = GitleaksOk | GitleaksUnusable
+KeySection = KeyOk | KeyUnusable
+EvidenceSection = EvidenceUninitialised | EvidenceUnverified | EvidenceAudit
+
+
+class Doctor(_Section):
+    """The whole report. `policy` is None without a repository, `evidence` too."""
+
+    state_root: str
+    repository: RepositorySection
+    policy: PolicySection | None
+    apparmor: Apparmor
+    bwrap: BwrapFound | BwrapMissing
+    probe: Probe | ProbeNotRun
+    gitleaks: GitleaksSection
+    key: KeySection
+    evidence: EvidenceSection | None
+    kernel_memory: KernelMemory
+    problems: tuple[str, ...]
+    remedies: tuple[str, ...]
+
+    @property
+    def ready(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        """Today's `oms doctor --json` keys, in today's order (sections absent, not null)."""
+        out: dict[str, Any] = {"state_root": self.state_root,
+                               "repository": self.repository.to_json()}  # fmt: skip
+        if self.policy is not None:
+            out["policy"] = self.policy.to_json()
+        for name in ("apparmor", "bwrap", "probe", "gitleaks", "key"):
+            out[name] = getattr(self, name).to_json()
+        if self.evidence is not None:
+            out["evidence"] = self.evidence.to_json()
+        out["kernel_memory"] = self.kernel_memory.to_json()
+        return {**out, "problems": list(self.problems), "remedies": list(self.remedies),
+                "ready": self.ready}  # fmt: skip
+
+
+@dataclass
+class _Problems:
+    """What makes the report not ready, and the remedies, in the order the checks found them."""
+
     problems: list[str] = field(default_factory=list)
     remedies: list[str] = field(default_factory=list)
 
-    def problem(self, text: str, remedy: str | None = None) -> None:
+    def add(self, text: str, remedy: str | None = None) -> None:
         self.problems.append(text.splitlines()[0] if text else "unknown problem")
+        self.remedy(remedy)
+
+    def remedy(self, remedy: str | None) -> None:
         if remedy and remedy not in self.remedies:
             self.remedies.append(remedy)
 
@@ -59,167 +234,162 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def apparmor_status() -> dict[str, Any]:
-    restrict = _read(APPARMOR_SYSCTL)
+def apparmor_status() -> Apparmor:
     profiles = _read(APPARMOR_PROFILES)
     loaded = (
         None
         if profiles is None
         else any(line.startswith("bwrap") for line in profiles.splitlines())
     )
-    return {
-        "restrict_unprivileged_userns": restrict,
-        "bwrap_userns_restrict_loaded": loaded,
-        "unprivileged_userns_clone": _read(USERNS_SYSCTL),
-    }
+    return Apparmor(
+        restrict_unprivileged_userns=_read(APPARMOR_SYSCTL),
+        bwrap_userns_restrict_loaded=loaded,
+        unprivileged_userns_clone=_read(USERNS_SYSCTL),
+    )
 
 
-def _repository(repo_dir: Path, f: _Findings) -> tuple[Repo | None, LoadedPolicy]:
+@dataclass(frozen=True)
+class _Repository:
+    repo: Repo | None
+    loaded: LoadedPolicy
+    section: RepositorySection
+    policy: PolicySection | None
+
+
+def _repository(repo_dir: Path, p: _Problems) -> _Repository:
     """The repository and its policy at HEAD (the defaults before the first commit)."""
     try:
         repo = open_repo(repo_dir)
     except UsageError as exc:
-        f.report["repository"] = {"ok": False, "error": str(exc)}
-        f.problem(f"no such repository: {exc}", "pass --repo DIR of a git repository")
-        return None, default_policy()
-    f.report["repository"] = {"ok": True, "repo_id": repo.repo_id}
+        p.add(f"no such repository: {exc}", "pass --repo DIR of a git repository")
+        return _Repository(None, default_policy(), RepositoryMissing(error=str(exc)), None)
+    found = RepositoryFound(repo_id=repo.repo_id)
     try:
         head = resolve_commit(repo.top, "HEAD")
     except UsageError:
-        f.report["policy"] = {"ok": True, "origin": "built-in defaults (no commit yet)"}
-        return repo, default_policy()
+        defaults = PolicyDefaults(origin="built-in defaults (no commit yet)")
+        return _Repository(repo, default_policy(), found, defaults)
     try:
         loaded = read_policy_at(repo.top, head)
     except (PolicyError, OmsError) as exc:
         line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        f.report["policy"] = {"ok": False, "error": line}
-        f.problem(f"policy invalid: {line}", "fix oms.toml (`oms policy check`) and commit it")
-        return repo, default_policy()
-    f.report["policy"] = {"ok": True, "origin": loaded.origin, "digest": loaded.digest}
-    return repo, loaded
+        p.add(f"policy invalid: {line}", "fix oms.toml (`oms policy check`) and commit it")
+        return _Repository(repo, default_policy(), found, PolicyInvalid(error=line))
+    return _Repository(repo, loaded, found, PolicyRead(origin=loaded.origin, digest=loaded.digest))
 
 
-def _sandbox(repo: Repo | None, loaded: LoadedPolicy, f: _Findings) -> None:
-    f.report["apparmor"] = apparmor = apparmor_status()
+@dataclass(frozen=True)
+class _Sandbox:
+    bwrap: BwrapFound | BwrapMissing
+    probe: Probe | ProbeNotRun
+
+
+def _probe_remedy(apparmor: Apparmor) -> str:
+    """Why unprivileged user namespaces are refused here, as the command that lifts it."""
+    if apparmor.restrict_unprivileged_userns == "1" and not apparmor.bwrap_userns_restrict_loaded:
+        return REMEDY_APPARMOR
+    if apparmor.unprivileged_userns_clone == "0":
+        return "sudo sysctl -w kernel.unprivileged_userns_clone=1"
+    return "run `oms doctor --json` and read probe.failures"
+
+
+def _profile(repo: Repo | None, loaded: LoadedPolicy) -> tuple[Profile, list[str]]:
+    """The profile the next gate would run, and the paths its probe must find hidden."""
+    if repo is not None:
+        profile = profile_for(repo, loaded)
+        return profile, hidden_paths(repo, profile)
+    profile = check_profile(loaded.policy.sandbox, never=[state_root()])
+    return profile, [str(state_root()), "/root", "/run", "/etc/shadow"]
+
+
+def _sandbox(repo: Repo | None, loaded: LoadedPolicy, apparmor: Apparmor, p: _Problems) -> _Sandbox:
     try:
         bw = find_bwrap()
-        f.report["bwrap"] = {"path": bw.path, "version": bw.version_text, "source": bw.source}
         if bw.source == "wheel":
-            f.remedies.append("prefer the distribution's bwrap: sudo apt-get install bubblewrap")
-        if repo is not None:
-            profile = profile_for(repo, loaded)
-            hidden = hidden_paths(repo, profile)
-        else:
-            from sandbox import check_profile
-
-            profile = check_profile(loaded.policy.sandbox, never=[state_root()])
-            hidden = [str(state_root()), "/root", "/run", "/etc/shadow"]
+            p.remedy("prefer the distribution's bwrap: sudo apt-get install bubblewrap")
+        profile, hidden = _profile(repo, loaded)
         result = probe(profile, bw, hidden)
-        f.report["probe"] = {
-            "ok": result.ok,
-            "failures": result.failures,
-            "duration_s": result.duration_s,
-            "profile_digest": profile.digest,
-        }
-        if result.ok:
-            return
-        if (
-            apparmor["restrict_unprivileged_userns"] == "1"
-            and not apparmor["bwrap_userns_restrict_loaded"]
-        ):
-            remedy = REMEDY_APPARMOR
-        elif apparmor["unprivileged_userns_clone"] == "0":
-            remedy = "sudo sysctl -w kernel.unprivileged_userns_clone=1"
-        else:
-            remedy = "run `oms doctor --json` and read probe.failures"
-        f.problem("sandbox probe failed: " + "; ".join(result.failures), remedy)
     except (SandboxUnavailable, OmsError) as exc:
-        f.report["bwrap"] = {"error": str(exc)}
-        f.report["probe"] = {"ok": False, "failures": ["not run: no usable bwrap"]}
-        f.problem(f"no usable sandbox: {exc}", "sudo apt-get install bubblewrap")
+        p.add(f"no usable sandbox: {exc}", "sudo apt-get install bubblewrap")
+        return _Sandbox(BwrapMissing(error=str(exc)), ProbeNotRun())
+    found = BwrapFound(path=bw.path, version=bw.version_text, source=bw.source)
+    probed = Probe(ok=result.ok, failures=tuple(result.failures), duration_s=result.duration_s,
+                   profile_digest=profile.digest)  # fmt: skip
+    if not result.ok:
+        p.add("sandbox probe failed: " + "; ".join(result.failures), _probe_remedy(apparmor))
+    return _Sandbox(found, probed)
 
 
-def _gitleaks(loaded: LoadedPolicy, f: _Findings) -> None:
+def _gitleaks(loaded: LoadedPolicy, p: _Problems) -> GitleaksSection:
     """The binary the gates would run, hashed and asked its version by its own check."""
     sp = loaded.policy.scanners
     try:
-        gl = Gitleaks(sp.gitleaks_sha256, sp.timeout_s)
-        info = gl.check()
+        info = Gitleaks(sp.gitleaks_sha256, sp.timeout_s).check()
     except ScannerUnavailable as exc:
-        f.report["gitleaks"] = {"ok": False, "error": str(exc)}
-        f.problem(f"gitleaks unusable: {exc}", REMEDY_GITLEAKS)
-        return
-    f.report["gitleaks"] = {"ok": True, "version": info.version, "sha256": info.digest}
+        p.add(f"gitleaks unusable: {exc}", REMEDY_GITLEAKS)
+        return GitleaksUnusable(error=str(exc))
+    return GitleaksOk(version=info.version, sha256=info.digest)
 
 
-def _key(f: _Findings) -> bool:
+def _key(p: _Problems) -> KeySection:
     try:
         key = load_key(state_root())
     except EvidenceError as exc:
-        f.report["key"] = {"ok": False, "error": str(exc)}
-        f.problem(f"signing key unusable: {exc}", "oms init --repo DIR")
-        return False
-    f.report["key"] = {"ok": True, "key_id": key.key_id}
-    return True
+        p.add(f"signing key unusable: {exc}", "oms init --repo DIR")
+        return KeyUnusable(error=str(exc))
+    return KeyOk(key_id=key.key_id)
 
 
-def _evidence(repo: Repo, key_ok: bool, f: _Findings) -> None:
+def _evidence(repo: Repo, key_ok: bool, p: _Problems) -> EvidenceSection:
     try:
         store = EvidenceStore.open(
             state_root(), repo.repo_id, common_dir=repo.common_dir, check_binding=False
         )
     except NotInitialised:
-        f.report["evidence"] = {"intact": None, "initialised": False}
-        f.problem("not initialised: this repository has no evidence log", "oms init --repo DIR")
-        return
+        p.add("not initialised: this repository has no evidence log", "oms init --repo DIR")
+        return EvidenceUninitialised()
     if not key_ok:
-        f.report["evidence"] = {"intact": None, "error": "no key to verify it with"}
-        return
+        return EvidenceUnverified(error="no key to verify it with")
     try:
         rep = audit(store)
     except EvidenceError as exc:
-        f.report["evidence"] = {"intact": None, "error": str(exc)}
-        f.problem(f"evidence unavailable: {exc}")
-        return
-    f.report["evidence"] = {
-        "intact": rep.intact,
-        "entries": rep.entries,
-        "first_bad_seq": rep.first_bad_seq,
-        "reason": rep.reason,
-    }
+        p.add(f"evidence unavailable: {exc}")
+        return EvidenceUnverified(error=str(exc))
     if not rep.intact:
-        f.problem(
+        p.add(
             f"evidence not intact at seq {rep.first_bad_seq}: {rep.reason}",
             "oms evidence audit --repo DIR (and `oms evidence repair` for a torn or unsigned tail)",
         )
+    return EvidenceAudit(intact=rep.intact, entries=rep.entries,
+                         first_bad_seq=rep.first_bad_seq, reason=rep.reason)  # fmt: skip
 
 
-def kernel_memory_status() -> dict[str, Any]:
+def kernel_memory_status() -> KernelMemory:
     """Whether checks get a memory cgroup (tmpfs pages, inodes, dentries capped)."""
     found = cgroup_support()
-    status: dict[str, Any] = {"bounded": found.kind is not None, "cgroup": found.kind,
-                              "reason": found.reason}  # fmt: skip
-    if found.kind is None:
-        status["warning"] = (
-            "kernel memory of checks is not capped (no usable memory cgroup): files a check "
-            "creates in its tmpfs mounts and /workspace can pin RAM beyond memory_mb; run oms "
-            "as root on cgroup v1, or with delegated cgroup v2 memory and pids controllers"
-        )
-    return status
+    return KernelMemory(bounded=found.kind is not None, cgroup=found.kind, reason=found.reason)
 
 
-def doctor(repo_dir: Path) -> tuple[dict[str, Any], bool]:
-    """(report, ready). Ready means no check found a problem the next gate would refuse on."""
-    f = _Findings(report={"state_root": str(state_root())})
-    repo, loaded = _repository(repo_dir, f)
-    _sandbox(repo, loaded, f)
-    _gitleaks(loaded, f)
-    key_ok = _key(f)
-    if repo is not None:
-        _evidence(repo, key_ok, f)
-    f.report["kernel_memory"] = kernel_memory_status()  # a warning, never "not ready"
-    ready = not f.problems
-    f.report["problems"] = f.problems
-    f.report["remedies"] = f.remedies
-    f.report["ready"] = ready
-    return f.report, ready
+def doctor(repo_dir: Path) -> Doctor:
+    """The report; `ready` means no check found a problem the next gate would refuse on."""
+    p = _Problems()
+    found = _repository(repo_dir, p)
+    apparmor = apparmor_status()
+    sandbox = _sandbox(found.repo, found.loaded, apparmor, p)
+    gitleaks = _gitleaks(found.loaded, p)
+    key = _key(p)
+    evidence = _evidence(found.repo, isinstance(key, KeyOk), p) if found.repo else None
+    return Doctor(
+        state_root=str(state_root()),
+        repository=found.section,
+        policy=found.policy,
+        apparmor=apparmor,
+        bwrap=sandbox.bwrap,
+        probe=sandbox.probe,
+        gitleaks=gitleaks,
+        key=key,
+        evidence=evidence,
+        kernel_memory=kernel_memory_status(),  # a warning, never "not ready"
+        problems=tuple(p.problems),
+        remedies=tuple(p.remedies),
+    )

@@ -1,9 +1,15 @@
-"""Evidence operations behind `oms init` and `oms evidence …`: one function per command."""
+"""Evidence operations behind `oms init` and `oms evidence …`: one function per command.
+
+init, note, key and repair return frozen models whose `to_json()` is the command's
+`--json` output; show, prove and export hand on what `evidence` answers.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from evidence import (
     Attachment,
@@ -26,6 +32,70 @@ MAX_NOTE_CHARS = 4096
 MAX_ATTACHMENT_BYTES = 64 << 20
 
 
+class _Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Initialised(_Result):
+    """`oms init`: created is False when the store was there already."""
+
+    created: bool
+    state_root: str
+    repo_id: str
+    key_id: str
+    entries: int
+    default_branch: str | None
+
+
+class NoteRecorded(_Result):
+    seq: int
+    kind: str
+    time: str
+    blobs: tuple[str, ...]
+
+
+class KeyInfo(_Result):
+    key_id: str
+    public_key_pem: str
+    note_name: str
+
+
+class NothingToRepair(_Result):
+    repaired: Literal[False]
+    quarantined_bytes: Literal[0]
+
+
+class AdoptedAppend(_Result):
+    """An interrupted append of this key, completed instead of quarantined."""
+
+    repaired: Literal[True]
+    adopted_entries: int
+    quarantined_bytes: Literal[0]
+
+
+class Quarantined(_Result):
+    """What followed the witnessed log, moved aside and recorded as entry `seq`."""
+
+    quarantined_bytes: int
+    quarantined_entries: int
+    quarantine_file: str
+    repaired: Literal[True]
+    seq: int
+
+
+Repair = NothingToRepair | AdoptedAppend | Quarantined
+_REPAIR: TypeAdapter[Repair] = TypeAdapter(Repair)
+
+
+def repair_result(answer: dict[str, Any]) -> Repair:
+    """The store's repair answer as its variant: exactly one accepts each shape, and an
+    unknown key is refused (pydantic.ValidationError) rather than passed on."""
+    return _REPAIR.validate_python(answer)
+
+
 def open_store(repo_dir: Path, *, check_binding: bool = True) -> tuple[Repo, EvidenceStore]:
     """The repository and its store, whose genesis entry must name this common dir."""
     repo = open_repo(repo_dir)
@@ -35,20 +105,20 @@ def open_store(repo_dir: Path, *, check_binding: bool = True) -> tuple[Repo, Evi
     return repo, store
 
 
-def init(repo_dir: Path, default_branch: str | None = None) -> dict[str, Any]:
+def init(repo_dir: Path, default_branch: str | None = None) -> Initialised:
     root = state_root()
     ensure_private_dir(root)
     repo = open_repo(repo_dir)
     store, created = EvidenceStore.init(root, repo.repo_id, repo.common_dir)
     recorded = record_default_branch(repo, default_branch) if default_branch else None
-    return {
-        "created": created,
-        "state_root": str(root),
-        "repo_id": repo.repo_id,
-        "key_id": store.key.key_id,
-        "entries": store.head(),
-        "default_branch": recorded or _default_or_none(repo),
-    }
+    return Initialised(
+        created=created,
+        state_root=str(root),
+        repo_id=repo.repo_id,
+        key_id=store.key.key_id,
+        entries=store.head(),
+        default_branch=recorded or _default_or_none(repo),
+    )
 
 
 def _default_or_none(repo: Repo) -> str | None:
@@ -58,7 +128,7 @@ def _default_or_none(repo: Repo) -> str | None:
         return None
 
 
-def note(repo_dir: Path, message: str, attach: Path | None) -> dict[str, Any]:
+def note(repo_dir: Path, message: str, attach: Path | None) -> NoteRecorded:
     if len(message) > MAX_NOTE_CHARS:
         raise UsageError(f"message is longer than {MAX_NOTE_CHARS} characters")
     _, store = open_store(repo_dir)
@@ -76,7 +146,7 @@ def note(repo_dir: Path, message: str, attach: Path | None) -> dict[str, Any]:
         attachment = Attachment(name=attach.name, bytes=len(content))
     payload = Note(message=message, attachment=attachment)
     entry = store.append(Draft.of(payload, blobs=blobs))
-    return {"seq": entry.seq, "kind": entry.kind, "time": entry.time, "blobs": entry.blobs}
+    return NoteRecorded(seq=entry.seq, kind=entry.kind, time=entry.time, blobs=tuple(entry.blobs))
 
 
 def audit_repo(repo_dir: Path) -> AuditReport:
@@ -100,12 +170,12 @@ def export_entry(repo_dir: Path, seq: int) -> dict[str, Any]:
     return export_dsse(store, seq)
 
 
-def key_info(repo_dir: Path) -> dict[str, Any]:
+def key_info(repo_dir: Path) -> KeyInfo:
     _, store = open_store(repo_dir)
     key = store.key
-    return {"key_id": key.key_id, "public_key_pem": key.public_pem, "note_name": store.origin}
+    return KeyInfo(key_id=key.key_id, public_key_pem=key.public_pem, note_name=store.origin)
 
 
-def repair(repo_dir: Path) -> dict[str, Any]:
+def repair(repo_dir: Path) -> Repair:
     _, store = open_store(repo_dir)
-    return store.repair()
+    return repair_result(store.repair())

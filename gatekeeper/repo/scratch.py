@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from gatekeeper.errors import Unavailable, UsageError
 from gatekeeper.repo.git import GitError, git, git_argv, git_env
@@ -221,10 +222,10 @@ def _write_blobs(
         out.close()
 
 
-def _feed(pipe: object, data: bytes) -> None:
+def _feed(pipe: IO[bytes], data: bytes) -> None:
     try:
-        pipe.write(data)  # type: ignore[attr-defined]
-        pipe.close()  # type: ignore[attr-defined]
+        pipe.write(data)
+        pipe.close()
     except OSError:
         pass
 

@@ -19,6 +19,7 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_doctor() -> Result:
-        report, ready = await in_thread(doctor_gate.doctor, ctx.repo.top)
+        found = await in_thread(doctor_gate.doctor, ctx.repo.top)
+        report, ready = found.to_json(), found.ready
         report["mcp_tools_digest"] = (await listed_digest(server))[0]
         return bounded(hide_paths_in({**report, "ready": ready}))
