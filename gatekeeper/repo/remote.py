@@ -29,7 +29,14 @@ _SCP = re.compile(r"^[A-Za-z0-9._~-]+@[A-Za-z0-9.-]+:(?!/)")  # user@host:path (
 def checked_url(url: str) -> str:
     """A remote URL oms will run a transport for: https, ssh, or a local path."""
     if url.startswith(("https://", "ssh://")) or _SCP.match(url):
-        if "::" in url.split("/")[0] or url.startswith("-"):
+        host = url.split("://", 1)[-1].split("@", 1)[-1]
+        # A host (or user) that looks like an option could reach ssh as one (CVE-2017-1000117).
+        if (
+            "::" in url.split("/")[0]
+            or url.startswith("-")
+            or host.startswith("-")
+            or ("://" in url and url.split("://", 1)[1].startswith("-"))
+        ):
             raise RemoteRefused(f"remote URL refused: {url[:80]!r}")
         return url
     if url.startswith("/") and "::" not in url:

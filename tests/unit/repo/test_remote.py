@@ -32,6 +32,9 @@ REFUSED = [
     "https::x",
     "-uhttps://x",
     "-oProxyCommand=x@host:p",
+    "ssh://-oProxyCommand=x/y",  # a host that ssh would take as an option
+    "ssh://git@-oProxyCommand=x/y",
+    "https://-x/y",
     "relative/path",
     "../up",
     "C:/x",
