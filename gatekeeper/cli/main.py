@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 import click
 
@@ -86,7 +87,7 @@ def cli() -> None:
     """oms: a fail-closed gatekeeper for AI coding agents."""
 
 
-def _usage(args: Sequence[str], message: str) -> None:
+def _usage(args: Sequence[str], message: str) -> NoReturn:
     # Imported on this path only: gatekeeper.errors pulls in the foundations (start-up time).
     from gatekeeper.errors import EXIT_USAGE
 

@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec
+from typing import Any, NoReturn, ParamSpec
 
 import click
 
@@ -62,7 +62,7 @@ def emit_error(as_json: bool, code: int, kind: str, message: str, data: Data | N
         click.echo(error_line(kind, message), err=True)
 
 
-def _refuse(exc: Exception, as_json: bool) -> None:
+def _refuse(exc: Exception, as_json: bool) -> NoReturn:
     # Imported on the refusal path only: gatekeeper.errors pulls in the evidence, policy and
     # sandbox packages (pydantic, cryptography), which `oms --help` must not pay for.
     from gatekeeper.errors import InternalError, refusal
