@@ -7,6 +7,11 @@ difference from `python3 -c pass` is what the environment (site, the editable-in
 finder) costs before oms runs at all, and an entry-point lookup through importlib.metadata
 (what older setuptools scripts did) to show what such a script would add.
 
+Measured on this machine (2 cores, load ~1, medians of 20): anchor 48.6 ms, venv
+`python -c pass` 32.3 ms, `oms --help` 86.2 ms, `oms release status` 80.9 ms (console-script
+form 82.9 / 79.7 ms; with an importlib.metadata lookup 110.5 ms). Before the lazy table the
+same two took 420-460 ms.
+
     .venv/bin/python bench/startup_bench.py [--quick]
 """
 
