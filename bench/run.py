@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 BENCHES = [
+    "startup_bench.py",
     "evidence_bench.py",
     "sandbox_bench.py",
     "gate_bench.py",

@@ -1,3 +1,3 @@
-from gatekeeper.cli import main
+from gatekeeper.cli.main import main
 
 main()

@@ -228,7 +228,7 @@ def test_cli_without_bwrap_exits_4_with_unavailable_json(
     wrapper = (
         "import sys, sandbox.bwrap as b\n"
         "b.SYSTEM_BWRAP = '/nonexistent/bwrap'\n"
-        "from gatekeeper.cli import main\n"
+        "from gatekeeper.cli.main import main\n"
         "main()\n"
     )
     argv = [sys.executable, "-c", wrapper, "sandbox", "run", "--repo", str(repo), "--json",
@@ -288,7 +288,7 @@ def test_doctor_without_bwrap_is_not_ready(
     wrapper = (
         "import sandbox.bwrap as b\n"
         "b.SYSTEM_BWRAP = '/nonexistent/bwrap'\n"
-        "from gatekeeper.cli import main\n"
+        "from gatekeeper.cli.main import main\n"
         "main()\n"
     )
     env = cli_env(state, PATH=git_only_path)

@@ -1,0 +1,25 @@
+"""`oms doctor`: readiness, and the digest of the MCP tools a found repository would serve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.render import Outcome, command, doctor_lines
+from gatekeeper.errors import EXIT_UNAVAILABLE
+from gatekeeper.gates import doctor as readiness
+from gatekeeper.mcp.server import digest_for_doctor
+
+
+@click.command()
+@REPO_OPTION
+@command
+def doctor(repo: Path) -> Outcome:
+    """Readiness: a real sandbox probe, AppArmor status, key and chain."""
+    found = readiness.doctor(repo)
+    report, ready = found.to_json(), found.ready
+    if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
+        report["mcp_tools_digest"] = digest_for_doctor(repo)
+    return Outcome(report, code=0 if ready else EXIT_UNAVAILABLE, lines=doctor_lines(report, ready))

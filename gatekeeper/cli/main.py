@@ -1,0 +1,108 @@
+"""The `oms` root group and `main()`: a static table of commands, each imported on demand.
+
+`oms --help` and `oms release status` must start in about the time Python itself does, so
+the root imports click and this package only: a command's module (and the gates, scanners,
+pydantic models and MCP SDK behind it) is imported when that command runs (click's
+documented LazyGroup pattern). The table's short help is what `oms --help` prints; a test
+holds it equal to each command's own help.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping, Sequence
+from typing import NoReturn
+
+import click
+
+from gatekeeper.cli.render import emit_error
+
+# name -> ("module:attribute", short help). Sorted by name, as click lists commands.
+COMMANDS: Mapping[str, tuple[str, str]] = {
+    "doctor": (
+        "gatekeeper.cli.doctor:doctor",
+        "Readiness: a real sandbox probe, AppArmor status, key and chain.",
+    ),
+    "evidence": (
+        "gatekeeper.cli.evidence:evidence",
+        "The evidence store: audit, show, prove, export, note, key, repair.",
+    ),
+    "init": (
+        "gatekeeper.cli.init:init",
+        "Create the state root, signing key and evidence log for a repository.",
+    ),
+    "mcp": (
+        "gatekeeper.cli.mcp:mcp",
+        "Serve MCP over stdio for one repository (`oms mcp`), or print client snippets.",
+    ),
+    "process-result": (
+        "gatekeeper.cli.result:process_result",
+        "The result gate: frozen plan from the base, sandboxed checks, both scanners, evidence.",
+    ),
+    "release": ("gatekeeper.cli.release:release", "Release readiness of oms itself."),
+    "sandbox": ("gatekeeper.cli.sandbox:sandbox", "Run a command in the check sandbox."),
+    "scan": (
+        "gatekeeper.cli.scan:scan",
+        "Secrets in PATHs, a commit range or stdin, from Gitleaks and detect-secrets (exit 3).",
+    ),
+    "transfer": (
+        "gatekeeper.cli.transfer:transfer",
+        "The data boundary: preview, approve, release, show, list.",
+    ),
+}
+
+
+def load(name: str) -> click.Command:
+    """Import the module behind one table entry and return its command."""
+    module, _, attr = COMMANDS[name][0].partition(":")
+    cmd = getattr(importlib.import_module(module), attr)
+    if not isinstance(cmd, click.Command):
+        raise TypeError(f"{module}:{attr} is not a click command")
+    return cmd
+
+
+class LazyGroup(click.Group):
+    """A group whose commands come from `COMMANDS`, imported only when one is resolved."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return load(cmd_name) if cmd_name in COMMANDS else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own layout, from the table's help: listing must not import every command.
+        # A bare Command per row lets click shorten the help exactly as for the real one.
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(n, click.Command(n, help=COMMANDS[n][1]).get_short_help_str(limit)) for n in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="oh-my-super-agent", prog_name="oms")
+def cli() -> None:
+    """oms: a fail-closed gatekeeper for AI coding agents."""
+
+
+def _usage(args: Sequence[str], message: str) -> NoReturn:
+    # Imported on this path only: gatekeeper.errors pulls in the foundations (start-up time).
+    from gatekeeper.errors import EXIT_USAGE
+
+    emit_error("--json" in args, EXIT_USAGE, "usage", message)
+    sys.exit(EXIT_USAGE)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        cli.main(args=args, prog_name="oms", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        _usage(args, "aborted")
+    except click.ClickException as exc:
+        _usage(args, exc.format_message())
+    sys.exit(0)

@@ -1,0 +1,41 @@
+"""`oms process-result`: the protected result gate on one candidate commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.render import Outcome, command, result_lines
+from gatekeeper.gates.result import pipeline
+
+
+@click.command("process-result")
+@REPO_OPTION
+@click.option("--candidate", required=True, help="The agent's commit (any ref).")
+@click.option("--base", help="Narrow the diff to BASE..CANDIDATE (an ancestor of the candidate "
+              "on the default branch; default: their merge-base). The policy and plan always "
+              "come from the default branch's tip.")  # fmt: skip
+@click.option("--ticket", help="Ticket id, recorded in evidence.")
+@click.option("--attempt", type=click.IntRange(min=1), help="Attempt number, recorded.")
+@click.option("--deliver-branch", help="On READY_FOR_HUMAN: create or fast-forward this branch.")
+@click.option("--push", "push_remote", help="With --deliver-branch: push it (never forced).")
+@click.option("--draft-pr", is_flag=True, help="With --deliver-branch: open a draft PR via gh.")
+@command
+def process_result(
+    repo: Path,
+    candidate: str,
+    base: str | None,
+    ticket: str | None,
+    attempt: int | None,
+    deliver_branch: str | None,
+    push_remote: str | None,
+    draft_pr: bool,
+) -> Outcome:
+    """The result gate: frozen plan from the base, sandboxed checks, both scanners, evidence."""
+    verdict = pipeline.process_result(
+        repo, candidate, base, ticket, attempt, deliver_branch, push_remote, draft_pr
+    )
+    data = verdict.to_json()
+    return Outcome(data, code=verdict.exit_code, lines=result_lines(data))

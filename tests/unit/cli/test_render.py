@@ -1,0 +1,142 @@
+"""The human-text renderers: the command's JSON data in, the lines it prints out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gatekeeper.cli import render
+
+DIGEST = "sha256:" + "ab" * 32
+COMMIT = "0123456789abcdef" * 2 + "01234567"
+BASE = "fedcba9876543210" * 2 + "76543210"
+
+DOCTOR: dict[str, Any] = {
+    "bwrap": {"path": "/usr/bin/bwrap", "version": "0.8.0"},
+    "probe": {"ok": True, "failures": []},
+    "apparmor": {"restrict_unprivileged_userns": False},
+    "gitleaks": {"ok": True, "version": "8.18.4"},
+    "key": {"key_id": "k" * 64},
+    "problems": [],
+    "remedies": [],
+}
+DOCTOR_BAD: dict[str, Any] = {
+    "bwrap": {"error": "no bubblewrap\x1b[2J"},
+    "probe": {"ok": False, "failures": ["no bwrap", "no userns"]},
+    "apparmor": "unknown",
+    "gitleaks": {"ok": False, "error": "digest mismatch"},
+    "key": {"error": "no key"},
+    "evidence": "intact",
+    "problems": ["bwrap missing"],
+    "remedies": ["apt install bubblewrap"],
+}
+PACKET = {"summary": ["to: anthropic:claude", "bytes: 12"], "copyable_text_block": "oms ..."}
+
+CASES: list[tuple[str, Callable[[], list[str]], list[str]]] = [
+    ("init created", lambda: render.init_lines(
+        {"created": True, "repo_id": "r1", "key_id": "0123456789abcdef0123"}),
+     ["initialised: r1 (key 0123456789abcdef)"]),
+    ("init again", lambda: render.init_lines(
+        {"created": False, "repo_id": "r1", "key_id": "0123456789abcdef"}),
+     ["already initialised: r1 (key 0123456789abcdef)"]),
+    ("audit intact", lambda: render.audit_lines(
+        {"intact": True, "entries": 5, "checkpoint_size": 5}),
+     ["intact: 5 entries, checkpoint at 5"]),
+    ("audit tampered, reason sanitised", lambda: render.audit_lines(
+        {"intact": False, "first_bad_seq": 3, "reason": "bad\u202ehash"}),
+     ["TAMPERED at seq 3: bad\\u202ehash"]),
+    ("audit tampered without reason", lambda: render.audit_lines(
+        {"intact": False, "first_bad_seq": None, "reason": None}),
+     ["TAMPERED at seq None: "]),
+    ("export", lambda: render.export_lines({"payloadType": "x"}),
+     ['{\n  "payloadType": "x"\n}']),
+    ("note", lambda: render.note_lines({"seq": 7}), ["appended note as seq 7"]),
+    ("key", lambda: render.key_lines({"key_id": "kid", "public_key_pem": "PEM\n"}),
+     ["key_id kid", "PEM"]),
+    ("repair adopted", lambda: render.repair_lines({"adopted_entries": 2, "repaired": False}),
+     ["adopted 2 entries of an interrupted append"]),
+    ("repair quarantined", lambda: render.repair_lines(
+        {"repaired": True, "quarantined_bytes": 9, "seq": 4}),
+     ["quarantined 9 bytes; recorded as seq 4"]),
+    ("repair nothing", lambda: render.repair_lines({"repaired": False}), ["nothing to repair"]),
+    ("doctor ready", lambda: render.doctor_lines(DOCTOR, True), [
+        "bwrap:    /usr/bin/bwrap 0.8.0",
+        "probe:    ok ",
+        "apparmor: {'restrict_unprivileged_userns': False}",
+        "gitleaks: 8.18.4",
+        "key:      " + "k" * 64,
+        "ready",
+    ]),
+    ("doctor not ready, controls neutralised", lambda: render.doctor_lines(DOCTOR_BAD, False), [
+        "bwrap:    no bubblewrap\\u001b[2J ",
+        "probe:    FAILED no bwrap; no userns",
+        "apparmor: unknown",
+        "gitleaks: digest mismatch",
+        "key:      no key",
+        "evidence: intact",
+        "problem:  bwrap missing",
+        "remedy:   apt install bubblewrap",
+        "NOT READY",
+    ]),
+    ("sandbox exit", lambda: render.sandbox_lines(
+        {"stdout": "hi\n", "stderr": "", "timed_out": False, "exit_code": 0, "duration_s": 0.5}),
+     ["hi", "[oms sandbox: exit 0 in 0.5 s]"]),
+    ("sandbox timed out", lambda: render.sandbox_lines(
+        {"stdout": "", "stderr": "e\n\n", "timed_out": True, "exit_code": -9, "duration_s": 2}),
+     ["e", "[oms sandbox: timed out in 2 s]"]),
+    ("scan", lambda: render.scan_lines({"blocking": 1, "findings": [
+        {"file": "a\x1b.py", "line": 3, "rule": "aws", "scanner": "gitleaks",
+         "preview": "AKIA…", "allowed": False},
+        {"file": "b.py", "line": 1, "rule": "kw", "scanner": "detect-secrets",
+         "preview": "pw=…", "allowed": True},
+    ]}), [
+        "a\\u001b.py:3: aws (gitleaks) AKIA…",
+        "b.py:1: kw (detect-secrets) pw=… [allowed]",
+        "1 finding(s) not allowed by policy",
+    ]),
+    ("scan clean", lambda: render.scan_lines({"blocking": 0, "findings": []}),
+     ["0 finding(s) not allowed by policy"]),
+    ("process-result", lambda: render.result_lines({
+        "decision": "BLOCKED", "commit": COMMIT, "base": BASE, "evidence_seq": 12,
+        "reasons": ["protected path changed: oms.toml", "secret\u202e"]}), [
+        "BLOCKED: 0123456789ab (base fedcba987654), evidence seq 12",
+        "  - protected path changed: oms.toml",
+        "  - secret\\u202e",
+    ]),
+    ("transfer preview", lambda: render.preview_lines({"approval_packet": PACKET}),
+     ["to: anthropic:claude", "bytes: 12", "", "oms ..."]),
+    ("transfer approve", lambda: render.approve_lines(
+        {"approver": {"name": "ann\x07"}, "expires": "2026-12-01T13:00:00Z"}),
+     ["approved by ann\\u0007 until 2026-12-01T13:00:00Z"]),
+    ("transfer release", lambda: render.release_lines({"payload_bytes": 12}, "out.bin"),
+     ["released 12 bytes to out.bin"]),
+    ("transfer show", lambda: render.show_lines(
+        {"status": "approved", "digest": DIGEST, "approval_packet": PACKET}),
+     [f"approved: {DIGEST}", "to: anthropic:claude", "bytes: 12"]),
+    ("transfer list", lambda: render.list_lines({"transfers": [
+        {"status": "released", "digest": DIGEST, "destination": "x:\u200by", "bytes": 3}]}),
+     [f"released   {DIGEST} x:\\u200by 3 bytes"]),
+    ("transfer list empty", lambda: render.list_lines({"transfers": []}), ["no transfers"]),
+    ("mcp snippets", lambda: render.snippet_lines(
+        {"codex": {"installed": "[a]\nb = 1\n", "args": {"k": ["v"]}}}), [
+        "# codex", "## installed", "[a]\nb = 1", "## args", '{\n  "k": [\n    "v"\n  ]\n}',
+    ]),
+    ("error line: first line only, sanitised", lambda: [
+        render.error_line("blocked", "secret in a\u202eb.py\nsecond line")],
+     ["oms: blocked: secret in a\\u202eb.py"]),
+    ("error line: empty message names the kind", lambda: [render.error_line("usage", "")],
+     ["oms: usage: usage"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "lines", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_renderer_prints_expected_lines(
+    case: str, lines: Callable[[], list[str]], expected: list[str]
+) -> None:
+    assert lines() == expected
+
+
+def test_ascii_json_escapes_non_ascii_and_del() -> None:
+    assert render.ascii_json({"a": "\u202e\x7f\x1b"}) == '{"a": "\\u202e\\u007f\\u001b"}'
