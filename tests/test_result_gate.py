@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 import gatekeeper.gates.result.pipeline as rg
+import gatekeeper.gates.result.stages as stages
 import gatekeeper.gates.sandboxed as gs
 from evidence import EvidenceStore
 from gatekeeper.errors import EXIT_BLOCKED, EXIT_UNAVAILABLE, Blocked, Unavailable, classify
@@ -849,7 +850,7 @@ def test_unknown_policy_key_in_base_refuses_before_anything_runs(
     assert world.audit()["entries"] == before
     # In-process, with spies on the scanners and the sandbox: none is reached.
     called: list[str] = []
-    monkeypatch.setattr(rg, "scan_with_policy", lambda *a: called.append("scan") or ([], []))
+    monkeypatch.setattr(stages, "scan_with_policy", lambda *a: called.append("scan") or ([], []))
     monkeypatch.setattr(gs, "ready", lambda *a: called.append("ready"))
     monkeypatch.setattr(gs, "run_in_scratch", lambda *a: called.append("run"))
     world.set_default_branch("base/bad")
@@ -916,7 +917,7 @@ def test_git_error_after_start_is_recorded_unavailable(
     def broken(*_a: Any) -> Any:
         raise GitError("git diff-tree: fatal: bad object")
 
-    monkeypatch.setattr(rg, "read_change", broken)
+    monkeypatch.setattr(stages, "read_change", broken)
     world.commit("cand/giterr", {"README.md": "git error\n"})
     with pytest.raises(Unavailable) as info:
         rg.process_result(world.repo, "cand/giterr")
