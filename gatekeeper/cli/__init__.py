@@ -187,7 +187,7 @@ def sandbox() -> None:
 @command
 def sandbox_run(repo: Path, timeout: int | None, cmd: tuple[str, ...]) -> Outcome:
     """Run CMD in the check profile on a scratch copy of the repository's HEAD."""
-    data = sandboxing.sandbox_run(repo, list(cmd), timeout)
+    data = sandboxing.sandbox_run(repo, list(cmd), timeout).to_json()
     lines = [data["stdout"].rstrip("\n"), data["stderr"].rstrip("\n")]
     lines = [x for x in lines if x]
     status = "timed out" if data["timed_out"] else f"exit {data['exit_code']}"
