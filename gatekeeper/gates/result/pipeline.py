@@ -110,7 +110,7 @@ def _decide(exc: Exception) -> tuple[Decision, str]:
         return Decision.BLOCKED, DUPLICATE_PATH
     if isinstance(exc, GitError):
         return Decision.UNAVAILABLE, f"git failed: {exc}"
-    if known_kind(exc) is not None or isinstance(exc, OSError):
+    if known_kind(exc) is not None:
         return Decision.UNAVAILABLE, str(exc)
     return Decision.UNAVAILABLE, f"internal error: {type(exc).__name__}: {str(exc)[:200]}"
 
