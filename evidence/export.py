@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,6 @@ from .merkle import inclusion_proof, root_from_leaf_hashes, verify_inclusion
 from .store import EvidenceStore
 
 ENTRY_PREDICATE = "https://oms.local/evidence-entry/v1"
-SLSA_VSA = "https://slsa.dev/verification_summary/v1"
 
 
 @dataclass(frozen=True)
@@ -113,56 +113,52 @@ def _membership(store: EvidenceStore, v: VerifiedEntry) -> dict[str, Any]:
     }
 
 
-def entry_statement(store: EvidenceStore, seq: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Attestation:
+    """The entry line as an attestation input: its URI and digest, and its membership."""
+
+    uri: str
+    sha256: str
+    membership: dict[str, Any]  # `_membership`: the checkpoint and the inclusion proof
+
+    def descriptor(self) -> dict[str, Any]:
+        """An in-toto ResourceDescriptor naming the entry line."""
+        return {"uri": self.uri, "digest": {"sha256": self.sha256}}
+
+
+# A gate's own predicate for the entries it writes: (predicate type, predicate), or None
+# for an entry it does not claim. Evidence knows no gate's payload; the gate passes this.
+PredicateBuilder = Callable[[Entry, Attestation], tuple[str, dict[str, Any]] | None]
+
+
+def entry_statement(
+    store: EvidenceStore, seq: int, predicate: PredicateBuilder | None = None
+) -> dict[str, Any]:
     """An in-toto Statement v1 for an entry, verified first.
 
-    Subjects: the entry's own subjects plus the entry line itself. A `result`
-    entry carries a SLSA verification-summary predicate; others carry the entry.
-    Both carry the checkpoint and the inclusion proof of the entry line.
+    When `predicate` claims the entry, its subjects are the entry's own and the entry
+    line is the predicate's input; otherwise the subjects are the entry's own plus the
+    entry line, and the predicate is the entry with its checkpoint and inclusion proof.
     """
     v = verified_entry(store, seq)
     entry = v.entry
     subjects: list[dict[str, Any]] = [s.model_dump() for s in entry.subject]
-    this_entry = {
-        "uri": f"oms-evidence/{store.repo_id}/{seq}",
-        "digest": {"sha256": hashlib.sha256(v.line).hexdigest()},
-    }
-    if entry.kind == "result" and "vsa" in entry.data and subjects:
-        # The subject is the verified commit alone; the entry is the attestation input.
-        d = entry.data
-        predicate = {
-            **d["vsa"],
-            "inputAttestations": [this_entry],
-            "oms": {
-                "decision": d.get("decision"),
-                "reasons": d.get("reasons", []),
-                "base": d.get("base"),
-                "plan_digest": d.get("plan_digest"),
-                "profile_digest": d.get("profile_digest"),
-                "scanners": d.get("scanners", []),
-                "checks": [
-                    {
-                        k: c.get(k)
-                        for k in (
-                            "name",
-                            "exit_code",
-                            "timed_out",
-                            "duration_ms",
-                            "stdout_blob",
-                            "stderr_blob",
-                        )
-                    }
-                    for c in d.get("checks", [])
-                ],
-                **_membership(store, v),
-            },
-        }
-        return dsse.statement(subjects, SLSA_VSA, predicate)
-    subjects.append({"name": this_entry["uri"], "digest": this_entry["digest"]})
-    predicate = {"entry": entry.model_dump(mode="json"), **_membership(store, v)}
-    return dsse.statement(subjects, ENTRY_PREDICATE, predicate)
+    att = Attestation(
+        uri=f"oms-evidence/{store.repo_id}/{seq}",
+        sha256=hashlib.sha256(v.line).hexdigest(),
+        membership=_membership(store, v),
+    )
+    claimed = predicate(entry, att) if predicate is not None else None
+    if claimed is not None:
+        return dsse.statement(subjects, *claimed)
+    subjects.append({"name": att.uri, "digest": {"sha256": att.sha256}})
+    body = {"entry": entry.model_dump(mode="json"), **att.membership}
+    return dsse.statement(subjects, ENTRY_PREDICATE, body)
 
 
-def export_dsse(store: EvidenceStore, seq: int) -> dict[str, Any]:
+def export_dsse(
+    store: EvidenceStore, seq: int, predicate: PredicateBuilder | None = None
+) -> dict[str, Any]:
     key = store.key
-    return dsse.export_statement(entry_statement(store, seq), key.private, key.key_id)
+    statement = entry_statement(store, seq, predicate)
+    return dsse.export_statement(statement, key.private, key.key_id)

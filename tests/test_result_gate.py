@@ -43,9 +43,20 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 import gatekeeper.gates.result.pipeline as rg
+import gatekeeper.gates.result.stages as stages
 import gatekeeper.gates.sandboxed as gs
+import gatekeeper.repo.change as change_module
+import gatekeeper.repo.scratch as scratch_module
 from evidence import EvidenceStore
-from gatekeeper.errors import EXIT_BLOCKED, EXIT_UNAVAILABLE, Blocked, Unavailable, classify
+from gatekeeper.errors import (
+    EXIT_UNAVAILABLE,
+    OmsError,
+    Unavailable,
+    classify,
+)
+from gatekeeper.gates.result.payloads import ResultRecord, ResultStart
+from gatekeeper.gates.result.verdict import Decision
+from gatekeeper.repo.git import GitError
 from gatekeeper.scan.detect_secrets import DetectSecrets
 from gatekeeper.scan.gitleaks import locate as locate_gitleaks
 from policy import PolicyError, parse_policy
@@ -849,7 +860,7 @@ def test_unknown_policy_key_in_base_refuses_before_anything_runs(
     assert world.audit()["entries"] == before
     # In-process, with spies on the scanners and the sandbox: none is reached.
     called: list[str] = []
-    monkeypatch.setattr(rg, "scan_with_policy", lambda *a: called.append("scan") or ([], []))
+    monkeypatch.setattr(stages, "scan_with_policy", lambda *a: called.append("scan") or ([], []))
     monkeypatch.setattr(gs, "ready", lambda *a: called.append("ready"))
     monkeypatch.setattr(gs, "run_in_scratch", lambda *a: called.append("run"))
     world.set_default_branch("base/bad")
@@ -891,39 +902,6 @@ def test_candidate_equal_to_its_base_is_blocked_as_nothing_to_verify(world: Worl
     _one_result_follows_start(world, out["evidence_seq"], BLOCKED, "nothing to verify")
 
 
-def test_oversized_change_is_recorded_blocked_then_refused(
-    in_process: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    world = in_process
-    import gatekeeper.repo.change as change_module
-
-    monkeypatch.setattr(change_module, "MAX_SCAN_BYTES", 1 << 10)
-    world.commit("cand/big", {"big.txt": "word " * 1000})
-    with pytest.raises(Blocked) as info:
-        rg.process_result(world.repo, "cand/big")
-    assert classify(info.value) == (EXIT_BLOCKED, "blocked")
-    assert "more than oms scans" in str(info.value)
-    assert info.value.data["decision"] == BLOCKED
-    _one_result_follows_start(world, info.value.data["evidence_seq"], BLOCKED, "more than oms")
-
-
-def test_git_error_after_start_is_recorded_unavailable(
-    in_process: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    world = in_process
-    from gatekeeper.repo.git import GitError
-
-    def broken(*_a: Any) -> Any:
-        raise GitError("git diff-tree: fatal: bad object")
-
-    monkeypatch.setattr(rg, "read_change", broken)
-    world.commit("cand/giterr", {"README.md": "git error\n"})
-    with pytest.raises(Unavailable) as info:
-        rg.process_result(world.repo, "cand/giterr")
-    assert classify(info.value) == (EXIT_UNAVAILABLE, "unavailable")
-    _one_result_follows_start(world, info.value.data["evidence_seq"], UNAVAILABLE, "git failed")
-
-
 def test_duplicate_tree_entry_is_recorded_blocked(world: World) -> None:
     blob = world.git("hash-object", "-w", "--stdin", input=b"twice\n")
     record = b"100644 twice.txt\0" + bytes.fromhex(blob)
@@ -942,6 +920,75 @@ def test_duplicate_tree_entry_is_recorded_blocked(world: World) -> None:
     assert code == 3 and out["decision"] == BLOCKED, out
     assert out["error"]["kind"] == "blocked"
     _one_result_follows_start(world, out["evidence_seq"], BLOCKED, "path twice")
+
+
+def _too_large(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(change_module, "MAX_SCAN_BYTES", 1 << 10)
+
+
+def _git_error(mp: pytest.MonkeyPatch) -> None:
+    def broken(*_a: Any) -> Any:
+        raise GitError("git diff-tree: fatal: bad object")
+
+    mp.setattr(stages, "read_change", broken)
+
+
+def _scratch_refused(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(scratch_module, "MAX_ENTRIES", 2)  # the real copy refuses the tree
+
+
+def _no_sandbox(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(sandbox_bwrap, "candidates", lambda: [])
+
+
+def _a_bug(mp: pytest.MonkeyPatch) -> None:
+    def bug(*_a: Any) -> Any:
+        raise KeyError("a bug in oms")
+
+    mp.setattr(stages, "scan_with_policy", bug)
+
+
+@pytest.mark.parametrize(
+    ("breaks", "decision", "reason"),
+    [
+        pytest.param(_too_large, BLOCKED, "more than oms scans", id="change-too-large"),
+        pytest.param(_git_error, UNAVAILABLE, "git failed", id="git-error"),
+        pytest.param(_scratch_refused, BLOCKED, "oms copies at most 2", id="scratch-refusal"),
+        pytest.param(_no_sandbox, UNAVAILABLE, "bubblewrap is not installed", id="no-sandbox"),
+        pytest.param(_a_bug, UNAVAILABLE, "internal error: KeyError", id="internal-error"),
+    ],
+)
+def test_every_refusal_after_result_start_is_one_result_entry_with_its_exit_code(
+    in_process: World,
+    monkeypatch: pytest.MonkeyPatch,
+    breaks: Callable[[pytest.MonkeyPatch], None],
+    decision: str,
+    reason: str,
+) -> None:
+    world = in_process
+    branch = f"cand/refused-{breaks.__name__}"
+    world.commit(branch, {"big.txt": "word " * 1000})
+    breaks(monkeypatch)
+    with pytest.raises(OmsError) as info:
+        rg.process_result(world.repo, branch)
+    exc = info.value
+    # Exit 3 for BLOCKED, 4 for UNAVAILABLE (a bug too): the recorded decision's code.
+    assert exc.exit_code == Decision(decision).exit_code
+    assert exc.data is not None and exc.data["decision"] == decision
+    store = world.store()
+    start, _ = store.payloads(ResultStart)[-1]
+    records = [(e, r) for e, r in store.payloads(ResultRecord) if r.start_seq == start.seq]
+    assert len(records) == 1
+    entry, record = records[0]
+    assert record.decision == decision and entry.seq == exc.data["evidence_seq"]
+    assert any(reason in r for r in record.reasons), record.reasons
+
+
+def test_every_result_start_in_the_log_has_exactly_one_result(world: World) -> None:
+    store = world.store()
+    starts = [e.seq for e, _ in store.payloads(ResultStart)]
+    answered = [r.start_seq for _, r in store.payloads(ResultRecord)]
+    assert starts and sorted(answered) == starts
 
 
 def test_sigterm_during_a_check_records_an_interruption_and_removes_the_scratch(
@@ -1151,25 +1198,91 @@ def test_push_delivers_the_branch_to_a_remote_without_forcing(
     assert remote_ref("pushed") == sha
 
 
-def test_draft_pr_without_gh_is_unavailable(
-    world: World, ready: tuple[str, int, dict[str, Any]]
-) -> None:
-    # GitHub cannot be reached from here: only the "no `gh` on PATH" refusal is testable.
-    bin_dir = world.root / "git-only-bin"
+def _starts(world: World) -> int:
+    return len(world.store().entries(kind="result.start"))
+
+
+def _bin_dir(world: World, name: str, gh: str | None = None) -> Path:
+    """A PATH directory with git and, when given, a `gh` script."""
+    bin_dir = world.root / name
     if not bin_dir.exists():
         bin_dir.mkdir()
         git_path = shutil.which("git")
         assert git_path is not None
         (bin_dir / "git").symlink_to(git_path)
+        if gh is not None:
+            (bin_dir / "gh").write_text(gh)
+            (bin_dir / "gh").chmod(0o755)
+    return bin_dir
+
+
+def _add_remote(world: World, name: str, url: str) -> None:
+    if name not in world.git("remote").split():
+        world.git("remote", "add", name, url)
+
+
+@pytest.mark.parametrize(
+    ("options", "code", "why"),
+    [
+        pytest.param(["--deliver-branch", "-x"], 2, "not a valid branch name", id="dash-branch"),
+        pytest.param(["--deliver-branch", "a..b"], 2, "not a valid branch name", id="bad-ref"),
+        pytest.param(["--deliver-branch", "main"], 3, "checked out", id="checked-out"),
+        pytest.param(["--push", "backup"], 2, "need --deliver-branch", id="push-no-branch"),
+        pytest.param(
+            ["--deliver-branch", "v-x", "--push", "nowhere"], 2, "no remote", id="unknown-remote"
+        ),
+        pytest.param(
+            ["--deliver-branch", "v-x", "--push", "ext::sh -c x"], 3, "refused", id="refused-url"
+        ),
+    ],
+)
+def test_a_bad_delivery_option_is_refused_before_the_gate_runs(
+    world: World, options: list[str], code: int, why: str
+) -> None:
+    world.commit("cand/deliver-bad", {"README.md": "deliver bad\n"})
+    before = _starts(world)
+    got, out = world.gate("cand/deliver-bad", *options)
+    assert got == code and why in out["error"]["message"], out
+    assert "decision" not in out
+    assert _starts(world) == before  # no result.start: nothing ran, nothing was recorded
+    assert world.ref_or_none("refs/heads/v-x") is None
+
+
+def test_draft_pr_without_gh_is_unavailable_and_creates_nothing(world: World) -> None:
+    # GitHub cannot be reached from here: the remote only names it; nothing is pushed.
+    _add_remote(world, "github", "https://github.com/example/repo.git")
+    world.commit("cand/pr-nogh", {"README.md": "pr without gh\n"})
+    before = _starts(world)
     code, out = world.gate(
-        "cand/ready",
-        "--deliver-branch",
-        "pr-branch",
-        "--draft-pr",
-        env_extra={"PATH": str(bin_dir)},
-    )
+        "cand/pr-nogh", "--deliver-branch", "pr-branch", "--push", "github", "--draft-pr",
+        env_extra={"PATH": str(_bin_dir(world, "git-only-bin"))},
+    )  # fmt: skip
     assert code == 4 and out["error"]["kind"] == "unavailable"
     assert "gh" in out["error"]["message"]
+    assert world.ref_or_none("refs/heads/pr-branch") is None
+    assert _starts(world) == before
+
+
+def test_draft_pr_to_a_remote_not_on_github_creates_no_branch_and_pushes_nothing(
+    world: World,
+) -> None:
+    calls = world.root / "gh-calls"
+    gh = f"#!/bin/sh\necho called >> {calls}\necho https://github.com/x/y/pull/1\n"
+    bare = world.root / "not-github.git"
+    if not bare.exists():
+        subprocess.run(["git", "init", "-q", "--bare", str(bare)], env=world.env, check=True)
+    _add_remote(world, "elsewhere", str(bare))
+    world.commit("cand/pr-elsewhere", {"README.md": "pr elsewhere\n"})
+    before = _starts(world)
+    code, out = world.gate(
+        "cand/pr-elsewhere", "--deliver-branch", "pr-elsewhere", "--push", "elsewhere",
+        "--draft-pr", env_extra={"PATH": str(_bin_dir(world, "fake-gh-bin", gh))},
+    )  # fmt: skip
+    assert code == 2 and "GitHub remote" in out["error"]["message"], out
+    assert world.ref_or_none("refs/heads/pr-elsewhere") is None
+    pushed = subprocess.run(["git", "--git-dir", str(bare), "for-each-ref"], env=world.env,
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    assert pushed.stdout == "" and not calls.exists() and _starts(world) == before
 
 
 # --------------------------------------------------------------------------------------

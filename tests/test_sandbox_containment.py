@@ -71,11 +71,11 @@ def repo(tmp_path: Path, state: dict[str, Path]) -> Path:
 
 def run_sh(repo_dir: Path, script: str, timeout_s: int = 20) -> dict[str, Any]:
     """Run a shell script in the sandbox through the library; the JSON dict."""
-    return sandbox_run(repo_dir, [SH, "-c", script], timeout_s)
+    return sandbox_run(repo_dir, [SH, "-c", script], timeout_s).to_json()
 
 
 def run_py(repo_dir: Path, code: str, timeout_s: int = 20) -> dict[str, Any]:
-    return sandbox_run(repo_dir, [PY, "-c", code], timeout_s)
+    return sandbox_run(repo_dir, [PY, "-c", code], timeout_s).to_json()
 
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 60) -> dict[str, Any]:

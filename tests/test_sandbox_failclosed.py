@@ -421,11 +421,11 @@ def test_sandbox_run_json_contract(repo: Path, state: dict[str, Path]) -> None:
 
 @needs_bwrap
 def test_profile_digest_is_stable_and_follows_the_limits(repo: Path) -> None:
-    first = sandbox_run(repo, ["true"], None)["profile_digest"]
-    second = sandbox_run(repo, ["true"], None)["profile_digest"]
+    first = sandbox_run(repo, ["true"], None).profile_digest
+    second = sandbox_run(repo, ["true"], None).profile_digest
     assert first == second
     commit_policy(repo, {"memory_mb": 512})
-    lowered = sandbox_run(repo, ["true"], None)["profile_digest"]
+    lowered = sandbox_run(repo, ["true"], None).profile_digest
     assert lowered != first
     commit_policy(repo, {"memory_mb": 512, "max_procs": 64})
-    assert sandbox_run(repo, ["true"], None)["profile_digest"] not in (first, lowered)
+    assert sandbox_run(repo, ["true"], None).profile_digest not in (first, lowered)

@@ -85,7 +85,7 @@ except OSError as e:
     print("refused", errno.errorcode.get(e.errno))
 print("@done")
 """
-    out = sandbox_run(repo, [PY, "-c", code], 20)["stdout"]
+    out = sandbox_run(repo, [PY, "-c", code], 20).stdout
     assert "@done" in out and "wrote /workspace/ok" in out and "wrote /tmp/ok" in out, out
     assert "WROTE" not in out, out
     assert "refused EROFS" in out, out
@@ -129,7 +129,7 @@ def test_ro_path_without_sockets_is_bound_and_usable(
     os.symlink("/run/some.sock", tc / "dangling-link")  # a symlink is never followed
     repo = policy_repo(tmp_path / "repo", ro_paths=[str(tc)])
     out = sandbox_run(repo, [SH, "-c", f"cat {tc}/lib/tool.txt"], 10)
-    assert out["exit_code"] == 0 and "from the toolchain" in out["stdout"], out
+    assert out.exit_code == 0 and "from the toolchain" in out.stdout, out
 
 
 # ---------------------------------------------------- sandbox start failures ---
@@ -172,8 +172,8 @@ def test_command_that_prints_bwraps_words_and_fails_is_a_failure_not_unavailable
     repo = make_repo(tmp_path / "repo")
     fake = "echo 'bwrap: execvp /bin/x: No such file or directory' >&2"
     result = sandbox_run(repo, [SH, "-c", f"echo RAN; {fake}; exit {code}"], 10)
-    assert result["exit_code"] == code and "RAN" in result["stdout"], result
-    assert "execvp" in result["stderr"]
+    assert result.exit_code == code and "RAN" in result.stdout, result
+    assert "execvp" in result.stderr
 
 
 def test_cli_reports_a_command_missing_inside_as_exit_4(tmp_path: Path, state: Any) -> None:
@@ -220,11 +220,11 @@ except OSError as e:
     print("refused", n, e.errno, flush=True)
 """
     result = sandbox_run(repo, [PY, "-c", code], 120)
-    out = result["stdout"]
+    out = result.stdout
     made = [int(ln.split()[1]) for ln in out.splitlines() if ln.startswith("made")]
     assert made and made[-1] >= 5000, result  # control: it ran and created files
     assert "ALL_MADE" not in out, result
-    assert result["exit_code"] != 0 or "refused" in out, result
+    assert result.exit_code != 0 or "refused" in out, result
     assert _run_cgroups() == []  # the run's cgroup went with it
 
 
@@ -247,7 +247,7 @@ def test_run_cgroup_caps_memory_and_processes_from_the_profile(
 
     monkeypatch.setattr(cgroup, "create", spy)
     result = sandbox_run(repo_dir, [SH, "-c", "echo RAN"], 10)
-    assert "RAN" in result["stdout"]
+    assert "RAN" in result.stdout
     cap = str((128 + 3 * 4 + cgroup.SLACK_MB) * 1024 * 1024)
     assert seen.get("memory.limit_in_bytes", seen.get("memory.max")) == cap, seen
     assert seen.get("pids.max") == "40", seen

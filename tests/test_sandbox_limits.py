@@ -119,7 +119,7 @@ except OSError as e:
 """
     start = time.monotonic()
     try:
-        result = sandbox_run(repo_dir, [PY, "-c", code], 20)
+        result = sandbox_run(repo_dir, [PY, "-c", code], 20).to_json()
         elapsed = time.monotonic() - start
         out = result["stdout"]
         assert result["timed_out"] is False, result
@@ -145,7 +145,7 @@ try:
 except MemoryError:
     print("MemoryError")
 """
-    result = sandbox_run(repo_dir, [PY, "-c", code], 20)
+    result = sandbox_run(repo_dir, [PY, "-c", code], 20).to_json()
     out = result["stdout"]
     assert "small_ok" in out, result  # control: the limit is not "nothing works"
     assert "BIG_ALLOCATED" not in out
@@ -173,7 +173,7 @@ for path in ("/workspace/big", "/tmp/big"):
 r = subprocess.run(["/bin/sh", "-c", "head -c 50000000 /dev/zero > /workspace/big2"])
 print("shell_rc", r.returncode, os.path.getsize("/workspace/big2"))
 """
-    result = sandbox_run(repo_dir, [PY, "-c", code], 20)
+    result = sandbox_run(repo_dir, [PY, "-c", code], 20).to_json()
     out = result["stdout"]
     limit = 5 * 1024 * 1024
     assert "WROTE_ALL" not in out, out
@@ -200,7 +200,7 @@ for path in ("/tmp/fill", "/home/sandbox/fill"):
         print("refused", path, errno.errorcode.get(e.errno))
     print("size", path, os.path.getsize(path))
 """
-    result = sandbox_run(repo_dir, [PY, "-c", code], 20)
+    result = sandbox_run(repo_dir, [PY, "-c", code], 20).to_json()
     out = result["stdout"]
     assert "WROTE_ALL" not in out, out
     assert out.count("refused") == 2 and out.count("ENOSPC") == 2, out
@@ -285,7 +285,7 @@ def test_background_process_does_not_outlive_the_run(
     n = 900_000_000 + secrets.randbelow(99_999_999)
     marker = f"sleep\0{n}\0".encode()
     try:
-        result = sandbox_run(repo_dir, build(n), 20)
+        result = sandbox_run(repo_dir, build(n), 20).to_json()
         assert result["timed_out"] is False, result
         assert "@done" in result["stdout"], result
         assert f"sleep {n}" in result["stdout"], result  # control: it was alive inside

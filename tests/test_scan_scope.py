@@ -369,13 +369,13 @@ PROTECTED = [
 @pytest.mark.parametrize("path", PROTECTED)
 def test_agent_hook_and_ci_configuration_is_protected_in_any_case(path: str) -> None:
     change = change_module.FileChange("A", path, "000000", "100644", "0" * 40)
-    assert [h["path"] for h in protected_changes([change], [])] == [path]
+    assert [h.path for h in protected_changes([change], [])] == [path]
 
 
 def test_ordinary_paths_are_not_protected() -> None:
     for path in ("src/app.py", "docs/agents.txt", "vscode/tasks.json", "README.md"):
         change = change_module.FileChange("M", path, "100644", "100644", "0" * 40)
-        assert protected_changes([change], []) == [], path
+        assert protected_changes([change], []) == (), path
 
 
 SECRET_LOOKING = [

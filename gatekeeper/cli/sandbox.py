@@ -24,6 +24,6 @@ def sandbox() -> None:
 @command
 def sandbox_run(repo: Path, timeout: int | None, cmd: tuple[str, ...]) -> Outcome:
     """Run CMD in the check profile on a scratch copy of the repository's HEAD."""
-    data = sandboxed.sandbox_run(repo, list(cmd), timeout)
+    data = sandboxed.sandbox_run(repo, list(cmd), timeout).to_json()
     code = 0 if data["exit_code"] == 0 and not data["timed_out"] else EXIT_FAILED
     return Outcome(data, code=code, lines=sandbox_lines(data))

@@ -25,6 +25,7 @@ from evidence import (
 from evidence import show as show_entry
 from evidence.state import ensure_private_dir
 from gatekeeper.errors import UsageError
+from gatekeeper.gates.result.vsa import result_predicate
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.refs import default_branch_ref, record_default_branch
 
@@ -166,8 +167,9 @@ def prove_entry(repo_dir: Path, seq: int) -> dict[str, Any]:
 
 
 def export_entry(repo_dir: Path, seq: int) -> dict[str, Any]:
+    """A DSSE envelope for entry `seq`: a `result` entry as the result gate's SLSA VSA."""
     _, store = open_store(repo_dir)
-    return export_dsse(store, seq)
+    return export_dsse(store, seq, result_predicate)
 
 
 def key_info(repo_dir: Path) -> KeyInfo:

@@ -15,6 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from evidence import state_root
 from gatekeeper.errors import Unavailable, UsageError
 from gatekeeper.repo.git import Repo, open_repo
@@ -143,21 +145,39 @@ def _host_hint(profile: Profile, cmd: Sequence[str]) -> str:
     return f" ({cmd[0]} is a symlink to {real}, which is not bound into the sandbox)"
 
 
-def result_json(r: RunResult) -> dict[str, Any]:
-    return {
-        "exit_code": r.exit_code,
-        "timed_out": r.timed_out,
-        "signal": r.signal,
-        "duration_s": r.duration_s,
-        "stdout": r.stdout.display(),
-        "stderr": r.stderr.display(),
-        "stdout_bytes": r.stdout.total,
-        "stderr_bytes": r.stderr.total,
-        "profile_digest": r.profile_digest,
-    }
+class SandboxRun(BaseModel):
+    """`oms sandbox run`'s result: the command's own exit code and bounded output."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    commit: str
+    policy_digest: str
+    exit_code: int | None  # None when killed at the deadline
+    timed_out: bool
+    signal: int | None
+    duration_s: float
+    stdout: str
+    stderr: str
+    stdout_bytes: int
+    stderr_bytes: int
+    profile_digest: str
+
+    @classmethod
+    def of(cls, commit: str, policy_digest: str, r: RunResult) -> SandboxRun:
+        return cls(commit=commit, policy_digest=policy_digest, exit_code=r.exit_code,
+                   timed_out=r.timed_out, signal=r.signal, duration_s=r.duration_s,
+                   stdout=r.stdout.display(), stderr=r.stderr.display(),
+                   stdout_bytes=r.stdout.total, stderr_bytes=r.stderr.total,
+                   profile_digest=r.profile_digest)  # fmt: skip
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
 
 
-def sandbox_run(repo_dir: Path, cmd: Sequence[str], timeout_s: int | None) -> dict[str, Any]:
+def sandbox_run(repo_dir: Path, cmd: Sequence[str], timeout_s: int | None) -> SandboxRun:
     """`oms sandbox run`: CMD in the check profile on a scratch copy of HEAD."""
     if not cmd:
         raise UsageError("no command given; use: oms sandbox run --repo DIR -- CMD…")
@@ -168,4 +188,4 @@ def sandbox_run(repo_dir: Path, cmd: Sequence[str], timeout_s: int | None) -> di
     bw = ready(repo, profile)
     deadline = Deadline.after(profile.limits.wall_s + COPY_ALLOWANCE_S)
     result = run_in_scratch(repo, sha, profile, bw, cmd, deadline)
-    return {"commit": sha, "policy_digest": loaded.digest, **result_json(result)}
+    return SandboxRun.of(sha, loaded.digest, result)

@@ -1,10 +1,12 @@
 """Delivery of a READY_FOR_HUMAN commit, only when asked: a local branch, a push, a draft PR.
 
-Never forces, never merges, tags or releases. A branch that points elsewhere
-(not an ancestor of the verified commit) is refused; so is a branch checked out
-in any worktree of the repository, whose files would silently fall out of step.
-The branch is written by oms itself and the push runs from oms' own repository
-with oms' transport rules: no hook or config of the user's repository runs.
+Never forces, never merges, tags or releases. The options are checked before the gate
+runs (`plan_delivery`): a bad branch name, a branch checked out in any worktree (whose
+files would silently fall out of step), a branch the candidate does not contain, a
+remote whose URL oms does not push to, or `--draft-pr` without a GitHub push and `gh`
+are refused with nothing run and nothing recorded. The branch is written by oms itself
+and the push runs from oms' own repository with oms' transport rules: no hook or config
+of the user's repository runs.
 """
 
 from __future__ import annotations
@@ -12,12 +14,37 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from typing import Any
+from dataclasses import dataclass
 
 from gatekeeper.errors import Blocked, Unavailable, UsageError
+from gatekeeper.gates.result.verdict import BranchDelivery, Delivery, PushDelivery
 from gatekeeper.repo.git import Repo, git_env, is_ancestor
 from gatekeeper.repo.refs import checked_out_branches, read_ref, valid_refname, write_ref
-from gatekeeper.repo.remote import push
+from gatekeeper.repo.remote import push, remote_url
+
+
+@dataclass(frozen=True)
+class DeliveryRequest:
+    """What the caller asked to be done with a READY_FOR_HUMAN commit."""
+
+    branch: str | None = None
+    remote: str | None = None
+    draft_pr: bool = False
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.branch or self.remote or self.draft_pr)
+
+
+@dataclass(frozen=True)
+class DeliveryPlan:
+    """A request checked against the repository: every part of it can be carried out."""
+
+    branch: str
+    ref: str
+    remote: str | None = None
+    gh: str | None = None  # the `gh` binary, for a draft PR
+    github_repo: str | None = None  # OWNER/NAME of the pushed-to remote
 
 
 def _branch_ref(name: str) -> str:
@@ -27,53 +54,72 @@ def _branch_ref(name: str) -> str:
     return ref
 
 
-def deliver_branch(repo: Repo, sha: str, name: str) -> dict[str, Any]:
-    ref = _branch_ref(name)
+def _movable(repo: Repo, ref: str, name: str, sha: str) -> str | None:
+    """The branch's commit now; Blocked when oms may not move it to `sha`."""
     if ref in checked_out_branches(repo):
         raise Blocked(f"branch {name} is checked out in a worktree; oms will not move it "
                       "under that worktree")  # fmt: skip
     old = read_ref(repo, ref)
-    if old == sha:
-        return {"branch": name, "action": "unchanged", "commit": sha}
-    if old:
-        if not is_ancestor(repo, old, sha):
-            raise Blocked(f"branch {name} points at {old[:12]}, which {sha[:12]} does not contain; "
-                          "oms never forces a branch")  # fmt: skip
-        write_ref(repo, ref, sha, old, "oms: fast-forward to verified commit")
-        return {"branch": name, "action": "fast-forwarded", "from": old, "commit": sha}
-    write_ref(repo, ref, sha, None, "oms: verified commit")
-    return {"branch": name, "action": "created", "commit": sha}
+    if old and old != sha and not is_ancestor(repo, old, sha):
+        raise Blocked(f"branch {name} points at {old[:12]}, which {sha[:12]} does not contain; "
+                      "oms never forces a branch")  # fmt: skip
+    return old
 
 
-def deliver(
-    repo: Repo, sha: str, branch: str | None, remote: str | None, draft_pr: bool
-) -> dict[str, Any]:
-    if (remote or draft_pr) and not branch:
+def plan_delivery(repo: Repo, request: DeliveryRequest, candidate: str) -> DeliveryPlan:
+    """`request` checked before the gate runs, so that a delivery fails before it starts."""
+    if not request.branch:
         raise UsageError("--push and --draft-pr need --deliver-branch NAME")
-    assert branch is not None
-    gh = shutil.which("gh") if draft_pr else None
-    if draft_pr and gh is None:
+    gh = shutil.which("gh") if request.draft_pr else None
+    if request.draft_pr and gh is None:
         raise Unavailable("--draft-pr needs the GitHub CLI `gh`, which is not installed")
-    if draft_pr and not remote:
+    if request.draft_pr and not request.remote:
         raise UsageError("--draft-pr needs --push REMOTE (the branch must be on GitHub)")
-    out: dict[str, Any] = {"branch": deliver_branch(repo, sha, branch)}
-    if remote:
-        # No '+': a non-fast-forward is refused by the remote.
-        url = push(repo, remote, sha, branch)
-        out["push"] = {"remote": remote, "branch": branch}
-    if gh is not None:
-        # gh is told the repository, and runs outside the user's one: it must not run git
-        # under that repository's configuration either.
-        proc = subprocess.run(
-            [gh, "pr", "create", "--draft", "--repo", _github_repo(url), "--head", branch,
-             "--title", f"oms: verified {sha[:12]}",
-             "--body", f"READY_FOR_HUMAN by oms for {sha}."],
-            cwd=repo.mirror, env=git_env(repo), capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise Unavailable(f"gh pr create failed: {proc.stderr.strip()[:200]}")
-        out["draft_pr"] = proc.stdout.strip()
-    return out
+    ref = _branch_ref(request.branch)
+    url = remote_url(repo, request.remote, push=True) if request.remote else None
+    github = _github_repo(url) if gh is not None and url is not None else None
+    _movable(repo, ref, request.branch, candidate)
+    return DeliveryPlan(request.branch, ref, request.remote, gh, github)
+
+
+def deliver_branch(repo: Repo, sha: str, plan: DeliveryPlan) -> BranchDelivery:
+    name = plan.branch
+    old = _movable(repo, plan.ref, name, sha)  # again: the branch may have moved meanwhile
+    if old == sha:
+        return BranchDelivery(branch=name, action="unchanged", commit=sha)
+    if old:
+        write_ref(repo, plan.ref, sha, old, "oms: fast-forward to verified commit")
+        return BranchDelivery(branch=name, action="fast-forwarded", commit=sha, previous=old)
+    write_ref(repo, plan.ref, sha, None, "oms: verified commit")
+    return BranchDelivery(branch=name, action="created", commit=sha)
+
+
+def deliver(repo: Repo, sha: str, plan: DeliveryPlan) -> Delivery:
+    """The planned delivery of the verified `sha`: branch, then push, then draft PR."""
+    branch = deliver_branch(repo, sha, plan)
+    if plan.remote is None:
+        return Delivery(branch=branch)
+    # No '+': a non-fast-forward is refused by the remote.
+    push(repo, plan.remote, sha, plan.branch)
+    pushed = PushDelivery(remote=plan.remote, branch=plan.branch)
+    if plan.gh is None or plan.github_repo is None:
+        return Delivery(branch=branch, push=pushed)
+    return Delivery(branch=branch, push=pushed, draft_pr=_draft_pr(repo, sha, plan))
+
+
+def _draft_pr(repo: Repo, sha: str, plan: DeliveryPlan) -> str:
+    assert plan.gh is not None and plan.github_repo is not None
+    # gh is told the repository, and runs outside the user's one: it must not run git
+    # under that repository's configuration either.
+    proc = subprocess.run(
+        [plan.gh, "pr", "create", "--draft", "--repo", plan.github_repo, "--head", plan.branch,
+         "--title", f"oms: verified {sha[:12]}",
+         "--body", f"READY_FOR_HUMAN by oms for {sha}."],
+        cwd=repo.mirror, env=git_env(repo), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise Unavailable(f"gh pr create failed: {proc.stderr.strip()[:200]}")
+    return proc.stdout.strip()
 
 
 def _github_repo(url: str) -> str:

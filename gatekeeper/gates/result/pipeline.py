@@ -5,52 +5,50 @@ policy and plan come from the trusted base (never the candidate); no protected
 path changed; neither scanner found anything the base policy does not allow by
 fingerprint; and every check of the plan, run in the sandbox on a scratch copy
 of the exact candidate tree, exited 0 within its time-out. It never merges.
-Every decision, including "unavailable", is recorded as a signed evidence entry.
+
+One finish path: once the `result.start` entry is written, every decision (a stage's,
+or a refusal any stage raised: BLOCKED, UNAVAILABLE, an interruption) ends in exactly
+one signed `result` entry, and a refusal exits with its decision's code.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 from evidence import Draft, EvidenceStore, state_root
 from gatekeeper.errors import (
-    EXIT_BLOCKED,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
     Blocked,
+    InternalError,
+    OmsError,
     Unavailable,
-    classify,
+    known_kind,
     refusal,
 )
 from gatekeeper.gates import sandboxed as sandboxing
-from gatekeeper.gates.result.protected import protected_changes
-from gatekeeper.repo.change import Change, read_change, scan_set
+from gatekeeper.gates.result.deliver import (
+    DeliveryPlan,
+    DeliveryRequest,
+    deliver,
+    plan_delivery,
+)
+from gatekeeper.gates.result.payloads import ResultRecord, ResultStart
+from gatekeeper.gates.result.stages import STAGES, Clock, GateState, Stage
+from gatekeeper.gates.result.verdict import Decision, Verdict
+from gatekeeper.gates.result.vsa import vsa_for
 from gatekeeper.repo.git import GitError, Repo, git, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import resolve_commit, trusted_base
 from gatekeeper.repo.scratch import ScratchError
-from gatekeeper.scan.policy import scan_with_policy
-from policy import LoadedPolicy
-from sandbox import Bwrap, Deadline, Profile, RunResult
 
-READY = "READY_FOR_HUMAN"
-FAILED = "FAILED"
-BLOCKED = "BLOCKED"
-UNAVAILABLE = "UNAVAILABLE"
 MAX_LISTED = 200  # findings/reasons listed in the entry; the full list goes in a blob
-
-
-NOTHING_TO_VERIFY = "nothing to verify: the candidate is its base"
+DUPLICATE_PATH = "the candidate tree holds a path twice; it cannot be copied exactly"
 INTERRUPT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
@@ -59,263 +57,108 @@ class GateInterrupted(Unavailable):
 
 
 @dataclass
-class Verdict:
-    decision: str
-    reasons: list[str]
-    commit: str
-    base: str
-    evidence_seq: int
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    protected: list[dict[str, str]] = field(default_factory=list)
-    delivered: dict[str, Any] | None = None
-    timings_ms: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def exit_code(self) -> int:
-        return {READY: EXIT_OK, FAILED: EXIT_FAILED}.get(self.decision, EXIT_BLOCKED)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision,
-            "reasons": self.reasons,
-            "commit": self.commit,
-            "base": self.base,
-            "evidence_seq": self.evidence_seq,
-            "checks": self.checks,
-            "findings": self.findings,
-            "protected_changes": self.protected,
-            "delivered": self.delivered,
-            "timings_ms": self.timings_ms,
-        }
-
-
-class _Clock:
-    """Wall time per gate stage, for the JSON output and the benchmark."""
-
-    def __init__(self) -> None:
-        self.laps: dict[str, int] = {}
-        self._t = time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        now = time.perf_counter()
-        self.laps[stage] = self.laps.get(stage, 0) + int((now - self._t) * 1000)
-        self._t = now
-
-
-def _check_json(name: str, r: RunResult, store: EvidenceStore) -> dict[str, Any]:
-    return {
-        "name": name,
-        "exit_code": r.exit_code,
-        "timed_out": r.timed_out,
-        "signal": r.signal,
-        "duration_ms": int(r.duration_s * 1000),
-        "stdout_bytes": r.stdout.total,
-        "stderr_bytes": r.stderr.total,
-        "stdout_blob": store.blobs.put(r.stdout.kept),
-        "stderr_blob": store.blobs.put(r.stderr.kept),
-        "stdout_tail": r.stdout.display()[-2000:],
-        "stderr_tail": r.stderr.display()[-2000:],
-    }
-
-
-def _vsa(
-    repo: Repo, sha: str, decision: str, loaded: LoadedPolicy, policy_at: str
-) -> dict[str, Any]:
-    """A SLSA verification summary (v1) predicate for the verdict."""
-    return {
-        "verifier": {"id": "https://oms.local/process-result"},
-        "timeVerified": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "resourceUri": f"git+file://{repo.top}@{sha}",
-        "policy": {
-            "uri": f"git+file://{repo.top}@{policy_at}#oms.toml",
-            "digest": {"sha256": loaded.digest.removeprefix("sha256:")},
-        },
-        "verificationResult": "PASSED" if decision == READY else "FAILED",
-        "verifiedLevels": [],
-    }
-
-
-@dataclass
 class GateRun:
-    """One gate after its `result.start` entry: what the stages read and add to."""
+    """One gate after its `result.start` entry: the stages' state and its one verdict."""
 
-    repo: Repo
-    store: EvidenceStore
-    loaded: LoadedPolicy
-    base: str
-    candidate: str
+    state: GateState
+    start: ResultStart
+    start_seq: int
     subject: list[dict[str, Any]]
-    record: dict[str, Any]
-    clock: _Clock
-    policy_commit: str
-    budget: Deadline
-    reasons: list[str] = field(default_factory=list)
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    change: Change | None = None
-    profile: Profile | None = None
-    bwrap: Bwrap | None = None
     verdict: Verdict | None = None  # set once: exactly one `result` entry per gate
 
-    def finish(self, decision: str) -> Verdict:
+    def record(self, decision: Decision) -> ResultRecord:
+        s, start = self.state, self.start
+        return ResultRecord(
+            **start.model_dump(exclude={"v"}),
+            start_seq=self.start_seq,
+            protected=s.protected,
+            changed_files=None if s.change is None else len(s.change.files),
+            commits=None if s.change is None else len(s.change.commits),
+            scanners=s.scanners,
+            profile_digest=None if s.profile is None else s.profile.digest,
+            decision=decision,
+            reasons=tuple(s.reasons[:MAX_LISTED]),
+            checks=tuple(s.checks),
+            findings=tuple(s.findings[:MAX_LISTED]),
+            vsa=vsa_for(s.repo, start.candidate, decision, s.loaded, start.policy_commit),
+        )
+
+    def finish(self, decision: Decision) -> Verdict:
+        """The gate's one `result` entry, and the verdict that names it."""
         if self.verdict is not None:
             return self.verdict
-        vsa = _vsa(self.repo, self.candidate, decision, self.loaded, self.policy_commit)
-        data = {**self.record, "decision": decision, "reasons": self.reasons[:MAX_LISTED],
-                "checks": self.checks, "findings": self.findings[:MAX_LISTED],
-                "vsa": vsa}  # fmt: skip
-        blobs = {c["stdout_blob"] for c in self.checks} | {c["stderr_blob"] for c in self.checks}
+        s = self.state
+        blobs = sorted({c.stdout_blob for c in s.checks} | {c.stderr_blob for c in s.checks})
+        draft = Draft.of(self.record(decision), subject=self.subject, blobs=blobs,
+                         policy=s.loaded.digest)  # fmt: skip
         with _signals_deferred():
-            entry = self.store.append(Draft(kind="result", subject=self.subject, data=data,
-                                            blobs=sorted(blobs),
-                                            policy=self.loaded.digest))  # fmt: skip
-            self.clock.lap("evidence")
-            self.verdict = Verdict(decision, self.reasons, self.candidate, self.base, entry.seq,
-                                   self.checks, self.findings, self.record.get("protected", []),
-                                   timings_ms=self.clock.laps)  # fmt: skip
+            entry = s.store.append(draft)
+            s.clock.lap("evidence")
+            self.verdict = Verdict(decision=decision, reasons=tuple(s.reasons),
+                                   commit=s.candidate, base=s.base, evidence_seq=entry.seq,
+                                   checks=tuple(s.checks), findings=tuple(s.findings),
+                                   protected_changes=s.protected or (),
+                                   timings_ms=dict(s.clock.laps))  # fmt: skip
         return self.verdict
 
 
-class Stage(Protocol):
-    """One step of the gate: a decision ends the gate, None lets the next stage run.
-
-    A stage refuses by raising; `run_stages` records that refusal as the gate's one
-    `result` entry (BLOCKED for policy, UNAVAILABLE for anything oms could not do).
-    """
-
-    def run(self, gate: GateRun) -> str | None: ...
-
-
-class _Pending:
-    """A signal that arrived while `result.start` was written interrupts here."""
-
-    def run(self, gate: GateRun) -> str | None:
-        if _DEFERRED.pending:
-            signum = _DEFERRED.pending.pop()
-            raise GateInterrupted(f"interrupted by {signal.Signals(signum).name}")
-        return None
-
-
-class NotItsBase:
-    def run(self, gate: GateRun) -> str | None:
-        if gate.candidate == gate.base:
-            gate.reasons.append(NOTHING_TO_VERIFY)
-            return BLOCKED
-        return None
-
-
-class ProtectedPaths:
-    def run(self, gate: GateRun) -> str | None:
-        gate.change = read_change(gate.repo.top, gate.base, gate.candidate)
-        hits = protected_changes(gate.change.files, gate.loaded.policy.protected.paths)
-        gate.record["protected"] = hits
-        gate.record["changed_files"] = len(gate.change.files)
-        gate.record["commits"] = len(gate.change.commits)
-        gate.clock.lap("protected")
-        gate.reasons.extend(f"protected path changed: {h['path']} ({h['status']}, "
-                            f"{h['pattern']})" for h in hits)  # fmt: skip
-        return None
-
-
-class Secrets:
-    """Both scanners, once each, over everything the candidate would deliver."""
-
-    def run(self, gate: GateRun) -> str | None:
-        assert gate.change is not None  # ProtectedPaths read it
-        scope = scan_set(gate.repo.top, gate.change)
-        gate.clock.lap("read_change")
-        found, infos = scan_with_policy(list(scope.items), gate.loaded, gate.budget)
-        gate.clock.lap("scan")
-        gate.record["scanners"] = [{"name": i.name, "version": i.version, "digest": i.digest}
-                                   for i in infos]  # fmt: skip
-        allowed = set(gate.loaded.policy.scanners.allow_fingerprints)
-        for f in scope.new_findings(found):
-            ok = f.fingerprint in allowed
-            gate.findings.append({**f.to_json(), "allowed": ok})
-            if not ok:
-                gate.reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")
-        if gate.reasons:
-            gate.reasons.append("checks not run: the candidate is blocked")
-            return BLOCKED
-        return None
-
-
-class Plan:
-    def run(self, gate: GateRun) -> str | None:
-        if not gate.loaded.policy.checks:
-            gate.reasons.append("the base policy has no verification plan ([[checks]] in oms.toml)")
-            return BLOCKED
-        return None
-
-
-class SandboxReady:
-    def run(self, gate: GateRun) -> str | None:
-        gate.profile = sandboxing.profile_for(gate.repo, gate.loaded)
-        gate.record["profile_digest"] = gate.profile.digest
-        gate.bwrap = sandboxing.ready(gate.repo, gate.profile)
-        gate.clock.lap("probe")
-        return None
-
-
-class Checks:
-    """The plan from the base, in the sandbox, each on a fresh copy of the candidate tree."""
-
-    def run(self, gate: GateRun) -> str | None:
-        assert gate.bwrap is not None  # SandboxReady found it
-        for check in gate.loaded.policy.checks:
-            prof = sandboxing.profile_for(gate.repo, gate.loaded, timeout_s=check.timeout_s)
-            r = sandboxing.run_in_scratch(gate.repo, gate.candidate, prof, gate.bwrap, check.cmd,
-                                          gate.budget)  # fmt: skip
-            gate.checks.append(_check_json(check.name, r, gate.store))
-            if r.timed_out:
-                gate.reasons.append(f"check {check.name} timed out after {check.timeout_s} s")
-            elif r.exit_code != 0:
-                gate.reasons.append(f"check {check.name} exited {r.exit_code}")
-        gate.clock.lap("checks")
-        return FAILED if gate.reasons else READY
-
-
-STAGES: tuple[Stage, ...] = (
-    NotItsBase(), ProtectedPaths(), Secrets(), Plan(), SandboxReady(), Checks(),
-)  # fmt: skip
-
-
-def _refusal(exc: Exception) -> tuple[str, str]:
+def _decide(exc: Exception) -> tuple[Decision, str]:
     """(decision, reason) recorded for a refusal raised by a stage."""
     if isinstance(exc, ScratchError | Blocked):
-        return BLOCKED, str(exc)
+        return Decision.BLOCKED, str(exc)
     if isinstance(exc, FileExistsError):  # the scratch copy met one path twice
-        return BLOCKED, "the candidate tree holds a path twice; it cannot be copied exactly"
+        return Decision.BLOCKED, DUPLICATE_PATH
     if isinstance(exc, GitError):
-        return UNAVAILABLE, f"git failed: {exc}"
-    if classify(exc) is not None:
-        return UNAVAILABLE, str(exc)
-    return UNAVAILABLE, f"internal error: {type(exc).__name__}: {str(exc)[:200]}"
+        return Decision.UNAVAILABLE, f"git failed: {exc}"
+    if known_kind(exc) is not None:
+        return Decision.UNAVAILABLE, str(exc)
+    return Decision.UNAVAILABLE, f"internal error: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _raised(decision: Decision, reason: str, exc: Exception, data: dict[str, Any]) -> OmsError:
+    """The refusal the caller sees: its exit code is the recorded decision's (3 or 4)."""
+    if decision == Decision.BLOCKED:
+        return Blocked(reason, data=data)
+    if known_kind(exc) is None and not isinstance(exc, OSError):
+        return InternalError(reason, data=data)  # a bug: exit 4 too, shown as internal
+    return Unavailable(reason, data=data)
 
 
 def run_stages(gate: GateRun, stages: Sequence[Stage] = STAGES) -> Verdict:
-    """The stages in order; any refusal ends in exactly one recorded `result` entry,
-    then is raised again: BLOCKED as GateBlocked (exit 3), what oms could not do as
-    Unavailable (exit 4), anything else (a bug, a bad sandbox profile) as itself."""
+    """The stages in order; any refusal ends in exactly one recorded `result` entry, then
+    is raised again as the OmsError of its decision: Blocked (3) or Unavailable (4)."""
     try:
         for stage in stages:
-            decision = stage.run(gate)
+            decision = stage.run(gate.state)
             if decision is not None:
                 return gate.finish(decision)
         raise AssertionError("the last stage always decides")  # pragma: no cover
     except Exception as exc:
         if gate.verdict is not None:
             raise  # recorded already (a failure after the entry was written)
-        decision, reason = _refusal(exc)
-        gate.reasons.append(reason)
-        data = {**gate.finish(decision).to_json(), "decision": decision}
-        known = classify(exc)
-        if decision == BLOCKED:
-            raise Blocked(reason, data=data) from exc
-        if isinstance(exc, GitError | OSError) or (known and known[0] == EXIT_UNAVAILABLE):
-            raise Unavailable(reason, data=data) from exc
-        raise refusal(exc, data) from exc  # shown with the recorded decision
+        decision, reason = _decide(exc)
+        gate.state.reasons.append(reason)
+        data = gate.finish(decision).to_json()
+        raise _raised(decision, reason, exc, data) from exc
+
+
+@dataclass
+class _Deferral:
+    active: bool = False
+    pending: list[int] = field(default_factory=list)
+
+
+_DEFERRED = _Deferral()
+
+
+class _Pending:
+    """A signal that arrived while `result.start` was written interrupts here."""
+
+    def run(self, s: GateState) -> Decision | None:
+        if _DEFERRED.pending:
+            signum = _DEFERRED.pending.pop()
+            raise GateInterrupted(f"interrupted by {signal.Signals(signum).name}")
+        return None
 
 
 @contextmanager
@@ -344,15 +187,6 @@ def interruptible() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
-@dataclass
-class _Deferral:
-    active: bool = False
-    pending: list[int] = field(default_factory=list)
-
-
-_DEFERRED = _Deferral()
-
-
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
     """No interruption inside an evidence append: a signal waits until it is written
@@ -365,45 +199,60 @@ def _signals_deferred() -> Iterator[None]:
         _DEFERRED.active = before
 
 
-def _gate(
-    repo_dir: Path,
-    candidate_ref: str,
-    base_ref: str | None,
-    ticket: str | None,
-    attempt: int | None,
-) -> tuple[Verdict, Repo]:
-    clock = _Clock()
-    repo = open_repo(repo_dir)
+@dataclass(frozen=True)
+class GateRequest:
+    """What the caller asks the gate to judge, and what to do with a READY verdict."""
+
+    repo_dir: Path
+    candidate: str
+    base: str | None = None
+    ticket: str | None = None
+    attempt: int | None = None
+    delivery: DeliveryRequest = field(default_factory=DeliveryRequest)
+
+
+def _begin(req: GateRequest) -> tuple[GateRun, DeliveryPlan | None]:
+    """Everything checked before the gate runs (refs, policy, key, delivery options),
+    then the `result.start` entry: a refusal up to here records nothing."""
+    clock = Clock()
+    repo = open_repo(req.repo_dir)
     store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
-    candidate = resolve_commit(repo.top, candidate_ref)
+    candidate = resolve_commit(repo.top, req.candidate)
     # The policy from the default branch's tip, never the candidate or a caller's base.
-    base, policy_commit = trusted_base(repo, candidate, base_ref)
+    base, policy_commit = trusted_base(repo, candidate, req.base)
     tree = git(repo.top, "rev-parse", f"{candidate}^{{tree}}").decode().strip()
     loaded = read_policy_at(repo.top, policy_commit)
+    plan = plan_delivery(repo, req.delivery, candidate) if req.delivery.wanted else None
     budget = sandboxing.gate_deadline(loaded)  # one budget: copies, scanners, checks
-    clock.lap("resolve")
+    state = GateState(repo, store, loaded, base, candidate, budget, clock=clock)
+    state.clock.lap("resolve")
+    start = ResultStart(repo_id=repo.repo_id, base=base, policy_commit=policy_commit,
+                        candidate=candidate, tree=tree, policy_digest=loaded.digest,
+                        plan_digest=loaded.plan_digest, ticket=req.ticket,
+                        attempt=req.attempt)  # fmt: skip
     subject = [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": candidate}}]
-    record: dict[str, Any] = {
-        "repo_id": repo.repo_id,
-        "base": base,
-        "policy_commit": policy_commit,
-        "candidate": candidate,
-        "tree": tree,
-        "policy_digest": loaded.digest,
-        "plan_digest": loaded.plan_digest,
-        "ticket": ticket,
-        "attempt": attempt,
-    }
     with _signals_deferred():
-        start = store.append(Draft(kind="result.start", subject=subject, data=record,
-                                   policy=loaded.digest))  # fmt: skip
-    record["start_seq"] = start.seq
-    clock.lap("evidence")
-    gate = GateRun(
-        repo, store, loaded, base, candidate, subject, record, clock, policy_commit, budget
-    )
-    return run_stages(gate, (_Pending(), *STAGES)), repo
+        entry = store.append(Draft.of(start, subject=subject, policy=loaded.digest))
+    state.clock.lap("evidence")
+    return GateRun(state, start, entry.seq, subject), plan
+
+
+def gate(req: GateRequest) -> Verdict:
+    """The gate on `req`, then the delivery it asks for, only on READY_FOR_HUMAN."""
+    with interruptible():
+        run, plan = _begin(req)
+        verdict = run_stages(run, (_Pending(), *STAGES))
+    if plan is None or verdict.decision != Decision.READY:
+        return verdict
+    repo: Repo = run.state.repo
+    try:
+        delivered = deliver(repo, verdict.commit, plan)
+    except Exception as exc:
+        # The READY verdict stands (it is recorded); the refusal is about delivery.
+        shown = {**verdict.to_json(), "delivered": {"error": str(exc)}}
+        raise refusal(exc, shown) from exc
+    return verdict.model_copy(update={"delivered": delivered})
 
 
 def process_result(
@@ -416,16 +265,6 @@ def process_result(
     push_remote: str | None = None,
     draft_pr: bool = False,
 ) -> Verdict:
-    with interruptible():
-        verdict, repo = _gate(repo_dir, candidate_ref, base_ref, ticket, attempt)
-    candidate = verdict.commit
-    if verdict.decision == READY and (deliver_branch or push_remote or draft_pr):
-        from gatekeeper.gates.result.deliver import deliver
-
-        try:
-            verdict.delivered = deliver(repo, candidate, deliver_branch, push_remote, draft_pr)
-        except Exception as exc:
-            # The READY verdict stands (it is recorded); the refusal is about delivery.
-            shown = {**verdict.to_json(), "delivered": {"error": str(exc)}}
-            raise refusal(exc, shown) from exc
-    return verdict
+    """`oms process-result` and the MCP tool: the gate, and delivery when asked."""
+    delivery = DeliveryRequest(deliver_branch, push_remote, draft_pr)
+    return gate(GateRequest(repo_dir, candidate_ref, base_ref, ticket, attempt, delivery))

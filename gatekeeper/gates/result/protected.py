@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from gatekeeper.gates.result.verdict import ProtectedChange
 from gatekeeper.repo.change import FileChange
 
 BUILTIN = (
@@ -84,11 +85,14 @@ def matches(path: str, patterns: Iterable[str]) -> str | None:
     return None
 
 
-def protected_changes(files: Sequence[FileChange], extra: Sequence[str]) -> list[dict[str, str]]:
+def protected_changes(
+    files: Sequence[FileChange], extra: Sequence[str]
+) -> tuple[ProtectedChange, ...]:
+    """Every change to a built-in or policy-named protected path, with its pattern."""
     patterns = (*BUILTIN, *extra)
     hits = []
     for f in files:
         pattern = matches(f.path, patterns)
         if pattern is not None:
-            hits.append({"path": f.path, "status": f.status, "pattern": pattern})
-    return hits
+            hits.append(ProtectedChange.of(f, pattern))
+    return tuple(hits)

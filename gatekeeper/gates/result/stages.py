@@ -1,0 +1,162 @@
+"""The result gate's stages: small objects with one `run()`, in the order they must hold.
+
+Each stage reads what the ones before it found in the `GateState` and adds its own.
+It returns a `Decision` to end the gate, or None to let the next stage run; it refuses
+by raising, and the pipeline records that refusal as the gate's one `result` entry.
+The checks run only when nothing blocked: a candidate with a secret or a protected
+change never reaches the sandbox.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from evidence import EvidenceStore
+from gatekeeper.gates import sandboxed as sandboxing
+from gatekeeper.gates.result.protected import protected_changes
+from gatekeeper.gates.result.verdict import (
+    CheckResult,
+    Decision,
+    ProtectedChange,
+    ScannerUsed,
+    SecretFinding,
+)
+from gatekeeper.repo.change import Change, read_change, scan_set
+from gatekeeper.repo.git import Repo
+from gatekeeper.scan.policy import scan_with_policy
+from policy import LoadedPolicy
+from sandbox import Bwrap, Deadline, Profile
+
+NOTHING_TO_VERIFY = "nothing to verify: the candidate is its base"
+NOT_RUN = "checks not run: the candidate is blocked"
+NO_PLAN = "the base policy has no verification plan ([[checks]] in oms.toml)"
+
+
+class Clock:
+    """Wall time per gate stage, for the JSON output and the benchmark."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, int] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps[stage] = self.laps.get(stage, 0) + int((now - self._t) * 1000)
+        self._t = now
+
+
+@dataclass
+class GateState:
+    """What one gate run knows: its inputs, then what each stage found (None: not reached)."""
+
+    repo: Repo
+    store: EvidenceStore
+    loaded: LoadedPolicy
+    base: str
+    candidate: str
+    budget: Deadline
+    clock: Clock = field(default_factory=Clock)
+    reasons: list[str] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    findings: list[SecretFinding] = field(default_factory=list)
+    protected: tuple[ProtectedChange, ...] | None = None
+    change: Change | None = None
+    scanners: tuple[ScannerUsed, ...] | None = None
+    profile: Profile | None = None
+    bwrap: Bwrap | None = None
+
+
+class Stage(Protocol):
+    """One step of the gate: a decision ends the gate, None lets the next stage run."""
+
+    def run(self, s: GateState) -> Decision | None: ...
+
+
+class NotItsBase:
+    """A candidate that is its own base changes nothing: there is nothing to verify."""
+
+    def run(self, s: GateState) -> Decision | None:
+        if s.candidate == s.base:
+            s.reasons.append(NOTHING_TO_VERIFY)
+            return Decision.BLOCKED
+        return None
+
+
+class ProtectedPaths:
+    """Any change to a protected path blocks (the verdict comes after the scan)."""
+
+    def run(self, s: GateState) -> Decision | None:
+        s.change = read_change(s.repo.top, s.base, s.candidate)
+        s.protected = protected_changes(s.change.files, s.loaded.policy.protected.paths)
+        s.clock.lap("protected")
+        s.reasons.extend(f"protected path changed: {h.path} ({h.status}, {h.pattern})"
+                         for h in s.protected)  # fmt: skip
+        return None
+
+
+class Secrets:
+    """Both scanners, once each, over everything the candidate would deliver."""
+
+    def run(self, s: GateState) -> Decision | None:
+        assert s.change is not None  # ProtectedPaths read it
+        scope = scan_set(s.repo.top, s.change)
+        s.clock.lap("read_change")
+        found, infos = scan_with_policy(list(scope.items), s.loaded, s.budget)
+        s.clock.lap("scan")
+        s.scanners = tuple(ScannerUsed.of(i) for i in infos)
+        allowed = set(s.loaded.policy.scanners.allow_fingerprints)
+        for f in scope.new_findings(found):
+            ok = f.fingerprint in allowed
+            s.findings.append(SecretFinding.of(f, ok))
+            if not ok:
+                s.reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")
+        if s.reasons:
+            s.reasons.append(NOT_RUN)
+            return Decision.BLOCKED
+        return None
+
+
+class Plan:
+    """Without a plan nothing can be verified: a base policy with no checks blocks."""
+
+    def run(self, s: GateState) -> Decision | None:
+        if not s.loaded.policy.checks:
+            s.reasons.append(NO_PLAN)
+            return Decision.BLOCKED
+        return None
+
+
+class SandboxReady:
+    """bwrap found and this very profile probed; Unavailable otherwise."""
+
+    def run(self, s: GateState) -> Decision | None:
+        s.profile = sandboxing.profile_for(s.repo, s.loaded)
+        s.bwrap = sandboxing.ready(s.repo, s.profile)
+        s.clock.lap("probe")
+        return None
+
+
+class Checks:
+    """The plan from the base, in the sandbox, each on a fresh copy of the candidate tree."""
+
+    def run(self, s: GateState) -> Decision | None:
+        assert s.bwrap is not None  # SandboxReady found it
+        for check in s.loaded.policy.checks:
+            prof = sandboxing.profile_for(s.repo, s.loaded, timeout_s=check.timeout_s)
+            r = sandboxing.run_in_scratch(s.repo, s.candidate, prof, s.bwrap, check.cmd,
+                                          s.budget)  # fmt: skip
+            out, err = s.store.blobs.put(r.stdout.kept), s.store.blobs.put(r.stderr.kept)
+            s.checks.append(CheckResult.of(check.name, r, out, err))
+            if r.timed_out:
+                s.reasons.append(f"check {check.name} timed out after {check.timeout_s} s")
+            elif r.exit_code != 0:
+                s.reasons.append(f"check {check.name} exited {r.exit_code}")
+        s.clock.lap("checks")
+        return Decision.FAILED if s.reasons else Decision.READY
+
+
+STAGES: tuple[Stage, ...] = (
+    NotItsBase(), ProtectedPaths(), Secrets(), Plan(), SandboxReady(), Checks(),
+)  # fmt: skip
