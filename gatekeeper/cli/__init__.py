@@ -17,7 +17,11 @@ from gatekeeper.gates import records
 from gatekeeper.gates import sandboxed as sandboxing
 from gatekeeper.gates import secrets as scanning
 from gatekeeper.gates.result import pipeline as result_gate
-from gatekeeper.gates.transfer import gate as transfer_gate
+from gatekeeper.gates.transfer.approve import approve as approve_transfer
+from gatekeeper.gates.transfer.preview import preview as preview_transfer
+from gatekeeper.gates.transfer.release import release as release_transfer
+from gatekeeper.gates.transfer.state import list_transfers
+from gatekeeper.gates.transfer.state import show as show_transfer
 from gatekeeper.repo.git import open_repo
 from gatekeeper.text import sanitize
 
@@ -271,7 +275,7 @@ def transfer() -> None:
 def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tuple[str, ...],
                      base: str | None, kind: str, redact: bool) -> Outcome:  # fmt: skip
     """Build, scan, sign and record a transfer manifest, and print its approval packet."""
-    data = transfer_gate.preview(repo, to, purpose, context, list(paths), base, redact, kind)
+    data = preview_transfer(repo, to, purpose, context, list(paths), base, redact, kind).to_json()
     lines = [
         *data["approval_packet"]["summary"],
         "",
@@ -287,7 +291,7 @@ def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tup
 @command
 def transfer_approve(digest: str, code: str, repo: Path | None) -> Outcome:
     """Approve one manifest: a human at the controlling terminal, or an autopilot rule."""
-    data = transfer_gate.approve(repo, digest, code)
+    data = approve_transfer(repo, digest, code).to_json()
     name = sanitize(data["approver"]["name"])
     return Outcome(data, lines=[f"approved by {name} until {data['expires']}"])
 
@@ -302,17 +306,17 @@ def transfer_release(digest: str, out: str, repo: Path | None) -> Outcome:
     if out == "-" and "--json" in sys.argv:
         raise UsageError("with --json, give --out FILE (stdout carries the JSON)")
     if out == "-":
-        data, payload = transfer_gate.release(repo, digest, out)
+        released, payload = release_transfer(repo, digest, out)
         sys.stdout.buffer.write(payload)
         sys.stdout.flush()
-        return Outcome(data, lines=[])
+        return Outcome(released.to_json(), lines=[])
     # Create the file first, so an unwritable --out does not spend the approval.
     try:
         fh = open(out, "xb")
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror}") from None
     try:
-        data, payload = transfer_gate.release(repo, digest, out)
+        released, payload = release_transfer(repo, digest, out)
         fh.write(payload)
         fh.close()
     except BaseException:
@@ -320,7 +324,7 @@ def transfer_release(digest: str, out: str, repo: Path | None) -> Outcome:
         if Path(out).stat().st_size == 0:
             Path(out).unlink()
         raise
-    return Outcome(data, lines=[f"released {data['payload_bytes']} bytes to {out}"])
+    return Outcome(released.to_json(), lines=[f"released {released.record.bytes} bytes to {out}"])
 
 
 @transfer.command("show")
@@ -329,7 +333,7 @@ def transfer_release(digest: str, out: str, repo: Path | None) -> Outcome:
 @command
 def transfer_show(digest: str, repo: Path | None) -> Outcome:
     """A manifest, its packet and its state."""
-    data = transfer_gate.show(repo, digest)
+    data = show_transfer(repo, digest).to_json()
     lines = [f"{data['status']}: {data['digest']}", *data["approval_packet"]["summary"]]
     return Outcome(data, lines=lines)
 
@@ -339,7 +343,7 @@ def transfer_show(digest: str, repo: Path | None) -> Outcome:
 @command
 def transfer_list(repo: Path) -> Outcome:
     """Every manifest of this repository and its state."""
-    data = transfer_gate.list_transfers(repo)
+    data = list_transfers(repo).to_json()
     lines = [f"{r['status']:<10} {r['digest']} {sanitize(r['destination'])} {r['bytes']} bytes"
              for r in data["transfers"]]  # fmt: skip
     return Outcome(data, lines=lines or ["no transfers"])

@@ -32,7 +32,9 @@ from evidence import EvidenceStore, audit, state_root
 from gatekeeper.errors import Unavailable, classify
 from gatekeeper.gates import doctor as doctor_mod
 from gatekeeper.gates.result import pipeline as result_gate
-from gatekeeper.gates.transfer import gate as transfer_gate
+from gatekeeper.gates.transfer.autopilot import trusted_policy
+from gatekeeper.gates.transfer.preview import preview as preview_transfer
+from gatekeeper.gates.transfer.state import show as show_transfer
 from gatekeeper.mcp import gateway as repo_gateway
 from gatekeeper.repo.git import git, open_repo
 from gatekeeper.repo.policy import read_policy_at
@@ -201,15 +203,15 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     @tool_errors
     async def oms_policy() -> Result:
         here = policy()
-        trusted = transfer_gate.trusted_policy(repo)
+        trusted = trusted_policy(repo)
         return bounded({"head": {"origin": here.origin, "digest": here.digest,
                                  "policy": here.policy.model_dump(mode="json")},
                         "transfer_policy_digest": trusted.digest})  # fmt: skip
 
     async def _preview(to: str, purpose: str, context: str, paths: list[str] | None,
                        base: str | None, redact: bool) -> dict[str, Any]:  # fmt: skip
-        data = await _thread(transfer_gate.preview, repo.top, to, purpose, context,
-                             paths or [], base, redact)  # fmt: skip
+        data = (await _thread(preview_transfer, repo.top, to, purpose, context,
+                              paths or [], base, redact)).to_json()  # fmt: skip
         m = data["manifest"]
         return {"digest": data["digest"], "status": data["status"],
                 "visibility": m["visibility"], "totals": m["totals"],
@@ -241,7 +243,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
                  "expired, blocked).", annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_transfer_status(digest: str) -> Result:
-        data = await _thread(transfer_gate.show, repo.top, digest)
+        data = (await _thread(show_transfer, repo.top, digest)).to_json()
         return bounded({"digest": digest, "status": data["status"],
                         "summary": data["approval_packet"]["summary"],
                         "approvals": len(data["approvals"]),
