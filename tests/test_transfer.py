@@ -1303,6 +1303,7 @@ def test_an_entry_naming_the_digest_elsewhere_is_not_an_approval(
         assert "does not fit its model" in shown["error"]["message"]
         refused = tx.release_cli(target, tx.tmp / "payload", expect=3)
         assert refused["error"]["kind"] == "tampered"
+        assert tx.cli("transfer", "list", expect=3)["error"]["kind"] == "tampered"
     assert not (tx.tmp / "payload").exists()
 
 
