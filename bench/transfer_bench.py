@@ -2,12 +2,12 @@
 
 Figures, each beside its anchor:
 
-(a) manifest building: in-process `gatekeeper.gates.transfer.gate.preview`, with the
-    scanners' own time (`gate.scan_with_policy`, wrapped) reported apart, and the rest split
-    into selection (list + read: `gate._select`) and blob storage (`BlobStore.put`);
+(a) manifest building: in-process `gatekeeper.gates.transfer.preview.preview`, with the
+    scanners' own time (`preview.scan_with_policy`, wrapped) reported apart, and the rest split
+    into selection (list + read: `choose`) and blob storage (`BlobStore.put`);
 (b) the anchor: `git ls-files -z | xargs -0 sha256sum` over the same files (warm cache);
     goal: preview minus scanner time <= 1.5x the anchor;
-(c) release: approval by an autopilot rule in the committed policy, then `gate.release`
+(c) release: approval by an autopilot rule in the committed policy, then `release.release`
     (re-list, re-read and re-hash every byte, build the payload), against the same anchor.
 
 Usage: python bench/transfer_bench.py [--files N] [--kb K] [--keep] [--quick]
@@ -172,7 +172,7 @@ def main() -> int:
     from evidence.blobs import BlobStore
     from gatekeeper.errors import Blocked
     from gatekeeper.gates import records
-    from gatekeeper.gates.transfer import gate
+    from gatekeeper.gates.transfer import approve, preview, release, unchanged
 
     try:
         t = time.perf_counter()
@@ -187,17 +187,18 @@ def main() -> int:
         anchor_t = anchor(repo, 3)  # also warms the page cache for the preview
         print(f"anchor  git ls-files -z | xargs -0 sha256sum (median of 3): {anchor_t:.2f} s")
 
-        scan = wrap(gate, "scan_with_policy")
-        select = wrap(gate, "_select")
+        scan = wrap(preview, "scan_with_policy")
+        select = wrap(preview, "choose")
+        replace(unchanged, "choose", select)  # the re-selection at approve and release
         put = wrap(BlobStore, "put")
 
         def no_terminal(summary: list[str]) -> dict[str, Any]:
             raise Blocked("the benchmark never asks a human")
 
-        replace(gate, "confirm_at_terminal", no_terminal)
+        replace(approve, "confirm_at_terminal", no_terminal)
 
         t = time.perf_counter()
-        res = gate.preview(repo, DEST, "benchmark", "repo", [], None, False)
+        res = preview.preview(repo, DEST, "benchmark", "repo", [], None, False).to_json()
         preview_t = time.perf_counter() - t
         m = res["manifest"]
         if res["status"] != "previewed" or m["totals"]["items"] != args.files + 1:
@@ -224,13 +225,14 @@ def main() -> int:
         digest = res["digest"]
         code = res["approval_packet"]["copyable_text_block"].split()[-1]
         t = time.perf_counter()
-        ok = gate.approve(repo, digest, code)
+        ok = approve.approve(repo, digest, code).to_json()
         approve_t = time.perf_counter() - t
         print(f"    approve: {ok['approver']['name']} in {approve_t * 1000:.0f} ms")
 
         select.total = 0.0
         t = time.perf_counter()
-        out, payload = gate.release(repo, digest, None)
+        released, payload = release.release(repo, digest, None)
+        out = released.to_json()
         release_t = time.perf_counter() - t
         print(
             f"(c) release (re-list, re-read, re-hash, payload): {release_t:.2f} s = "

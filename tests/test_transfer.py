@@ -36,7 +36,14 @@ from gatekeeper.cli import render as output
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import Blocked, UsageError, classify
 from gatekeeper.gates import records
-from gatekeeper.gates.transfer import gate, tty
+from gatekeeper.gates.transfer import approve as tx_approve
+from gatekeeper.gates.transfer import clock, tty
+from gatekeeper.gates.transfer import preview as tx_preview
+from gatekeeper.gates.transfer import release as tx_release
+from gatekeeper.gates.transfer import state as tx_state
+from gatekeeper.gates.transfer.payloads import HumanApprover
+from gatekeeper.gates.transfer.visibility import visibility
+from gatekeeper.repo.git import open_repo
 
 DEST = "anthropic:claude"
 OTHER_DEST = "openai:gpt"
@@ -107,7 +114,7 @@ def approval_command(res: dict[str, Any]) -> tuple[str, str]:
 
 
 def parse_payload(data: bytes) -> tuple[dict[str, Any], list[tuple[dict[str, Any], bytes]]]:
-    """The release format (gate._payload): manifest JSON line, then header line + bytes + NL."""
+    """The release format (release.payload_of): manifest JSON line, then header + bytes + NL."""
     first, _, rest = data.partition(b"\n")
     manifest = json.loads(first)
     items = []
@@ -196,17 +203,17 @@ class Tx:
         base: str | None = None,
         redact: bool = False,
     ) -> dict[str, Any]:
-        res = gate.preview(self.repo, to, purpose, context, list(paths), base, redact)
+        previewed = tx_preview.preview(self.repo, to, purpose, context, list(paths), base, redact)
+        res = previewed.to_json()
         self.transcript.append(json.dumps(res, ensure_ascii=False))
         return res
 
     def approve_as_human(self, digest: str, code: str) -> dict[str, Any]:
         """Approve with a stand-in for the human at the terminal (a test precondition)."""
         with self.monkeypatch.context() as mp:
-            mp.setattr(
-                gate, "confirm_at_terminal", lambda summary: {"name": "tester", "uid": os.getuid()}
-            )
-            res = gate.approve(self.repo, digest, code)
+            human = HumanApprover(name="tester", uid=os.getuid())
+            mp.setattr(tx_approve, "confirm_at_terminal", lambda summary: human)
+            res = tx_approve.approve(self.repo, digest, code).to_json()
         assert res["approver"]["kind"] == "human"
         return res
 
@@ -287,11 +294,11 @@ def terminal_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """In-process, the real terminal is never touched: a call is recorded and refused."""
     calls: list[list[str]] = []
 
-    def no_terminal(summary: list[str]) -> dict[str, Any]:
+    def no_terminal(summary: list[str]) -> HumanApprover:
         calls.append(summary)
         raise Blocked("approval needs a human at a terminal (test stand-in: no terminal)")
 
-    monkeypatch.setattr(gate, "confirm_at_terminal", no_terminal)
+    monkeypatch.setattr(tx_approve, "confirm_at_terminal", no_terminal)
     return calls
 
 
@@ -415,15 +422,15 @@ def test_expired_approval_is_refused_at_release(
     (approval,) = tx.entries("transfer.approve", digest)
     later = datetime.now(UTC) + timedelta(seconds=31)
     with monkeypatch.context() as mp:
-        mp.setattr(gate, "_now", lambda: later)
+        mp.setattr(clock, "now", lambda: later)
         with pytest.raises(Blocked, match="no unused, unexpired approval") as exc:
-            gate.release(tx.repo, digest, str(tx.tmp / "late.payload"))
+            tx_release.release(tx.repo, digest, str(tx.tmp / "late.payload"))
         assert classify(exc.value) == (3, "blocked")
-        assert gate.show(tx.repo, digest)["status"] == "expired"
+        assert tx_state.show(tx.repo, digest).to_json()["status"] == "expired"
     assert tx.entries("transfer.release") == []
-    assert approval["data"]["expires"] <= gate._ts(later)
+    assert approval["data"]["expires"] <= clock.stamp(later)
     # Within the 30 s the same approval is good: the refusal was the clock's.
-    assert gate.release(tx.repo, digest, None)[0]["status"] == "released"
+    assert tx_release.release(tx.repo, digest, None)[0].to_json()["status"] == "released"
 
 
 def test_expired_manifest_cannot_be_approved(
@@ -435,11 +442,11 @@ def test_expired_manifest_cannot_be_approved(
     expires = datetime.strptime(res["manifest"]["expires"], "%Y-%m-%dT%H:%M:%SZ")
     later = expires.replace(tzinfo=UTC) + timedelta(seconds=1)
     with monkeypatch.context() as mp:
-        mp.setattr(gate, "_now", lambda: later)
+        mp.setattr(clock, "now", lambda: later)
         with pytest.raises(Blocked, match="expired") as exc:
             tx.approve_as_human(digest, code)
         assert classify(exc.value) == (3, "blocked")
-        assert gate.show(tx.repo, digest)["status"] == "expired"
+        assert tx_state.show(tx.repo, digest).to_json()["status"] == "expired"
     assert tx.entries("transfer.approve") == []
 
 
@@ -690,7 +697,7 @@ def test_approval_without_a_terminal_is_refused_even_with_yes_on_stdin(
         assert refused["error"]["kind"] == "blocked"
         assert "terminal" in refused["error"]["message"]
     assert tx.entries("transfer.approve") == []
-    assert gate.show(tx.repo, digest)["status"] == "previewed"
+    assert tx_state.show(tx.repo, digest).to_json()["status"] == "previewed"
 
 
 @pytest.mark.parametrize(("answer", "accepted"), [(b"yes\r\n", True), (b"no\r\n", False)])
@@ -781,7 +788,7 @@ def test_autopilot_does_not_apply(autopilot_tx: Tx, why: str) -> None:
         assert res["manifest"]["visibility"]["state"] == "dirty"
     digest, code = approval_command(res)
     with pytest.raises(Blocked, match="terminal"):
-        gate.approve(tx.repo, digest, code)
+        tx_approve.approve(tx.repo, digest, code)
     assert len(tx.terminal_calls) == 1  # it asked for a human
     assert tx.entries("transfer.approve") == []
 
@@ -833,7 +840,7 @@ def test_autopilot_rule_outside_the_default_branch_is_ignored(make_tx: Callable[
     assert res["manifest"]["autopilot_rule"] is None
     digest, code = approval_command(res)
     with pytest.raises(Blocked, match="terminal"):
-        gate.approve(tx.repo, digest, code)
+        tx_approve.approve(tx.repo, digest, code)
     assert tx.entries("transfer.approve") == []
 
 
@@ -990,7 +997,7 @@ def test_tampered_stored_manifest_is_refused(make_tx: Callable[..., Tx]) -> None
 def test_context_none_sends_only_the_purpose(make_tx: Callable[..., Tx]) -> None:
     tx = make_tx(SOURCES)
     digest = tx.preview_approved("none")
-    m = gate.show(tx.repo, digest)["manifest"]
+    m = tx_state.show(tx.repo, digest).to_json()["manifest"]
     assert m["items"] == [] and m["totals"]["bytes"] == 0
     out = tx.tmp / "payload"
     tx.release_cli(digest, out, expect=0)
@@ -1031,7 +1038,7 @@ def test_show_and_list_report_each_state(
     previewed, _ = approval_command(tx.preview("paths", ("docs/faq.md",)))
     approved = tx.preview_approved("paths", ("docs/guide.md",))
     released = tx.preview_approved("paths", ("src",))
-    gate.release(tx.repo, released, None)
+    tx_release.release(tx.repo, released, None)
     blocked = tx.preview("paths", ("leak.txt",))["digest"]
     want = {previewed: "previewed", approved: "approved", released: "released", blocked: "blocked"}
 
@@ -1047,11 +1054,12 @@ def test_show_and_list_report_each_state(
     ):
         now = datetime.now(UTC) + timedelta(seconds=delay)
         with monkeypatch.context() as mp:
-            mp.setattr(gate, "_now", lambda now=now: now)
-            got = {r["digest"]: r["status"] for r in gate.list_transfers(tx.repo)["transfers"]}
+            mp.setattr(clock, "now", lambda now=now: now)
+            rows = tx_state.list_transfers(tx.repo).to_json()["transfers"]
+            got = {r["digest"]: r["status"] for r in rows}
             assert got == {**want, **later}, delay
             for digest, status in {**want, **later}.items():
-                assert gate.show(tx.repo, digest)["status"] == status
+                assert tx_state.show(tx.repo, digest).to_json()["status"] == status
 
 
 # --------------------------------------------------------------------------------------
@@ -1136,7 +1144,7 @@ def test_visibility_is_decided_from_the_items_bytes_and_the_index_flags(
         tx.write(item, "# New\n")
     res = tx.preview("paths", (item,))
     assert res["manifest"]["visibility"]["state"] == state
-    assert gate.visibility(gate.open_repo(tx.repo), []).state == (
+    assert visibility(open_repo(tx.repo), []).state == (
         "dirty" if change.startswith(("assume", "skip")) else
         "unpushed" if change == "committed, not pushed" else "clean-pushed"
     )  # fmt: skip
@@ -1263,10 +1271,12 @@ def _forge(tx: Tx, kind: str, data: dict[str, Any]) -> None:
 def test_an_entry_naming_the_digest_elsewhere_is_not_an_approval(
     make_tx: Callable[..., Tx], forgery: str
 ) -> None:
+    # A transfer.approve entry that does not fit its model (a missing or unknown key, a
+    # digest in another spelling) is tampering, refused; a note is never an approval.
     tx = make_tx(SOURCES)
     target, _ = approval_command(tx.preview("paths", ("docs",)))
     other, _ = approval_command(tx.preview("paths", ("src",)))
-    expires = gate._ts(datetime.now(UTC) + timedelta(minutes=10))
+    expires = clock.stamp(datetime.now(UTC) + timedelta(minutes=10))
     approval = {
         "digest": other,
         "approval_id": secrets.token_hex(16),
@@ -1283,9 +1293,17 @@ def test_an_entry_naming_the_digest_elsewhere_is_not_an_approval(
     else:
         message = f'"kind":"transfer.approve" "digest":"{target}"'
         _forge(tx, "note", {**approval, "digest": None, "message": message})
-    assert tx.cli("transfer", "show", target, expect=0)["status"] == "previewed"
-    refused = tx.release_cli(target, tx.tmp / "payload", expect=3)
-    assert "no unused, unexpired approval" in refused["error"]["message"]
+    if forgery == "a note":
+        assert tx.cli("transfer", "show", target, expect=0)["status"] == "previewed"
+        refused = tx.release_cli(target, tx.tmp / "payload", expect=3)
+        assert "no unused, unexpired approval" in refused["error"]["message"]
+    else:
+        shown = tx.cli("transfer", "show", target, expect=3)
+        assert shown["error"]["kind"] == "tampered"
+        assert "does not fit its model" in shown["error"]["message"]
+        refused = tx.release_cli(target, tx.tmp / "payload", expect=3)
+        assert refused["error"]["kind"] == "tampered"
+        assert tx.cli("transfer", "list", expect=3)["error"]["kind"] == "tampered"
     assert not (tx.tmp / "payload").exists()
 
 
@@ -1296,13 +1314,13 @@ def test_an_approval_landing_while_the_human_reads_is_not_doubled(
     tx = make_tx(SOURCES)
     digest, code = approval_command(tx.preview("paths", ("docs",)))
 
-    def slow_human(lines: list[str]) -> dict[str, Any]:
+    def slow_human(lines: list[str]) -> HumanApprover:
         tx.approve_as_human(digest, code)  # the other approval, while this prompt is open
-        return {"name": "tester", "uid": os.getuid()}
+        return HumanApprover(name="tester", uid=os.getuid())
 
-    monkeypatch.setattr(gate, "confirm_at_terminal", slow_human)
+    monkeypatch.setattr(tx_approve, "confirm_at_terminal", slow_human)
     with pytest.raises(Blocked, match="already has an unused approval"):
-        gate.approve(tx.repo, digest, code)
+        tx_approve.approve(tx.repo, digest, code)
     assert len(tx.entries("transfer.approve", digest)) == 1
 
 
@@ -1368,7 +1386,7 @@ def test_the_prompt_lists_every_file_that_leaves_and_every_name_in_the_manifest(
     res = tx.preview("repo")
     digest, code = approval_command(res)
     with pytest.raises(Blocked):
-        gate.approve(tx.repo, digest, code)
+        tx_approve.approve(tx.repo, digest, code)
     (lines,) = terminal_calls
     for item in res["manifest"]["items"]:
         path = item["path"].replace(RLO, "\\u202e").replace(ESC, "\\u001b")
@@ -1391,11 +1409,11 @@ def test_a_prompt_too_long_for_a_terminal_is_refused_before_the_terminal_opens(
         opened.append(str(path))
         return real_open(path, *args, **kw)
 
-    monkeypatch.setattr(gate, "confirm_at_terminal", tty.confirm_at_terminal)
+    monkeypatch.setattr(tx_approve, "confirm_at_terminal", tty.confirm_at_terminal)
     monkeypatch.setattr(tty, "MAX_PROMPT_LINES", 8)
     monkeypatch.setattr(tty.os, "open", watch_open)
     with pytest.raises(Blocked, match="narrow the transfer"):
-        gate.approve(tx.repo, digest, code)
+        tx_approve.approve(tx.repo, digest, code)
     assert "/dev/tty" not in opened
     assert tx.entries("transfer.approve") == []
 

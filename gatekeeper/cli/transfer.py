@@ -12,7 +12,11 @@ from gatekeeper.cli import render
 from gatekeeper.cli.options import DIGEST_REPO_OPTION, REPO_OPTION
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.errors import EXIT_BLOCKED, UsageError
-from gatekeeper.gates.transfer import gate
+from gatekeeper.gates.transfer.approve import approve as approve_transfer
+from gatekeeper.gates.transfer.preview import preview as preview_transfer
+from gatekeeper.gates.transfer.release import release as release_transfer
+from gatekeeper.gates.transfer.state import list_transfers
+from gatekeeper.gates.transfer.state import show as show_transfer
 
 
 @click.group()
@@ -37,7 +41,7 @@ def transfer() -> None:
 def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tuple[str, ...],
                      base: str | None, kind: str, redact: bool) -> Outcome:  # fmt: skip
     """Build, scan, sign and record a transfer manifest, and print its approval packet."""
-    data = gate.preview(repo, to, purpose, context, list(paths), base, redact, kind)
+    data = preview_transfer(repo, to, purpose, context, list(paths), base, redact, kind).to_json()
     code = EXIT_BLOCKED if data["status"] == "blocked" else 0
     return Outcome(data, code=code, lines=render.preview_lines(data))
 
@@ -49,7 +53,7 @@ def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tup
 @command
 def transfer_approve(digest: str, code: str, repo: Path | None) -> Outcome:
     """Approve one manifest: a human at the controlling terminal, or an autopilot rule."""
-    data = gate.approve(repo, digest, code)
+    data = approve_transfer(repo, digest, code).to_json()
     return Outcome(data, lines=render.approve_lines(data))
 
 
@@ -63,10 +67,10 @@ def transfer_release(digest: str, out: str, repo: Path | None) -> Outcome:
     if out == "-" and "--json" in sys.argv:
         raise UsageError("with --json, give --out FILE (stdout carries the JSON)")
     if out == "-":
-        data, payload = gate.release(repo, digest, out)
+        released, payload = release_transfer(repo, digest, out)
         sys.stdout.buffer.write(payload)
         sys.stdout.flush()
-        return Outcome(data, lines=[])
+        return Outcome(released.to_json(), lines=[])
     data = _release_to_file(repo, digest, out)
     return Outcome(data, lines=render.release_lines(data, out))
 
@@ -78,7 +82,8 @@ def _release_to_file(repo: Path | None, digest: str, out: str) -> dict[str, Any]
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror}") from None
     try:
-        data, payload = gate.release(repo, digest, out)
+        released, payload = release_transfer(repo, digest, out)
+        data = released.to_json()
         fh.write(payload)
         fh.close()
     except BaseException:
@@ -95,7 +100,7 @@ def _release_to_file(repo: Path | None, digest: str, out: str) -> dict[str, Any]
 @command
 def transfer_show(digest: str, repo: Path | None) -> Outcome:
     """A manifest, its packet and its state."""
-    data = gate.show(repo, digest)
+    data = show_transfer(repo, digest).to_json()
     return Outcome(data, lines=render.show_lines(data))
 
 
@@ -104,5 +109,5 @@ def transfer_show(digest: str, repo: Path | None) -> Outcome:
 @command
 def transfer_list(repo: Path) -> Outcome:
     """Every manifest of this repository and its state."""
-    data = gate.list_transfers(repo)
+    data = list_transfers(repo).to_json()
     return Outcome(data, lines=render.list_lines(data))

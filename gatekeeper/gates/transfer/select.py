@@ -16,10 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from gatekeeper.errors import UsageError
-from gatekeeper.repo.fsread import FileRefused, LinkRefused, RepoFiles
+from gatekeeper.repo.fsread import FileRefused, LinkRefused, Missing, RepoFiles
 from gatekeeper.repo.git import Repo
 from gatekeeper.repo.paths import in_dependency_dir, secret_looking
-from gatekeeper.repo.worktree import ignored, index_entries, untracked
+from gatekeeper.repo.worktree import (
+    REGULAR_MODES,
+    ignored,
+    index_entries,
+    read_blobs,
+    tree_entries,
+    unified_diff,
+    untracked,
+)
+from policy import TransferPolicy
 
 
 @dataclass(frozen=True)
@@ -126,3 +135,77 @@ def read_files(
             except FileRefused as exc:
                 excluded.append((f, exc.reason))
     return selected, excluded
+
+
+Chosen = tuple[list[Selected], list[tuple[str, str]]]
+
+
+def choose(repo: Repo, context: str, paths: list[str], base: str | None,
+           tp: TransferPolicy) -> Chosen:  # fmt: skip
+    """(what a transfer of `context` sends, [(path, reason)] excluded): run at preview,
+    and again at approve and release to see that nothing changed."""
+    if context == "none":
+        return [], []
+    files, excluded = candidates(repo, context, paths)
+    if context == "diff":
+        if base is None:
+            raise UsageError("--context diff needs a base")
+        return _choose_diff(repo, files, base, tp.max_file_bytes, excluded)
+    selected, more = read_files(repo.top, files, tp.max_file_bytes)
+    return selected, excluded + more
+
+
+def _choose_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
+                 excluded: list[tuple[str, str]]) -> Chosen:  # fmt: skip
+    """Per-file diffs of `base` against the worktree bytes, for the selected names only.
+
+    Each diff is built in Python from the base blob and the bytes read through fsread,
+    so the exclusion list holds for the bytes: no pathspec, no repository diff driver.
+    Tracked files and files of `base` count (as `git diff BASE`); untracked ones are not
+    read, and a `base` file no longer in the index shows as deleted.
+    """
+    tree = tree_entries(repo, base)
+    tracked = {e.path for e in index_entries(repo)}
+    keep = [f for f in files if f in tracked]
+    seen = {p for p, _ in excluded} | set(keep)
+    for f in sorted(set(tree) - tracked):  # not in the index: deleted, its worktree unread
+        if f in seen:
+            continue
+        why = name_exclusion(f)
+        if why:
+            excluded.append((f, why))
+        else:
+            keep.append(f)
+    old_ids = {f: tree[f] for f in keep if f in tree}
+    if bad := [f for f, e in old_ids.items() if e.mode not in REGULAR_MODES]:
+        excluded += [(f, "not a regular file in the base") for f in bad]
+        keep = [f for f in keep if f not in bad]
+    blobs = read_blobs(repo, (old_ids[f].oid for f in keep if f in old_ids))
+    selected: list[Selected] = []
+    with RepoFiles(repo.top) as wt:
+        for f in sorted(keep):
+            old = blobs[old_ids[f].oid] if f in old_ids else None
+            try:
+                selected += _diff_item(wt, f, old, max_bytes, f in tracked)
+            except LinkRefused as exc:
+                excluded.append((f, link_reason(repo.top, f, exc)))
+            except FileRefused as exc:
+                excluded.append((f, exc.reason))
+    return selected, excluded
+
+
+def _diff_item(wt: RepoFiles, f: str, old: bytes | None, max_bytes: int,
+               tracked: bool) -> list[Selected]:  # fmt: skip
+    """[the diff of `f`] ([] when unchanged); FileRefused with the reason it is excluded.
+    An untracked path is compared as absent (as `git diff BASE` does): it is not read."""
+    new: bytes | None = None
+    try:
+        new = read_one(wt, f, max_bytes) if tracked else None
+    except Missing:
+        pass
+    if old is not None and b"\0" in old[:8192]:
+        raise FileRefused(f, "binary")
+    diff = unified_diff(f, old, new)
+    if len(diff) > max_bytes:
+        raise FileRefused(f, "diff over the size limit")
+    return [Selected(f, diff, new)] if diff else []

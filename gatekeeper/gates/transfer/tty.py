@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import pwd
 import textwrap
-from typing import Any
 
 from gatekeeper.errors import Blocked
+from gatekeeper.gates.transfer.payloads import HumanApprover
 
 MAX_PROMPT_LINES = 10_000
 MAX_PROMPT_CHARS = 2_000_000
@@ -35,7 +35,7 @@ def wrap_exact(text: str, width: int = WRAP_WIDTH) -> list[str]:
     return wrapper.wrap(text) or [""]
 
 
-def approver_identity() -> dict[str, Any]:
+def approver_identity() -> HumanApprover:
     """Who approved: the process's real uid and its passwd name. `$LOGNAME`/`$USER` are
     never read: whoever started the process chose them."""
     uid = os.getuid()
@@ -43,7 +43,7 @@ def approver_identity() -> dict[str, Any]:
         name = pwd.getpwuid(uid).pw_name
     except KeyError:
         name = f"uid-{uid}"
-    return {"name": name, "uid": uid}
+    return HumanApprover(name=name, uid=uid)
 
 
 def _check_showable(lines: list[str]) -> None:
@@ -72,7 +72,7 @@ def _read_answer(fd: int) -> bytes:
     return answer
 
 
-def confirm_at_terminal(lines: list[str]) -> dict[str, Any]:
+def confirm_at_terminal(lines: list[str]) -> HumanApprover:
     """Show `lines` (already neutralised) in full at /dev/tty and read `yes` there."""
     _check_showable(lines)
     try:

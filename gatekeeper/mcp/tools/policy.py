@@ -6,7 +6,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from gatekeeper.gates.transfer import gate as transfer_gate
+from gatekeeper.gates.transfer.autopilot import trusted_policy
 from gatekeeper.mcp.bounds import Result, bounded, tool_errors
 from gatekeeper.mcp.context import ToolContext
 from gatekeeper.mcp.tools import READ_ONLY
@@ -21,7 +21,7 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
     @tool_errors
     async def oms_policy() -> Result:
         here = ctx.policy()
-        trusted = transfer_gate.trusted_policy(ctx.repo)
+        trusted = trusted_policy(ctx.repo)
         return bounded({"head": {"origin": here.origin, "digest": here.digest,
                                  "policy": here.policy.model_dump(mode="json")},
                         "transfer_policy_digest": trusted.digest})  # fmt: skip

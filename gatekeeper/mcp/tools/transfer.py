@@ -7,7 +7,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from gatekeeper.gates.transfer import gate as transfer_gate
+from gatekeeper.gates.transfer.preview import preview as preview_transfer
+from gatekeeper.gates.transfer.state import show as show_transfer
 from gatekeeper.mcp.bounds import Result, bounded, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
 from gatekeeper.mcp.tools import READ_ONLY, RECORDS
@@ -27,7 +28,7 @@ def _preview(
     redact: bool,
 ) -> dict[str, Any]:
     """`oms transfer preview`, shaped to what fits one tool result."""
-    data = transfer_gate.preview(ctx.repo.top, to, purpose, context, paths or [], base, redact)
+    data = preview_transfer(ctx.repo.top, to, purpose, context, paths or [], base, redact).to_json()
     m = data["manifest"]
     return {"digest": data["digest"], "status": data["status"],
             "visibility": m["visibility"], "totals": m["totals"],
@@ -59,7 +60,7 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                  "expired, blocked).", annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_transfer_status(digest: str) -> Result:
-        data = await in_thread(transfer_gate.show, ctx.repo.top, digest)
+        data = (await in_thread(show_transfer, ctx.repo.top, digest)).to_json()
         return bounded({"digest": digest, "status": data["status"],
                         "summary": data["approval_packet"]["summary"],
                         "approvals": len(data["approvals"]),
