@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, parse_single_json
+from support.oms import parse_single_json
+from support.repos import git
 
 CHECK_POLICY = 'version = 1\n\n[[checks]]\nname = "true"\ncmd = ["/bin/true"]\ntimeout_s = 30\n'
 _B32 = string.ascii_uppercase + "234567"

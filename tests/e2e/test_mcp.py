@@ -44,9 +44,10 @@ import mcp_types as types
 import pytest
 import rfc8785
 from anyio.from_thread import start_blocking_portal
-from conftest import _clean_env, parse_single_json
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from support.env import clean_env
+from support.oms import parse_single_json
 
 TOOLS = frozenset({
     "oms_doctor", "oms_policy", "oms_model_access", "oms_transfer_preview",
@@ -141,7 +142,7 @@ def make_world(root: Path, files: dict[str, str | bytes]) -> World:
     home.mkdir()
     repo = root / "repo"
     repo.mkdir()
-    w = World(root, repo, _clean_env(home, root / "oms-state"))
+    w = World(root, repo, clean_env(home, root / "oms-state"))
     w.git("init", "-q", "-b", "main")
     for k, v in (("user.name", "Test"), ("user.email", "t@example.invalid"),
                  ("commit.gpgsign", "false")):  # fmt: skip
@@ -731,7 +732,7 @@ _REGISTRY_FAILURE = re.compile(
 
 
 INSTALLED_INSPECTOR = (
-    Path(__file__).resolve().parent.parent / ".cache/inspector/node_modules/.bin/mcp-inspector"
+    Path(__file__).resolve().parents[2] / ".cache/inspector/node_modules/.bin/mcp-inspector"
 )
 
 

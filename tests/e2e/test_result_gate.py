@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import _clean_env, parse_single_json
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from support.env import clean_env
+from support.oms import parse_single_json
 
 import gatekeeper.gates.result.pipeline as rg
 import gatekeeper.gates.sandboxed as gs
@@ -260,7 +261,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     oms_home = root / "oms-state"
     repo = root / "repo"
     repo.mkdir()
-    w = World(root, home, oms_home, repo, _clean_env(home, oms_home))
+    w = World(root, home, oms_home, repo, clean_env(home, oms_home))
     w.git("init", "-q", "-b", "main")
     for k, v in (
         ("user.name", "Test"),

@@ -25,16 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import (
+from support.repos import git as _git
+from support.repos import make_repo
+from support.sandbox import (
     AS_ROOT,
     NEEDS_BWRAP_AND_PYTHON,
     PY,
     SH,
     cli_env,
-    make_repo,
+    sandbox_toml,
     traversable_dir,
 )
-from sandbox_support import git as _git
 
 from gatekeeper.gates.sandboxed import sandbox_run
 from sandbox.runner import SANDBOX_HOST_UID
@@ -472,7 +473,9 @@ def test_dev_tmpfs_cannot_hold_more_than_tmpfs_mb(tmp_path: Path, state: Any, ta
     """bwrap's `--dev` is a tmpfs of half the host RAM, writable by the sandbox uid, and
     tmpfs pages escape RLIMIT_AS: without a capped /dev/shm and a read-only /dev, a
     check could fill host memory past both `tmpfs_mb` and `memory_mb`."""
-    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"tmpfs_mb": 16, "memory_mb": 256})
+    repo_dir = make_repo(
+        tmp_path / "repo", {"oms.toml": sandbox_toml({"tmpfs_mb": 16, "memory_mb": 256})}
+    )
     script = f"""
 head -c 67108864 /dev/zero > {target} 2>/dev/null
 echo "size=$(stat -c %s {target} 2>/dev/null || echo 0)"

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, git, make_repo, traversable_dir
+from support.repos import git, make_repo
+from support.sandbox import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, traversable_dir
 
 import gatekeeper.gates.result.pipeline as rg
 import gatekeeper.gates.sandboxed as gs

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import AS_ROOT, make_repo, traversable_dir
+from support.repos import make_repo
+from support.sandbox import AS_ROOT, traversable_dir
 
 import gatekeeper.repo.scratch as scratch
 from gatekeeper.errors import EXIT_UNAVAILABLE, EXIT_USAGE, Unavailable, classify

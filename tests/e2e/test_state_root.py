@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import parse_single_json
+from support.oms import parse_single_json
 
 from evidence import EvidenceStore, KeyUnavailable, StoreUnavailable, load_key
 from evidence.state import check_state_dirs, ensure_private_dir
@@ -32,7 +32,7 @@ OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 EXIT_OK, EXIT_UNAVAILABLE = 0, 4
 NOBODY = 65534  # another uid than ours (tests run as root or as omstest)
 REPO_ID = "rstateroottest"
-WORKTREE = Path(__file__).resolve().parent.parent
+WORKTREE = Path(__file__).resolve().parents[2]
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
 
