@@ -41,7 +41,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from support.env import clean_env
-from support.oms import parse_single_json
+from support.oms import parse_single_json, run_oms
+from support.repos import Keep, commit_on, make_repo
 
 import gatekeeper.gates.result.pipeline as rg
 import gatekeeper.gates.sandboxed as gs
@@ -99,13 +100,6 @@ def policy_toml(
 BASE_POLICY = policy_toml()
 
 
-class Keep:
-    """In `World.commit`: keep the parent's blob at this path, with a new mode."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-
-
 @dataclass
 class World:
     root: Path
@@ -152,28 +146,10 @@ class World:
     ) -> str:
         """A commit on `parent` with `files` changed (None deletes); branch `branch` at it."""
         self._n += 1
-        parent_sha = self.rev(parent)
-        env = {**self.env, "GIT_INDEX_FILE": str(self.root / f"index-{self._n}")}
-        self.git("read-tree", parent_sha, env=env)
-        records = b""
-        for raw_path, value in files.items():
-            path = raw_path if isinstance(raw_path, bytes) else raw_path.encode()
-            if value is None:
-                records += b"0 " + b"0" * 40 + b"\t" + path + b"\0"
-                continue
-            if isinstance(value, Keep):
-                mode = value.mode
-                sha = self.git("rev-parse", f"{parent_sha}:{path.decode()}")
-            else:
-                data = value if isinstance(value, bytes) else value.encode()
-                mode, sha = "100644", self.git("hash-object", "-w", "--stdin", input=data)
-            records += f"{mode} {sha}\t".encode() + path + b"\0"
-        if records:
-            self.git("update-index", "-z", "--index-info", input=records, env=env)
-        tree = self.git("write-tree", env=env)
-        sha = self.git("commit-tree", tree, "-p", parent_sha, "-m", message)
-        self.git("update-ref", f"refs/heads/{branch}", sha)
-        return sha
+        index = self.root / f"index-{self._n}"
+        return commit_on(
+            self.repo, branch, files, env=self.env, index=index, parent=parent, message=message
+        )
 
     def base_with_policy(self, branch: str, policy: str) -> str:
         return self.commit(branch, {"oms.toml": policy}, message="base policy")
@@ -182,16 +158,8 @@ class World:
     def run(
         self, *args: str, env_extra: dict[str, str] | None = None, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            [sys.executable, "-m", "gatekeeper", *args],
-            cwd=self.root,
-            env={**self.env, **(env_extra or {})},
-            capture_output=True,
-            encoding="utf-8",
-            errors="surrogateescape",
-            timeout=timeout,
-            check=False,
-        )
+        env = {**self.env, **(env_extra or {})}
+        proc = run_oms(args, env=env, cwd=self.root, timeout=timeout, errors="surrogateescape")
         self.outputs += [proc.stdout, proc.stderr]
         return proc
 
@@ -259,27 +227,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     home = root / "home"
     home.mkdir()
     oms_home = root / "oms-state"
-    repo = root / "repo"
-    repo.mkdir()
-    w = World(root, home, oms_home, repo, clean_env(home, oms_home))
-    w.git("init", "-q", "-b", "main")
-    for k, v in (
-        ("user.name", "Test"),
-        ("user.email", "t@example.invalid"),
-        ("commit.gpgsign", "false"),
-    ):
-        w.git("config", k, v)
-    for name, text in {
+    env = clean_env(home, oms_home)
+    files = {
         "oms.toml": BASE_POLICY,
         "mod.py": MOD,
         "test_mod.py": TEST_MOD,
         "config.py": "DEBUG = True\n",
         ".gitattributes": "*.py text eol=lf\n",
-        "README.md": "demo\n",
-    }.items():
-        (repo / name).write_text(text)
-    w.git("add", "-A")
-    w.git("commit", "-q", "-m", "base")
+    }
+    repo = make_repo(root / "repo", files, env=env, readme="demo\n", message="base")
+    w = World(root, home, oms_home, repo, env)
     code, out = w.json("init", "--repo", str(repo))
     assert code == 0, out
     w.repo_id = out["repo_id"]

@@ -13,18 +13,17 @@ Commands inside use /bin/sh and Debian's /usr/bin/python3, never the venv.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.oms import parse_single_json, run_oms
 from support.repos import git as _git
 from support.repos import make_repo
 from support.sandbox import (
@@ -81,21 +80,7 @@ def run_py(repo_dir: Path, code: str, timeout_s: int = 20) -> dict[str, Any]:
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 60) -> dict[str, Any]:
     """`python -m gatekeeper ARGS`; the one JSON object it prints (envelope checked)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "gatekeeper", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
-    lines = proc.stdout.splitlines()
-    assert len(lines) == 1, (proc.returncode, proc.stdout, proc.stderr)
-    obj = json.loads(lines[0])
-    assert obj["oms_exit_code"] == proc.returncode, obj
-    assert obj["ok"] is (proc.returncode == 0), obj
-    assert "Traceback" not in proc.stderr
-    return obj
+    return parse_single_json(run_oms(args, env=env, timeout=timeout))
 
 
 def ran(result: dict[str, Any]) -> str:

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.oms import parse_single_json
 from support.repos import git as _git
 from support.repos import make_repo
 from support.sandbox import SH, cli_env, sandbox_toml
@@ -102,13 +102,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
 
 def run_cli_json(argv: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
-    lines = proc.stdout.splitlines()
-    assert len(lines) == 1, (proc.returncode, proc.stdout, proc.stderr)
-    obj = json.loads(lines[0])
-    assert obj["oms_exit_code"] == proc.returncode, obj
-    assert obj["ok"] is (proc.returncode == 0), obj
-    assert "Traceback" not in proc.stderr
-    return proc.returncode, obj
+    return proc.returncode, parse_single_json(proc)
 
 
 def oms(*args: str) -> list[str]:

@@ -20,19 +20,20 @@ def run_oms(
     args: Sequence[str | Path],
     *,
     env: Mapping[str, str],
-    cwd: Path,
+    cwd: Path | None = None,
     input: str | None = None,
     timeout: float = 60,
     **popen_kwargs: Any,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m gatekeeper ARGS` in `cwd` with exactly `env`; never raises on exit code."""
+    """`python -m gatekeeper ARGS` in `cwd` (default: this process's) with exactly `env`;
+    never raises on the exit code."""
     return subprocess.run(
         [*OMS, *[str(a) for a in args]],
-        cwd=str(cwd),
+        cwd=str(cwd) if cwd is not None else None,
         env=dict(env),
         input=input,
         capture_output=True,
-        text=True,
+        encoding="utf-8",  # the CLI's own output encoding, whatever this locale is
         timeout=timeout,
         check=False,
         **popen_kwargs,

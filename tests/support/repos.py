@@ -1,11 +1,13 @@
 """One builder of real git repositories: `make_repo` for a repository with one commit,
-`git` to run git in it with no system or global config."""
+`commit_on` for a commit on a branch from exact bytes, `git` to run git with no system
+or global config."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from support.env import clean_env
@@ -70,3 +72,48 @@ def make_repo(
     git(root, "add", "-A", env=env)
     git(root, "commit", "-q", "--allow-empty", "-m", message, env=env)
     return root
+
+
+@dataclass(frozen=True)
+class Keep:
+    """In `commit_on`'s files: keep the parent's blob at this path, with this mode."""
+
+    mode: str
+
+
+def commit_on(
+    repo: Path,
+    branch: str,
+    files: Mapping[str | bytes, str | bytes | Keep | None],
+    *,
+    env: Mapping[str, str],
+    index: Path,
+    parent: str = "main",
+    message: str = "agent change",
+) -> str:
+    """A commit on `parent` with `files` changed (None deletes; paths may be raw bytes),
+    written with plumbing through the index file `index` so that the worktree and the
+    real index are untouched; branch `branch` points at it."""
+    parent_sha = git(repo, "rev-parse", "--verify", "-q", f"{parent}^{{commit}}", env=env).strip()
+    with_index = {**env, "GIT_INDEX_FILE": str(index)}
+    git(repo, "read-tree", parent_sha, env=with_index)
+    records = b""
+    for raw_path, value in files.items():
+        path = raw_path if isinstance(raw_path, bytes) else raw_path.encode()
+        if value is None:
+            records += b"0 " + b"0" * 40 + b"\t" + path + b"\0"
+            continue
+        if isinstance(value, Keep):
+            mode = value.mode
+            sha = git(repo, "rev-parse", f"{parent_sha}:{path.decode()}", env=env).strip()
+        else:
+            data = value if isinstance(value, bytes) else value.encode()
+            mode = "100644"
+            sha = git(repo, "hash-object", "-w", "--stdin", input=data, env=env).strip()
+        records += f"{mode} {sha}\t".encode() + path + b"\0"
+    if records:
+        git(repo, "update-index", "-z", "--index-info", input=records, env=with_index)
+    tree = git(repo, "write-tree", env=with_index).strip()
+    sha = git(repo, "commit-tree", tree, "-p", parent_sha, "-m", message, env=env).strip()
+    git(repo, "update-ref", f"refs/heads/{branch}", sha, env=env)
+    return sha
