@@ -57,21 +57,6 @@ def shared() -> Iterator[Path]:
         yield d
 
 
-@pytest.mark.parametrize(
-    ("path", "safe"),
-    [(b"a/b", True), (b"a/.gitx", True), (b"a/..b", True), (b"x.git/y", True),
-     (b".git/x", False), (b"a/.GIT", False), (b"a/../b", False), (b"..", False),
-     (b".", False), (b"a/./b", False), (b"/abs", False), (b"a//b", False), (b"a/", False),
-     (b"", False)],
-)  # fmt: skip
-def test_unsafe_names_in_a_commit_tree_are_refused(path: bytes, safe: bool) -> None:
-    if safe:
-        scratch._check_path(path)
-    else:
-        with pytest.raises(scratch.ScratchError, match="unsafe path"):
-            scratch._check_path(path)
-
-
 # ------------------------------------------------------------- linear copy ---
 
 
