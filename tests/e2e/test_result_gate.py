@@ -1135,7 +1135,10 @@ def test_draft_pr_without_gh_is_unavailable(
 # --------------------------------------------------------------------------------------
 
 
-def test_no_secret_value_appears_in_any_output_entry_or_blob(world: World, leak: Any) -> None:
+def test_no_secret_value_appears_in_any_output_entry_or_blob(
+    world: World, ready: Any, leak: Any
+) -> None:
+    # `ready` and `leak` make this hold in any test order: a gated check wrote blobs.
     assert world.secrets  # at least the leak fixture's; all of them after a full run
     needles = [s.encode() for s in world.secrets] + [s[4:].encode() for s in world.secrets]
     text = "\n".join(world.outputs).encode("utf-8", "surrogateescape")
@@ -1148,8 +1151,10 @@ def test_no_secret_value_appears_in_any_output_entry_or_blob(world: World, leak:
             assert needle not in p.read_bytes(), p
 
 
-def test_evidence_audit_is_intact_after_everything(world: World) -> None:
+def test_evidence_audit_is_intact_after_everything(world: World, ready: Any, leak: Any) -> None:
     report = world.audit()
-    assert report["entries"] == world.store().head() > 20
+    # At least the start and result of `ready` and of `leak` in any test order; the
+    # whole module's entries when it runs last, as in file order.
+    assert report["entries"] == world.store().head() >= 4
     assert report["checkpoint_size"] == report["entries"]
     assert report["blobs_checked"] >= 2
