@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml ci/gitleaks.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ lint: setup
 
 test: lint $(INSPECTOR)
 	$(VENV)/bin/pytest -q
+
+# The fast unit tests alone (no bwrap, scanners or MCP clients), with ruff: a quick loop.
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest -q tests/unit
 
 bench: setup
 	$(PY) bench/run.py

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import git
+from support.repos import git
 
 from gatekeeper.errors import Blocked, OmsError, Unavailable, UsageError
 from gatekeeper.gates.result.deliver import DeliveryPlan, DeliveryRequest, plan_delivery

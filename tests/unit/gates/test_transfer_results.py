@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_transfer_autopilot import manifest
+from support.manifests import manifest
 
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.gates.transfer.approve import Approved

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import parse_single_json
+from support.oms import parse_single_json
+from support.repos import make_repo
 
 from evidence import EvidenceStore, KeyUnavailable, StoreUnavailable, load_key
 from evidence.state import check_state_dirs, ensure_private_dir
@@ -32,7 +33,7 @@ OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 EXIT_OK, EXIT_UNAVAILABLE = 0, 4
 NOBODY = 65534  # another uid than ours (tests run as root or as omstest)
 REPO_ID = "rstateroottest"
-WORKTREE = Path(__file__).resolve().parent.parent
+WORKTREE = Path(__file__).resolve().parents[2]
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
 
@@ -334,18 +335,12 @@ class UserWorld:
 
 
 @pytest.fixture
-def user_world(omstest: Unprivileged, run_git: Callable[..., str]) -> Iterator[UserWorld]:
+def user_world(omstest: Unprivileged, oms_env: dict[str, str]) -> Iterator[UserWorld]:
     # pytest's tmp_path is root's (0700): omstest gets its own directory in sticky /tmp.
     base = Path(tempfile.mkdtemp(prefix="oms-omstest-", dir="/tmp"))
     try:
-        repo = base / "repo"
-        repo.mkdir()
+        repo = make_repo(base / "repo", env=oms_env)
         (base / "home").mkdir()
-        run_git(repo, "init", "-q", "-b", "main")
-        (repo / "README.md").write_text("hello\n")
-        run_git(repo, "add", "README.md")
-        run_git(repo, "-c", "user.name=T", "-c", "user.email=t@example.invalid",
-                "commit", "-q", "-m", "initial")  # fmt: skip
         for p in [base, *base.rglob("*")]:
             os.lchown(p, omstest.uid, omstest.gid)
         yield UserWorld(omstest, base, repo)

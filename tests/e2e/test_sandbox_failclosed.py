@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import shutil
@@ -25,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import SH, cli_env
-from sandbox_support import git as _git
+from support.oms import parse_single_json
+from support.repos import git as _git
+from support.repos import make_repo
+from support.sandbox import SH, cli_env, sandbox_toml
 
 import gatekeeper.gates.doctor as doctor_mod
 import gatekeeper.gates.sandboxed as gs
@@ -48,8 +49,7 @@ needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="needs /usr/bin/bwrap")
 
 
 def commit_policy(repo: Path, sandbox_policy: dict[str, int]) -> None:
-    body = "".join(f"{k} = {v}\n" for k, v in sandbox_policy.items())
-    (repo / "oms.toml").write_text(f"version = 1\n\n[sandbox]\n{body}")
+    (repo / "oms.toml").write_text(sandbox_toml(sandbox_policy))
     _git(repo, "add", "oms.toml")
     _git(repo, "commit", "-q", "-m", "policy")
 
@@ -68,16 +68,7 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 
 @pytest.fixture
 def repo(tmp_path: Path, state: dict[str, Path]) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    _git(root, "init", "-q", "-b", "main")
-    _git(root, "config", "user.name", "Sandbox Test")
-    _git(root, "config", "user.email", "sandbox-test@example.invalid")
-    _git(root, "config", "commit.gpgsign", "false")
-    (root / "README.md").write_text("hello\n")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-q", "-m", "initial")
-    return root
+    return make_repo(tmp_path / "repo")
 
 
 @pytest.fixture
@@ -111,13 +102,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
 
 def run_cli_json(argv: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any]]:
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, check=False)
-    lines = proc.stdout.splitlines()
-    assert len(lines) == 1, (proc.returncode, proc.stdout, proc.stderr)
-    obj = json.loads(lines[0])
-    assert obj["oms_exit_code"] == proc.returncode, obj
-    assert obj["ok"] is (proc.returncode == 0), obj
-    assert "Traceback" not in proc.stderr
-    return proc.returncode, obj
+    return proc.returncode, parse_single_json(proc)
 
 
 def oms(*args: str) -> list[str]:

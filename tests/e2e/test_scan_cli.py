@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import parse_single_json
+from support.oms import parse_single_json
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 RunOms = Callable[..., subprocess.CompletedProcess[str]]

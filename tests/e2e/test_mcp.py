@@ -44,9 +44,11 @@ import mcp_types as types
 import pytest
 import rfc8785
 from anyio.from_thread import start_blocking_portal
-from conftest import _clean_env, parse_single_json
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from support.env import clean_env
+from support.oms import parse_single_json, run_oms
+from support.repos import commit_on, make_repo
 
 from gatekeeper.scan.gitleaks import locate as locate_gitleaks
 
@@ -108,24 +110,12 @@ class World:
     def commit(self, branch: str, files: dict[str, str], parent: str = "main") -> str:
         """A commit on `parent` with `files` written (plumbing; the worktree is untouched)."""
         self._n += 1
-        parent_sha = self.git("rev-parse", "--verify", f"{parent}^{{commit}}")
-        env = {**self.env, "GIT_INDEX_FILE": str(self.root / f"index-{self._n}")}
-        self.git("read-tree", parent_sha, env=env)
-        records = b""
-        for path, text in files.items():
-            sha = self.git("hash-object", "-w", "--stdin", input=text.encode())
-            records += f"100644 {sha}\t{path}".encode() + b"\0"
-        self.git("update-index", "-z", "--index-info", input=records, env=env)
-        tree = self.git("write-tree", env=env)
-        sha = self.git("commit-tree", tree, "-p", parent_sha, "-m", "agent change")
-        self.git("update-ref", f"refs/heads/{branch}", sha)
-        return sha
+        index = self.root / f"index-{self._n}"
+        return commit_on(self.repo, branch, files, env=self.env, index=index, parent=parent)
 
     def oms(self, *args: str, timeout: float = 120) -> tuple[int, dict[str, Any]]:
         """`oms ARGS --json` through the real CLI: (exit code, the one JSON object)."""
-        proc = subprocess.run([sys.executable, "-m", "gatekeeper", *args, "--json"],
-                              cwd=self.root, env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=False)  # fmt: skip
+        proc = run_oms([*args, "--json"], env=self.env, cwd=self.root, timeout=timeout)
         self.outputs += [proc.stdout, proc.stderr]
         return proc.returncode, parse_single_json(proc)
 
@@ -141,22 +131,9 @@ class World:
 def make_world(root: Path, files: dict[str, str | bytes]) -> World:
     home = root / "home"
     home.mkdir()
-    repo = root / "repo"
-    repo.mkdir()
-    w = World(root, repo, _clean_env(home, root / "oms-state"))
-    w.git("init", "-q", "-b", "main")
-    for k, v in (("user.name", "Test"), ("user.email", "t@example.invalid"),
-                 ("commit.gpgsign", "false")):  # fmt: skip
-        w.git("config", k, v)
-    for name, data in files.items():
-        p = repo / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, bytes):
-            p.write_bytes(data)
-        else:
-            p.write_text(data)
-    w.git("add", "-A")
-    w.git("commit", "-q", "-m", "base")
+    env = clean_env(home, root / "oms-state")
+    repo = make_repo(root / "repo", files, env=env, readme=None, message="base")
+    w = World(root, repo, env)
     code, out = w.oms("init", "--repo", str(repo))
     assert code == 0, out
     return w
@@ -750,7 +727,7 @@ _REGISTRY_FAILURE = re.compile(
 
 
 INSTALLED_INSPECTOR = (
-    Path(__file__).resolve().parent.parent / ".cache/inspector/node_modules/.bin/mcp-inspector"
+    Path(__file__).resolve().parents[2] / ".cache/inspector/node_modules/.bin/mcp-inspector"
 )
 
 

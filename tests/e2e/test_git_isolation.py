@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, parse_single_json
+from support.oms import parse_single_json, run_oms
+from support.repos import git, make_repo
 
 CHECK_POLICY = 'version = 1\n\n[[checks]]\nname = "true"\ncmd = ["/bin/true"]\ntimeout_s = 30\n'
 _B32 = string.ascii_uppercase + "234567"
@@ -68,9 +69,7 @@ class Lab:
     def oms(self, *args: str, timeout: float = 120) -> tuple[int, dict[str, Any]]:
         cut = args.index("--") if "--" in args else len(args)
         argv = [*args[:cut], "--json", *args[cut:]]
-        proc = subprocess.run([sys.executable, "-m", "gatekeeper", *argv],
-                              cwd=self.root, env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=False)  # fmt: skip
+        proc = run_oms(argv, env=self.env, cwd=self.root, timeout=timeout)
         return proc.returncode, parse_single_json(proc)
 
     def commit_file(self, path: str, text: str, message: str = "change") -> str:
@@ -83,19 +82,13 @@ class Lab:
 
 @pytest.fixture
 def lab(tmp_path: Path, oms_env: dict[str, str]) -> Lab:
-    repo = tmp_path / "repo"
-    repo.mkdir()
+    files = {"oms.toml": CHECK_POLICY, "app.py": "print('hi')\n"}
+    repo = make_repo(tmp_path / "repo", files, env=oms_env, readme=None, message="base")
     remote = tmp_path / "remote.git"
     markers = tmp_path / "markers"
     markers.mkdir()
     git(tmp_path, "init", "-q", "--bare", str(remote), env=oms_env)
-    git(repo, "init", "-q", "-b", "main", env=oms_env)
-    for k, v in (("user.name", "T"), ("user.email", "t@example.invalid"),
-                 ("commit.gpgsign", "false")):  # fmt: skip
-        git(repo, "config", k, v, env=oms_env)
     lab = Lab(tmp_path, repo, remote, oms_env, markers)
-    (repo / "oms.toml").write_text(CHECK_POLICY)
-    lab.commit_file("app.py", "print('hi')\n", "base")
     git(repo, "remote", "add", "origin", str(remote), env=oms_env)
     git(repo, "push", "-q", "origin", "main", env=oms_env)
     code, out = lab.oms("init", "--repo", str(repo))

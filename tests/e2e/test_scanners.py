@@ -14,16 +14,12 @@ import random
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
 import corpus
+import pytest
 
 import gatekeeper.scan.detect_secrets as ds_module
 from gatekeeper.errors import EXIT_UNAVAILABLE, classify

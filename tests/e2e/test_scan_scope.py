@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import random
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
 import corpus
+import pytest
 
 import gatekeeper.repo.change as change_module
 from gatekeeper.errors import EXIT_BLOCKED, classify

@@ -13,28 +13,28 @@ Commands inside use /bin/sh and Debian's /usr/bin/python3, never the venv.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import (
+from support.oms import parse_single_json, run_oms
+from support.repos import git as _git
+from support.repos import make_repo
+from support.sandbox import (
     AS_ROOT,
     NEEDS_BWRAP_AND_PYTHON,
     PY,
     SH,
     cli_env,
-    make_repo,
+    sandbox_toml,
     traversable_dir,
 )
-from sandbox_support import git as _git
 
 from gatekeeper.gates.sandboxed import sandbox_run
 from sandbox.runner import SANDBOX_HOST_UID
@@ -80,21 +80,7 @@ def run_py(repo_dir: Path, code: str, timeout_s: int = 20) -> dict[str, Any]:
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 60) -> dict[str, Any]:
     """`python -m gatekeeper ARGS`; the one JSON object it prints (envelope checked)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "gatekeeper", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
-    lines = proc.stdout.splitlines()
-    assert len(lines) == 1, (proc.returncode, proc.stdout, proc.stderr)
-    obj = json.loads(lines[0])
-    assert obj["oms_exit_code"] == proc.returncode, obj
-    assert obj["ok"] is (proc.returncode == 0), obj
-    assert "Traceback" not in proc.stderr
-    return obj
+    return parse_single_json(run_oms(args, env=env, timeout=timeout))
 
 
 def ran(result: dict[str, Any]) -> str:
@@ -472,7 +458,9 @@ def test_dev_tmpfs_cannot_hold_more_than_tmpfs_mb(tmp_path: Path, state: Any, ta
     """bwrap's `--dev` is a tmpfs of half the host RAM, writable by the sandbox uid, and
     tmpfs pages escape RLIMIT_AS: without a capped /dev/shm and a read-only /dev, a
     check could fill host memory past both `tmpfs_mb` and `memory_mb`."""
-    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"tmpfs_mb": 16, "memory_mb": 256})
+    repo_dir = make_repo(
+        tmp_path / "repo", {"oms.toml": sandbox_toml({"tmpfs_mb": 16, "memory_mb": 256})}
+    )
     script = f"""
 head -c 67108864 /dev/zero > {target} 2>/dev/null
 echo "size=$(stat -c %s {target} 2>/dev/null || echo 0)"

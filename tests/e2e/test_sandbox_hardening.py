@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, git, make_repo, traversable_dir
+from support.oms import run_oms
+from support.repos import git, make_repo
+from support.sandbox import NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, traversable_dir
 
 import gatekeeper.gates.result.pipeline as rg
 import gatekeeper.gates.sandboxed as gs
@@ -316,10 +318,7 @@ def _gate_repo(root: Path, cmd: list[str], state: dict[str, Path]) -> Path:
     git(repo, "add", "mod.py")
     git(repo, "commit", "-q", "-m", "candidate")
     git(repo, "checkout", "-q", "main")
-    proc = subprocess.run(
-        [sys.executable, "-m", "gatekeeper", "init", "--repo", str(repo), "--json"],
-        capture_output=True, text=True, env=cli_env(state), timeout=60, check=False,
-    )  # fmt: skip
+    proc = run_oms(["init", "--repo", repo, "--json"], env=cli_env(state))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return repo
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_support import AS_ROOT, NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, make_repo
+from support.repos import make_repo
+from support.sandbox import AS_ROOT, NEEDS_BWRAP_AND_PYTHON, PY, SH, cli_env, sandbox_toml
 
 from gatekeeper.gates.sandboxed import sandbox_run
 
@@ -102,7 +103,9 @@ def _user_process_count(uid: int) -> int:
     reason="as a normal user RLIMIT_NPROC also counts the user's own host processes",
 )
 def test_fork_storm_hits_max_procs_and_the_run_ends(tmp_path: Path, state: Any) -> None:
-    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"max_procs": 32, "wall_s": 20})
+    repo_dir = make_repo(
+        tmp_path / "repo", {"oms.toml": sandbox_toml({"max_procs": 32, "wall_s": 20})}
+    )
     marker = f"oms-fork-storm-{secrets.token_hex(6)}"
     code = f"""# {marker}
 import os, time
@@ -135,7 +138,7 @@ except OSError as e:
 
 
 def test_memory_hog_cannot_allocate_beyond_memory_mb(tmp_path: Path, state: Any) -> None:
-    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"memory_mb": 256})
+    repo_dir = make_repo(tmp_path / "repo", {"oms.toml": sandbox_toml({"memory_mb": 256})})
     code = """
 small = bytearray(64 << 20)
 print("small_ok")
@@ -156,7 +159,7 @@ except MemoryError:
 
 
 def test_file_larger_than_file_size_mb_cannot_be_written(tmp_path: Path, state: Any) -> None:
-    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"file_size_mb": 5})
+    repo_dir = make_repo(tmp_path / "repo", {"oms.toml": sandbox_toml({"file_size_mb": 5})})
     code = """
 import errno, os, subprocess
 chunk = b"x" * (1 << 20)
@@ -185,7 +188,9 @@ print("shell_rc", r.returncode, os.path.getsize("/workspace/big2"))
 
 
 def test_tmp_and_home_are_capped_at_tmpfs_mb(tmp_path: Path, state: Any) -> None:
-    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"tmpfs_mb": 16, "file_size_mb": 1024})
+    repo_dir = make_repo(
+        tmp_path / "repo", {"oms.toml": sandbox_toml({"tmpfs_mb": 16, "file_size_mb": 1024})}
+    )
     code = """
 import errno, os
 chunk = b"x" * (1 << 20)
@@ -300,7 +305,7 @@ def test_background_process_does_not_outlive_the_run(
 def test_output_flood_is_counted_but_bounded_in_json_and_oms_memory(
     tmp_path: Path, state: dict[str, Path]
 ) -> None:
-    repo_dir = make_repo(tmp_path / "repo", sandbox_policy={"wall_s": 60})
+    repo_dir = make_repo(tmp_path / "repo", {"oms.toml": sandbox_toml({"wall_s": 60})})
     total = 300_000_000
     script = f"yes 0123456789abcdef | head -c {total}"
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

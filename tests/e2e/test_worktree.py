@@ -201,15 +201,6 @@ def test_blob_id_matches_git_hash_object(git_repo: Path, run_git: Callable[..., 
     assert blob_id(data) == want
 
 
-def test_unified_diff_is_git_shaped_and_marks_a_missing_final_newline() -> None:
-    d = unified_diff("a.txt", b"one\ntwo\n", b"one\nthree").decode()
-    assert d.startswith("diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@")
-    assert "-two\n+three\n\\ No newline at end of file\n" in d
-    created = unified_diff("n.txt", None, b"x\n").decode()
-    assert "new file mode" in created and "--- /dev/null\n+++ b/n.txt\n" in created
-    assert unified_diff("same", b"x\n", b"x\n") == b""
-
-
 def test_git_sees_the_same_change_oms_computes(git_repo: Path, run_git: Callable[..., str]) -> None:
     """Cross-check with git itself on a harmless repository (no filters configured)."""
     (git_repo / "README.md").write_text("hello\nworld\n")
