@@ -28,8 +28,8 @@ from gatekeeper.scan.interface import (
     ScannerInfo,
     ScannerUnavailable,
     fingerprint,
-    redact,
 )
+from gatekeeper.scan.redact import preview
 
 KEPT_FILTERS = (
     "detect_secrets.filters.heuristic.is_sequential_string",
@@ -107,7 +107,7 @@ class DetectSecrets:
                         item.path,
                         number,
                         fingerprint(value),
-                        redact(value),
+                        preview(value),
                         # a PEM block spans lines: the change may add only its body
                         end_line=number + value.count("\n") if "\n" in value else None,
                     )

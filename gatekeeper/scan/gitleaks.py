@@ -27,8 +27,8 @@ from gatekeeper.scan.interface import (
     ScannerInfo,
     ScannerUnavailable,
     fingerprint,
-    redact,
 )
+from gatekeeper.scan.redact import preview
 from policy import DEFAULT_GITLEAKS_SHA256
 
 VERSION = "8.30.1"
@@ -256,7 +256,7 @@ def _findings(
         end_path, end_number = where[min(max(first, last), piece[1] - 1)]
         secret = str(r.get("Secret") or r.get("Match") or "")
         f = Finding("gitleaks", str(r.get("RuleID", "?")), path, number, fingerprint(secret),
-                    redact(secret),
+                    preview(secret),
                     end_line=end_number if end_path == path else number)  # fmt: skip
         found.setdefault((f.file, f.line, f.rule, f.fingerprint), f)
     return list(found.values())

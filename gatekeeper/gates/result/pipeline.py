@@ -225,15 +225,12 @@ class Secrets:
         assert gate.change is not None  # ProtectedPaths read it
         scope = scan_set(gate.repo.top, gate.change)
         gate.clock.lap("read_change")
-        found, infos = scan_with_policy(list(scope.items), gate.loaded, gate.budget)
+        report = scan_with_policy(list(scope.items), gate.loaded, gate.budget)
         gate.clock.lap("scan")
-        gate.record["scanners"] = [{"name": i.name, "version": i.version, "digest": i.digest}
-                                   for i in infos]  # fmt: skip
-        allowed = set(gate.loaded.policy.scanners.allow_fingerprints)
-        for f in scope.new_findings(found):
-            ok = f.fingerprint in allowed
-            gate.findings.append({**f.to_json(), "allowed": ok})
-            if not ok:
+        gate.record["scanners"] = [i.to_json() for i in report.scanners]
+        for f in report.only(scope.new_findings).findings:
+            gate.findings.append(f.to_json())
+            if not f.allowed:
                 gate.reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")
         if gate.reasons:
             gate.reasons.append("checks not run: the candidate is blocked")

@@ -59,8 +59,9 @@ from gatekeeper.repo.worktree import (
     tree_entries,
     unified_diff,
 )
-from gatekeeper.scan import Finding, ScanItem, redact_lines
+from gatekeeper.scan import Finding, ScanItem
 from gatekeeper.scan.policy import scan_with_policy
+from gatekeeper.scan.redact import redact_lines
 from gatekeeper.text import sanitize
 from policy import LoadedPolicy, TransferPolicy
 
@@ -334,9 +335,7 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     items_to_scan = [ScanItem.whole(s.path, s.data.decode("utf-8", "surrogateescape"))
                      for s in selected]  # fmt: skip
     items_to_scan.append(ScanItem.whole("<purpose>", purpose))
-    findings, _ = scan_with_policy(items_to_scan, loaded)
-    allowed = set(loaded.policy.scanners.allow_fingerprints)
-    findings = [f for f in findings if f.fingerprint not in allowed]
+    findings = scan_with_policy(items_to_scan, loaded).blocking
     redactions: list[Redaction] = []
     sent: list[tuple[Selected, bytes, str]] = []
     by_file: dict[str, list[Finding]] = {}
@@ -355,9 +354,9 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
         else:
             sent.append((s, s.data, "diff" if context == "diff" else "full"))
     if redact and redactions:
-        again, _ = scan_with_policy([ScanItem.whole(s.path, d.decode("utf-8", "surrogateescape"))
+        again = scan_with_policy([ScanItem.whole(s.path, d.decode("utf-8", "surrogateescape"))
                               for s, d, mode in sent if mode == "redacted"], loaded)  # fmt: skip
-        if [f for f in again if f.fingerprint not in allowed]:
+        if again.blocking:
             block_reasons.append("secrets remain after redaction")
     elif findings:
         block_reasons.append(f"{len(findings)} secret finding(s); use --redact to send with "
