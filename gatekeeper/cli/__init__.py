@@ -208,7 +208,8 @@ def scan_cmd(
 ) -> Outcome:
     """Secrets in PATHs, a commit range or stdin, from Gitleaks and detect-secrets (exit 3)."""
     text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if use_stdin else None
-    data, code = scanning.scan(repo, list(paths), diff, text, sarif)
+    result = scanning.scan(repo, list(paths), diff, text, sarif)
+    data, code = result.to_json(), result.exit_code
     lines = [
         f"{f['file']}:{f['line']}: {f['rule']} ({f['scanner']}) {f['preview']}"
         + (" [allowed]" if f["allowed"] else "")
