@@ -564,7 +564,7 @@ def test_prefilter_gives_exactly_the_findings_of_the_stock_pipeline(
     items = exactness_items(seed)
     fast = DetectSecrets().scan(items)
     with monkeypatch.context() as m:
-        m.setattr(ds_module, "_prefilter", lambda plugins: lambda path, lines: list(lines))
+        m.setattr(ds_module, "Prefilter", lambda plugins: lambda path, lines: list(lines))
         stock = DetectSecrets().scan(items)
     assert len(stock) > 40  # the data does exercise the plugins
     assert keyed(fast) == keyed(stock)
@@ -577,7 +577,7 @@ def test_prefilter_keeps_few_lines(monkeypatch: pytest.MonkeyPatch) -> None:
 
     lines = realistic_lines(random.Random(9), 2000)
     with default_settings():
-        select = ds_module._prefilter(get_plugins())
+        select = ds_module.Prefilter(get_plugins())
         kept = select("src/app.py", list(enumerate(lines, 1)))
     assert len(kept) < len(lines) // 4
 
