@@ -30,7 +30,8 @@ from gatekeeper.errors import EXIT_UNAVAILABLE, classify
 from gatekeeper.scan import Finding, ScanItem, ScannerUnavailable, fingerprint
 from gatekeeper.scan.combined import scan_both
 from gatekeeper.scan.detect_secrets import DetectSecrets
-from gatekeeper.scan.gitleaks import HEADER_LINES, Gitleaks, locate
+from gatekeeper.scan.gitleaks import Gitleaks, locate
+from gatekeeper.scan.pieces import HEADER_LINES
 from policy import DEFAULT_GITLEAKS_SHA256
 
 PIN = DEFAULT_GITLEAKS_SHA256

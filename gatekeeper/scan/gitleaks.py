@@ -31,6 +31,7 @@ from gatekeeper.scan.interface import (
     ScannerUnavailable,
     fingerprint,
 )
+from gatekeeper.scan.pieces import HEADER, HEADER_LINES, cut_pieces, sniffed_as_iso, virtual_lines
 from gatekeeper.scan.redact import preview
 from policy import DEFAULT_GITLEAKS_SHA256
 
@@ -43,21 +44,7 @@ LEAKS_EXIT = 42
 CONFIG = (
     b"# oms: the default Gitleaks rules, nothing allowed beyond them\n[extend]\nuseDefault = true\n"
 )
-# Gitleaks reads each file in chunks (100,000 bytes, then up to 25,000 more looking for
-# a blank line) and matches each chunk alone: a secret across a chunk boundary is
-# missed. oms therefore cuts the text into pieces itself, each a file smaller than
-# one chunk, consecutive pieces overlapping by OVERLAP_BYTES, and lines longer than
-# SEGMENT_BYTES into overlapping segments: every match of up to OVERLAP_BYTES lies
-# wholly inside some piece. Gitleaks also sniffs the first bytes of a file for a
-# binary type and skips the file on a match (%PDF, MZ, "ustar" at 257, "CD001" at
-# 32,769...): each piece starts with a fixed header deeper than every offset it reads
-# but the last, and is shorter than that one.
-PIECE_BYTES = 32_000
-OVERLAP_BYTES = 6_000
-SEGMENT_BYTES = 12_000
-HEADER = b"\n" + b"#" * 298 + b"\n"
-HEADER_LINES = HEADER.count(b"\n")
-_PIECE_NAME = "p{:06d}"
+_PIECE_NAME = "p{:06d}"  # the files of scan/pieces.py's pieces
 
 
 def locate() -> str:
@@ -156,10 +143,10 @@ class Gitleaks:
         """
         if KNOWN_VERSIONS.get(self.pinned) != VERSION:
             self.check()
-        where, lines = _virtual_lines(items)
+        where, lines = virtual_lines(items)
         if not lines:
             return GitleaksRun(None, [], [], None)
-        pieces = _pieces([len(x) for x in lines])
+        pieces = cut_pieces([len(x) for x in lines], sniffed_as_iso(lines))
         fd = self._open_verified()
         work = tempfile.mkdtemp(prefix="oms-gitleaks-")
         try:
@@ -273,49 +260,6 @@ def _close(fds: Sequence[int]) -> None:
         os.close(fd)
 
 
-def _virtual_lines(items: Sequence[ScanItem]) -> tuple[list[tuple[str, int]], list[bytes]]:
-    """(path, line) of each line Gitleaks reads, and its bytes with a newline; a long line
-    is several overlapping segments with the same (path, line)."""
-    where: list[tuple[str, int]] = []
-    lines: list[bytes] = []
-    stride = SEGMENT_BYTES - OVERLAP_BYTES
-    for item in items:
-        for number, text in item.lines:
-            data = _encode(text.replace("\n", " "))
-            start = 0
-            while True:
-                where.append((item.path, number))
-                lines.append(data[start : start + SEGMENT_BYTES] + b"\n")
-                if start + SEGMENT_BYTES >= len(data):
-                    break
-                start += stride
-    return where, lines
-
-
-def _pieces(sizes: Sequence[int]) -> list[tuple[int, int]]:
-    """[start, end) line ranges: each piece fits PIECE_BYTES with the header, and the
-    next one starts early enough that the two share at least OVERLAP_BYTES."""
-    budget = PIECE_BYTES - len(HEADER)
-    pieces: list[tuple[int, int]] = []
-    start = 0
-    while start < len(sizes):
-        end, size = start, 0
-        while end < len(sizes) and size + sizes[end] <= budget:
-            size += sizes[end]
-            end += 1
-        pieces.append((start, end))
-        if end >= len(sizes):
-            break
-        # Lines are at most SEGMENT_BYTES + 1, so the shared part (< OVERLAP_BYTES plus
-        # one line) and one new line always fit the next piece: it always moves on.
-        nxt, shared = end, 0
-        while nxt > start + 1 and shared < OVERLAP_BYTES:
-            nxt -= 1
-            shared += sizes[nxt]
-        start = nxt
-    return pieces
-
-
 def _findings(
     report: list[dict[str, object]], where: list[tuple[str, int]], pieces: list[tuple[int, int]]
 ) -> list[Finding]:
@@ -346,14 +290,6 @@ def _int(value: object) -> int:
         return int(str(value))
     except ValueError:
         raise ScannerUnavailable("gitleaks report has a line that is not a number") from None
-
-
-def _encode(text: str) -> bytes:
-    """Bytes as read (surrogateescape); a lone surrogate from elsewhere must not crash the gate."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
 
 
 def _memory_file(name: str, data: bytes = b"") -> int:
