@@ -24,5 +24,6 @@ def scan(
 ) -> Outcome:
     """Secrets in PATHs, a commit range or stdin, from Gitleaks and detect-secrets (exit 3)."""
     text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if use_stdin else None
-    data, code = secrets.scan(repo, list(paths), diff, text, sarif)
+    result = secrets.scan(repo, list(paths), diff, text, sarif)
+    data, code = result.to_json(), result.exit_code
     return Outcome(data, code=code, lines=scan_lines(data))

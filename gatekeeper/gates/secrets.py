@@ -4,23 +4,56 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gatekeeper.errors import UsageError
+from gatekeeper.errors import EXIT_BLOCKED, EXIT_OK, UsageError
 from gatekeeper.repo.change import read_change, scan_set
 from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import resolve_commit
-from gatekeeper.scan import Finding, ScanItem
+from gatekeeper.scan import Finding, ScanItem, ScannerInfo
 from gatekeeper.scan.decode import text_views
-from gatekeeper.scan.policy import scan_with_policy
+from gatekeeper.scan.policy import ScanReport, scan_with_policy
 from gatekeeper.scan.sarif import to_sarif
 from policy import LoadedPolicy, default_policy
 
 MAX_FILE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class SecretsScan:
+    """What `oms scan` found: every finding (allowed ones marked), the scanners, the policy."""
+
+    findings: tuple[Finding, ...]
+    scanners: tuple[ScannerInfo, ...]
+    policy_digest: str
+    scanned_items: int
+
+    @property
+    def blocking(self) -> int:
+        """How many findings the policy does not allow."""
+        return sum(1 for f in self.findings if not f.allowed)
+
+    @property
+    def exit_code(self) -> int:
+        """3 (blocked) on any finding the policy does not allow, else 0."""
+        return EXIT_BLOCKED if self.blocking else EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        """The `oms scan --json` data, key for key."""
+        return {
+            "findings": [f.to_json() for f in self.findings],
+            "blocking": self.blocking,
+            "scanners": [i.to_json() for i in self.scanners],
+            "policy_digest": self.policy_digest,
+            "scanned_items": self.scanned_items,
+        }
+
+
+Keep = Callable[[Iterable[Finding]], list[Finding]]
 
 
 def _policy(repo_dir: Path) -> LoadedPolicy:
@@ -59,40 +92,37 @@ def scan(
     diff: str | None,
     stdin_text: str | None,
     sarif: Path | None,
-) -> tuple[dict[str, Any], int]:
+) -> SecretsScan:
+    """Both scanners over PATHs, what BASE..HEAD adds and/or stdin, under the policy at HEAD."""
     loaded = _policy(repo_dir)
     items: list[ScanItem] = []
-    keep = None
-    if diff:
-        if ".." not in diff:
-            raise UsageError("--diff takes BASE..HEAD")
-        a, b = diff.split("..", 1)
-        repo = open_repo(repo_dir)
-        base, head = resolve_commit(repo.top, a), resolve_commit(repo.top, b)
-        scope = scan_set(repo.top, read_change(repo.top, base, head))
-        items += scope.items
-        keep = scope.new_findings
+    diff_items, keep = _diff_items(repo_dir, diff) if diff else ([], None)
+    items += diff_items
     items += _items_from_paths(paths)
     if stdin_text is not None:
         items.append(ScanItem.whole("<stdin>", stdin_text))
     if not items and not (diff or paths or stdin_text is not None):
         raise UsageError("nothing to scan: give PATH…, --diff BASE..HEAD or --stdin")
-    findings, infos = scan_with_policy(items, loaded)
+    report = scan_with_policy(items, loaded)
     if keep is not None:  # of a modified file, only what touches a line the range adds
-        findings = keep(findings)
-    allowed = set(loaded.policy.scanners.allow_fingerprints)
-    marked: list[Finding] = [replace(f, allowed=f.fingerprint in allowed) for f in findings]
+        report = report.only(keep)
     if sarif is not None:
-        try:
-            sarif.write_text(json.dumps(to_sarif(marked, infos), indent=2))
-        except OSError as exc:
-            raise UsageError(f"cannot write {sarif}: {exc.strerror}") from None
-    blocking = [f for f in marked if not f.allowed]
-    data = {
-        "findings": [f.to_json() for f in marked],
-        "blocking": len(blocking),
-        "scanners": [{"name": i.name, "version": i.version, "digest": i.digest} for i in infos],
-        "policy_digest": loaded.digest,
-        "scanned_items": len(items),
-    }
-    return data, (3 if blocking else 0)
+        _write_sarif(sarif, report)
+    return SecretsScan(report.findings, report.scanners, loaded.digest, len(items))
+
+
+def _diff_items(repo_dir: Path, diff: str) -> tuple[list[ScanItem], Keep]:
+    if ".." not in diff:
+        raise UsageError("--diff takes BASE..HEAD")
+    a, b = diff.split("..", 1)
+    repo = open_repo(repo_dir)
+    base, head = resolve_commit(repo.top, a), resolve_commit(repo.top, b)
+    scope = scan_set(repo.top, read_change(repo.top, base, head))
+    return list(scope.items), scope.new_findings
+
+
+def _write_sarif(path: Path, report: ScanReport) -> None:
+    try:
+        path.write_text(json.dumps(to_sarif(report.findings, report.scanners), indent=2))
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None

@@ -50,8 +50,9 @@ from gatekeeper.repo.worktree import (
     untracked,
     worktree_state,
 )
-from gatekeeper.scan import ScanItem, redact_lines
+from gatekeeper.scan import ScanItem
 from gatekeeper.scan.policy import scan_with_policy
+from gatekeeper.scan.redact import covered_lines, redact_lines
 from policy import LoadedPolicy
 
 MAX_FILE_BYTES = 4 << 20
@@ -91,7 +92,7 @@ def _below(names: Iterable[str], rel: str) -> list[str]:
 
 
 def redact_text(repo: Repo, path: str, text: str, loaded: LoadedPolicy) -> tuple[str, int]:
-    findings, _ = scan_with_policy([ScanItem.whole(path, text)], loaded)
+    findings = scan_with_policy([ScanItem.whole(path, text)], loaded).findings
     if not findings:
         return text, 0
     return redact_lines(text, findings), len(findings)
@@ -191,16 +192,14 @@ def _withheld(texts: list[_Text], loaded: LoadedPolicy) -> dict[str, frozenset[i
     known = {t.path: _withheld_cache.get((loaded.digest, *t.key)) for t in texts}
     todo = [t for t in texts if known[t.path] is None]
     if todo:
-        findings, _ = scan_with_policy(
+        report = scan_with_policy(
             [ScanItem.whole(t.path, t.data.decode("utf-8", "replace")) for t in todo], loaded
         )
-        lines: dict[str, set[int]] = {t.path: set() for t in todo}
-        for f in findings:
-            lines.setdefault(f.file, set()).update(range(f.line, (f.end_line or f.line) + 1))
+        lines = {t.path: frozenset[int]() for t in todo} | covered_lines(report.findings)
         if len(_withheld_cache) + len(todo) > _SCAN_CACHE_MAX:
             _withheld_cache.clear()
         for t in todo:
-            known[t.path] = _withheld_cache[(loaded.digest, *t.key)] = frozenset(lines[t.path])
+            known[t.path] = _withheld_cache[(loaded.digest, *t.key)] = lines[t.path]
     return {path: rows or frozenset() for path, rows in known.items()}
 
 

@@ -1,4 +1,4 @@
-"""Secret scanners: an interface, one module per scanner, report formats apart."""
+"""Secret scanners: an interface, one module per scanner, redaction and report formats apart."""
 
 from gatekeeper.scan.interface import (
     Finding,
@@ -7,7 +7,6 @@ from gatekeeper.scan.interface import (
     ScannerInfo,
     ScannerUnavailable,
     fingerprint,
-    redact_lines,
 )
 
 __all__ = [
@@ -17,5 +16,4 @@ __all__ = [
     "ScannerInfo",
     "ScannerUnavailable",
     "fingerprint",
-    "redact_lines",
 ]

@@ -6,7 +6,8 @@ runs in a private empty directory with oms' own config (`-c`), an empty ignore
 path, `--ignore-gitleaks-allow` (inline allow comments are candidate-written),
 no GITLEAKS_* environment, and a distinct exit code for "leaks found": every
 other exit, a crash, bad JSON or a time-out is a scanner failure, never "clean".
-All pieces go through one `gitleaks dir` call (rule set-up costs ~0.5-1 s).
+All pieces go through one `gitleaks dir` call (rule set-up costs ~0.5-1 s), started
+before detect-secrets runs so that the two overlap.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gatekeeper.scan.interface import (
@@ -27,8 +30,9 @@ from gatekeeper.scan.interface import (
     ScannerInfo,
     ScannerUnavailable,
     fingerprint,
-    redact,
 )
+from gatekeeper.scan.pieces import HEADER, HEADER_LINES, cut_pieces, sniffed_as_iso, virtual_lines
+from gatekeeper.scan.redact import preview
 from policy import DEFAULT_GITLEAKS_SHA256
 
 VERSION = "8.30.1"
@@ -40,21 +44,7 @@ LEAKS_EXIT = 42
 CONFIG = (
     b"# oms: the default Gitleaks rules, nothing allowed beyond them\n[extend]\nuseDefault = true\n"
 )
-# Gitleaks reads each file in chunks (100,000 bytes, then up to 25,000 more looking for
-# a blank line) and matches each chunk alone: a secret across a chunk boundary is
-# missed. oms therefore cuts the text into pieces itself, each a file smaller than
-# one chunk, consecutive pieces overlapping by OVERLAP_BYTES, and lines longer than
-# SEGMENT_BYTES into overlapping segments: every match of up to OVERLAP_BYTES lies
-# wholly inside some piece. Gitleaks also sniffs the first bytes of a file for a
-# binary type and skips the file on a match (%PDF, MZ, "ustar" at 257, "CD001" at
-# 32,769...): each piece starts with a fixed header deeper than every offset it reads
-# but the last, and is shorter than that one.
-PIECE_BYTES = 32_000
-OVERLAP_BYTES = 6_000
-SEGMENT_BYTES = 12_000
-HEADER = b"\n" + b"#" * 298 + b"\n"
-HEADER_LINES = HEADER.count(b"\n")
-_PIECE_NAME = "p{:06d}"
+_PIECE_NAME = "p{:06d}"  # the files of scan/pieces.py's pieces
 
 
 def locate() -> str:
@@ -105,42 +95,36 @@ class Gitleaks:
         self._digest = digest
         return fd
 
-    def _run(
-        self, fd: int, args: list[str], stdin: bytes, workdir: str
-    ) -> tuple[int, bytes, bytes]:
+    def _spawn(self, fd: int, args: list[str], workdir: str, stdin: bytes = b"") -> _Process:
         # Input and output go through anonymous in-memory files, not pipes: feeding a
         # pipe from Python takes the GIL for every 512 bytes, and with detect-secrets
-        # holding it in the other thread a 1 MB change took seconds just to hand over.
-        exe = f"/proc/self/fd/{fd}"
+        # holding it meanwhile a 1 MB change took seconds just to hand over.
         files = [_memory_file("oms-gitleaks-in", stdin)]
         try:
             files += [_memory_file("oms-gitleaks-out"), _memory_file("oms-gitleaks-err")]
-            proc = subprocess.run(
-                [exe, *args],
+            proc = subprocess.Popen(
+                [f"/proc/self/fd/{fd}", *args],
                 stdin=files[0],
                 stdout=files[1],
                 stderr=files[2],
                 cwd=workdir,
                 env={"PATH": "/usr/bin:/bin", "HOME": workdir, "LANG": "C"},
                 pass_fds=(fd,),
-                timeout=self.timeout_s,
-                check=False,
             )
-            return proc.returncode, _read_all(files[1]), _read_all(files[2])
-        except subprocess.TimeoutExpired:
-            raise ScannerUnavailable(f"gitleaks timed out after {self.timeout_s} s") from None
         except OSError as exc:
+            _close(files)
             raise ScannerUnavailable(f"cannot run gitleaks: {exc.strerror}") from None
-        finally:
-            for f in files:
-                os.close(f)
+        except BaseException:
+            _close(files)
+            raise
+        return _Process(proc, files, time.monotonic() + self.timeout_s, self.timeout_s)
 
     def check(self) -> ScannerInfo:
         """Verify digest and version without scanning anything."""
         fd = self._open_verified()
         try:
             with tempfile.TemporaryDirectory(prefix="oms-gitleaks-") as work:
-                code, out, _ = self._run(fd, ["version"], b"", work)
+                code, out, _ = self._spawn(fd, ["version"], work).result()
         finally:
             os.close(fd)
         found = out.decode("utf-8", "replace").strip().lstrip("v")
@@ -149,92 +133,131 @@ class Gitleaks:
         return self.info
 
     def scan(self, items: Sequence[ScanItem]) -> list[Finding]:
+        return self.start(items).finish()
+
+    def start(self, items: Sequence[ScanItem]) -> GitleaksRun:
+        """Gitleaks started on `items` in the background; `finish()` waits for its findings.
+
+        Everything before the process starts (pieces, digest) runs here, in the caller's
+        thread, so that the binary is already working while the caller does other work.
+        """
         if KNOWN_VERSIONS.get(self.pinned) != VERSION:
             self.check()
-        where, lines = _virtual_lines(items)
+        where, lines = virtual_lines(items)
         if not lines:
-            return []
-        pieces = _pieces([len(x) for x in lines])
+            return GitleaksRun(None, [], [], None)
+        pieces = cut_pieces([len(x) for x in lines], sniffed_as_iso(lines))
         fd = self._open_verified()
+        work = tempfile.mkdtemp(prefix="oms-gitleaks-")
         try:
-            with tempfile.TemporaryDirectory(prefix="oms-gitleaks-") as work:
-                report = self._scan_pieces(fd, work, lines, pieces)
-        finally:
+            proc = self._spawn(fd, _write_pieces(work, lines, pieces), work)
+        except BaseException:
             os.close(fd)
-        return _findings(report, where, pieces)
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        return GitleaksRun(proc, where, pieces, _Held(fd, work))
 
-    def _scan_pieces(
-        self, fd: int, work: str, lines: list[bytes], pieces: list[tuple[int, int]]
-    ) -> list[dict[str, object]]:
-        Path(work, "oms-gitleaks.toml").write_bytes(CONFIG)
-        Path(work, "ignore").mkdir()
-        source = Path(work, "in")
-        source.mkdir()
-        for k, (a, b) in enumerate(pieces):
-            Path(source, _PIECE_NAME.format(k)).write_bytes(HEADER + b"".join(lines[a:b]))
-        args = ["dir", str(source), "-c", str(Path(work, "oms-gitleaks.toml")),
-                "--gitleaks-ignore-path", str(Path(work, "ignore")), "--ignore-gitleaks-allow",
-                "--no-banner", "--no-color", "--log-level", "error",
-                "--exit-code", str(LEAKS_EXIT), "--report-format", "json",
-                "--report-path", "-"]  # fmt: skip
-        code, out, err = self._run(fd, args, b"", work)
-        if code not in (0, LEAKS_EXIT):
-            last = err.decode("utf-8", "replace").strip().splitlines()
-            raise ScannerUnavailable(
-                f"gitleaks failed (exit {code}): {last[-1][:200] if last else 'no message'}"
-            )
+
+@dataclass(frozen=True)
+class _Process:
+    """A running gitleaks, its in-memory stdin/stdout/stderr and its deadline."""
+
+    proc: subprocess.Popen[bytes]
+    files: list[int]
+    deadline: float
+    timeout_s: int
+
+    def result(self) -> tuple[int, bytes, bytes]:
+        """(exit code, stdout, stderr) once it has ended; a time-out kills it."""
         try:
-            report = json.loads(out)
-        except ValueError:
-            raise ScannerUnavailable("gitleaks report is not JSON") from None
-        if not isinstance(report, list) or (code == LEAKS_EXIT) != bool(report):
-            raise ScannerUnavailable("gitleaks report does not match its exit code")
-        if not all(isinstance(r, dict) for r in report):
-            raise ScannerUnavailable("gitleaks report entries are not objects")
-        return report
+            code = self.proc.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+            return code, _read_all(self.files[1]), _read_all(self.files[2])
+        except subprocess.TimeoutExpired:
+            raise ScannerUnavailable(f"gitleaks timed out after {self.timeout_s} s") from None
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        _close(self.files)
+        self.files.clear()
 
 
-def _virtual_lines(items: Sequence[ScanItem]) -> tuple[list[tuple[str, int]], list[bytes]]:
-    """(path, line) of each line Gitleaks reads, and its bytes with a newline; a long line
-    is several overlapping segments with the same (path, line)."""
-    where: list[tuple[str, int]] = []
-    lines: list[bytes] = []
-    stride = SEGMENT_BYTES - OVERLAP_BYTES
-    for item in items:
-        for number, text in item.lines:
-            data = _encode(text.replace("\n", " "))
-            start = 0
-            while True:
-                where.append((item.path, number))
-                lines.append(data[start : start + SEGMENT_BYTES] + b"\n")
-                if start + SEGMENT_BYTES >= len(data):
-                    break
-                start += stride
-    return where, lines
+@dataclass(frozen=True)
+class _Held:
+    """What a run holds until it ends: the verified binary's descriptor and its directory."""
+
+    fd: int
+    work: str
+
+    def release(self) -> None:
+        os.close(self.fd)
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
-def _pieces(sizes: Sequence[int]) -> list[tuple[int, int]]:
-    """[start, end) line ranges: each piece fits PIECE_BYTES with the header, and the
-    next one starts early enough that the two share at least OVERLAP_BYTES."""
-    budget = PIECE_BYTES - len(HEADER)
-    pieces: list[tuple[int, int]] = []
-    start = 0
-    while start < len(sizes):
-        end, size = start, 0
-        while end < len(sizes) and size + sizes[end] <= budget:
-            size += sizes[end]
-            end += 1
-        pieces.append((start, end))
-        if end >= len(sizes):
-            break
-        # Lines are at most SEGMENT_BYTES + 1, so the shared part (< OVERLAP_BYTES plus
-        # one line) and one new line always fit the next piece: it always moves on.
-        nxt, shared = end, 0
-        while nxt > start + 1 and shared < OVERLAP_BYTES:
-            nxt -= 1
-            shared += sizes[nxt]
-        start = nxt
-    return pieces
+@dataclass(frozen=True)
+class GitleaksRun:
+    """One started `gitleaks dir`: `finish()` for its findings, `cancel()` to give up."""
+
+    process: _Process | None  # None: nothing to scan
+    where: list[tuple[str, int]]
+    pieces: list[tuple[int, int]]
+    held: _Held | None
+
+    def finish(self) -> list[Finding]:
+        if self.process is None:
+            return []
+        try:
+            code, out, err = self.process.result()
+        finally:
+            self.cancel()
+        return _findings(_report(code, out, err), self.where, self.pieces)
+
+    def cancel(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+        if self.held is not None:
+            self.held.release()
+
+
+def _write_pieces(work: str, lines: list[bytes], pieces: list[tuple[int, int]]) -> list[str]:
+    """The pieces as files under `work`, with oms' config; the `gitleaks dir` arguments."""
+    Path(work, "oms-gitleaks.toml").write_bytes(CONFIG)
+    Path(work, "ignore").mkdir()
+    source = Path(work, "in")
+    source.mkdir()
+    for k, (a, b) in enumerate(pieces):
+        Path(source, _PIECE_NAME.format(k)).write_bytes(HEADER + b"".join(lines[a:b]))
+    return ["dir", str(source), "-c", str(Path(work, "oms-gitleaks.toml")),
+            "--gitleaks-ignore-path", str(Path(work, "ignore")), "--ignore-gitleaks-allow",
+            "--no-banner", "--no-color", "--log-level", "error",
+            "--exit-code", str(LEAKS_EXIT), "--report-format", "json",
+            "--report-path", "-"]  # fmt: skip
+
+
+def _report(code: int, out: bytes, err: bytes) -> list[dict[str, object]]:
+    """The JSON report of a run that ended with `code`; anything unexpected is a failure."""
+    if code not in (0, LEAKS_EXIT):
+        last = err.decode("utf-8", "replace").strip().splitlines()
+        raise ScannerUnavailable(
+            f"gitleaks failed (exit {code}): {last[-1][:200] if last else 'no message'}"
+        )
+    try:
+        report = json.loads(out)
+    except ValueError:
+        raise ScannerUnavailable("gitleaks report is not JSON") from None
+    if not isinstance(report, list) or (code == LEAKS_EXIT) != bool(report):
+        raise ScannerUnavailable("gitleaks report does not match its exit code")
+    if not all(isinstance(r, dict) for r in report):
+        raise ScannerUnavailable("gitleaks report entries are not objects")
+    return report
+
+
+def _close(fds: Sequence[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 def _findings(
@@ -256,7 +279,7 @@ def _findings(
         end_path, end_number = where[min(max(first, last), piece[1] - 1)]
         secret = str(r.get("Secret") or r.get("Match") or "")
         f = Finding("gitleaks", str(r.get("RuleID", "?")), path, number, fingerprint(secret),
-                    redact(secret),
+                    preview(secret),
                     end_line=end_number if end_path == path else number)  # fmt: skip
         found.setdefault((f.file, f.line, f.rule, f.fingerprint), f)
     return list(found.values())
@@ -267,14 +290,6 @@ def _int(value: object) -> int:
         return int(str(value))
     except ValueError:
         raise ScannerUnavailable("gitleaks report has a line that is not a number") from None
-
-
-def _encode(text: str) -> bytes:
-    """Bytes as read (surrogateescape); a lone surrogate from elsewhere must not crash the gate."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
 
 
 def _memory_file(name: str, data: bytes = b"") -> int:

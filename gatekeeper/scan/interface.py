@@ -52,31 +52,14 @@ def fingerprint(secret: str) -> str:
     return hashlib.sha256(FINGERPRINT_PREFIX + secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def redact(secret: str) -> str:
-    """A preview that shows at most a 4-character prefix of a long secret."""
-    shown = secret[:4] if len(secret) >= 20 else ""
-    return f"{shown}…[redacted, {len(secret)} chars]"
-
-
-REDACTION_MARK = "[oms: line redacted: {rule}]"
-
-
-def redact_lines(text: str, findings: Sequence[Finding]) -> str:
-    """`text` with every line that holds a finding (through its last line) replaced by a
-    marker naming the rule: wider than the secret's span, so nothing of it stays."""
-    lines = text.split("\n")
-    for f in findings:
-        for n in range(f.line, (f.end_line or f.line) + 1):
-            if 0 < n <= len(lines):
-                lines[n - 1] = REDACTION_MARK.format(rule=f.rule)
-    return "\n".join(lines)
-
-
 @dataclass(frozen=True)
 class ScannerInfo:
     name: str
     version: str
     digest: str | None  # of the binary, where there is one
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
 
 
 class Scanner(ABC):

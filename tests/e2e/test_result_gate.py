@@ -61,6 +61,7 @@ from gatekeeper.gates.result.verdict import Decision
 from gatekeeper.repo.git import GitError
 from gatekeeper.scan.detect_secrets import DetectSecrets
 from gatekeeper.scan.gitleaks import locate as locate_gitleaks
+from gatekeeper.scan.policy import ScanReport
 from policy import PolicyError, parse_policy
 
 sandbox_bwrap = importlib.import_module("sandbox.bwrap")
@@ -818,7 +819,8 @@ def test_unknown_policy_key_in_base_refuses_before_anything_runs(
     assert world.audit()["entries"] == before
     # In-process, with spies on the scanners and the sandbox: none is reached.
     called: list[str] = []
-    monkeypatch.setattr(stages, "scan_with_policy", lambda *a: called.append("scan") or ([], []))
+    nothing = ScanReport((), ())
+    monkeypatch.setattr(stages, "scan_with_policy", lambda *a: called.append("scan") or nothing)
     monkeypatch.setattr(gs, "ready", lambda *a: called.append("ready"))
     monkeypatch.setattr(gs, "run_in_scratch", lambda *a: called.append("run"))
     world.set_default_branch("base/bad")

@@ -23,13 +23,13 @@ from gatekeeper.repo.paths import secret_looking
 from gatekeeper.scan import Finding, ScanItem, fingerprint
 from gatekeeper.scan.combined import scan_both
 from gatekeeper.scan.decode import guess_encoding, text_views
-from gatekeeper.scan.gitleaks import (
+from gatekeeper.scan.gitleaks import Gitleaks
+from gatekeeper.scan.pieces import (
     OVERLAP_BYTES,
     PIECE_BYTES,
     SEGMENT_BYTES,
-    Gitleaks,
-    _pieces,
-    _virtual_lines,
+    cut_pieces,
+    virtual_lines,
 )
 from policy import DEFAULT_GITLEAKS_SHA256
 
@@ -273,7 +273,7 @@ def test_plain_utf8_and_binary_bytes_keep_a_single_view() -> None:
     ids=["short-lines", "tiny-lines", "segment-lines", "mixed"],
 )
 def test_every_span_up_to_the_overlap_lies_inside_one_piece(sizes: list[int]) -> None:
-    pieces = _pieces(sizes)
+    pieces = cut_pieces(sizes)
     starts = [0]
     for s in sizes:
         starts.append(starts[-1] + s)
@@ -291,7 +291,7 @@ def test_every_span_up_to_the_overlap_lies_inside_one_piece(sizes: list[int]) ->
 def test_long_line_segments_overlap_so_no_short_span_is_cut() -> None:
     rng = random.Random(11)
     text = "".join(rng.choice(_B32) for _ in range(5 * SEGMENT_BYTES + 123))
-    where, lines = _virtual_lines([ScanItem("f", [(7, text)])])
+    where, lines = virtual_lines([ScanItem("f", [(7, text)])])
     assert {w for w in where} == {("f", 7)}
     data = text.encode()
     segments = [(data.index(seg.rstrip(b"\n")), len(seg) - 1) for seg in lines]
@@ -311,7 +311,8 @@ def _boundaries_inside(spans: list[tuple[int, int]], cuts: list[int]) -> set[int
 
 def test_private_keys_across_every_piece_boundary_with_many_short_lines_are_found() -> None:
     rng = random.Random(12)
-    keys = [corpus.private_key(rng, "EC") for _ in range(3000)]
+    # pieces are ~90 KB: enough keys that cuts fall at every line of a key
+    keys = [corpus.private_key(rng, "EC") for _ in range(6000)]
     lines: list[str] = []
     spans = []  # (first line, last line + 1) of each key, numbered from 1
     for key in keys:
@@ -320,8 +321,8 @@ def test_private_keys_across_every_piece_boundary_with_many_short_lines_are_foun
         lines += key.split("\n")
         spans.append((first, len(lines) + 1))
     item = ScanItem("keys.txt", list(enumerate(lines, start=1)))
-    _, vlines = _virtual_lines([item])
-    piece_ends = [end for _, end in _pieces([len(v) for v in vlines])[:-1]]
+    _, vlines = virtual_lines([item])
+    piece_ends = [end for _, end in cut_pieces([len(v) for v in vlines])[:-1]]
     key_lines = keys[0].count("\n") + 1
     assert _boundaries_inside(spans, [e + 1 for e in piece_ends]) == set(range(1, key_lines))
     found = Gitleaks(PIN, TIMEOUT_S).scan([item])

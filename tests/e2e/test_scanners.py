@@ -26,7 +26,8 @@ from gatekeeper.errors import EXIT_UNAVAILABLE, classify
 from gatekeeper.scan import Finding, ScanItem, ScannerUnavailable, fingerprint
 from gatekeeper.scan.combined import scan_both
 from gatekeeper.scan.detect_secrets import DetectSecrets
-from gatekeeper.scan.gitleaks import HEADER_LINES, Gitleaks, locate
+from gatekeeper.scan.gitleaks import Gitleaks, locate
+from gatekeeper.scan.pieces import HEADER_LINES
 from policy import DEFAULT_GITLEAKS_SHA256
 
 PIN = DEFAULT_GITLEAKS_SHA256
@@ -560,7 +561,7 @@ def test_prefilter_gives_exactly_the_findings_of_the_stock_pipeline(
     items = exactness_items(seed)
     fast = DetectSecrets().scan(items)
     with monkeypatch.context() as m:
-        m.setattr(ds_module, "_prefilter", lambda plugins: lambda path, lines: list(lines))
+        m.setattr(ds_module, "Prefilter", lambda plugins: lambda path, lines: list(lines))
         stock = DetectSecrets().scan(items)
     assert len(stock) > 40  # the data does exercise the plugins
     assert keyed(fast) == keyed(stock)
@@ -573,7 +574,7 @@ def test_prefilter_keeps_few_lines(monkeypatch: pytest.MonkeyPatch) -> None:
 
     lines = realistic_lines(random.Random(9), 2000)
     with default_settings():
-        select = ds_module._prefilter(get_plugins())
+        select = ds_module.Prefilter(get_plugins())
         kept = select("src/app.py", list(enumerate(lines, 1)))
     assert len(kept) < len(lines) // 4
 

@@ -103,14 +103,12 @@ class Secrets:
         assert s.change is not None  # ProtectedPaths read it
         scope = scan_set(s.repo.top, s.change)
         s.clock.lap("read_change")
-        found, infos = scan_with_policy(list(scope.items), s.loaded, s.budget)
+        report = scan_with_policy(list(scope.items), s.loaded, s.budget)
         s.clock.lap("scan")
-        s.scanners = tuple(ScannerUsed.of(i) for i in infos)
-        allowed = set(s.loaded.policy.scanners.allow_fingerprints)
-        for f in scope.new_findings(found):
-            ok = f.fingerprint in allowed
-            s.findings.append(SecretFinding.of(f, ok))
-            if not ok:
+        s.scanners = tuple(ScannerUsed.of(i) for i in report.scanners)
+        for f in report.only(scope.new_findings).findings:
+            s.findings.append(SecretFinding.of(f, f.allowed))
+            if not f.allowed:
                 s.reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")
         if s.reasons:
             s.reasons.append(NOT_RUN)

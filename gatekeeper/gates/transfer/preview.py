@@ -43,8 +43,9 @@ from gatekeeper.gates.transfer.state import envelope_path
 from gatekeeper.gates.transfer.visibility import visibility
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.refs import current_branch, default_base, resolve_commit
-from gatekeeper.scan import Finding, ScanItem, redact_lines
+from gatekeeper.scan import Finding, ScanItem
 from gatekeeper.scan.policy import scan_with_policy
+from gatekeeper.scan.redact import redact_lines
 from policy import LoadedPolicy
 
 PURPOSE_ITEM = "<purpose>"  # the scan item name of the purpose text
@@ -113,9 +114,7 @@ def _text(data: bytes) -> str:
 
 
 def _unallowed(items: list[ScanItem], loaded: LoadedPolicy) -> list[Finding]:
-    findings, _ = scan_with_policy(items, loaded)
-    allowed = set(loaded.policy.scanners.allow_fingerprints)
-    return [f for f in findings if f.fingerprint not in allowed]
+    return list(scan_with_policy(items, loaded).blocking)
 
 
 def scan_outgoing(selected: list[Selected], purpose: str, context: str, redact: bool,
