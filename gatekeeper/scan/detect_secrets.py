@@ -18,8 +18,11 @@ from collections.abc import Iterator, Sequence
 from importlib.metadata import version
 from typing import Any
 
+from detect_secrets.core import scan as ds_scan
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.settings import get_plugins, get_settings, transient_settings
 
 from gatekeeper.scan.interface import (
     Finding,
@@ -70,12 +73,6 @@ class DetectSecrets:
             ) from None
 
     def _scan(self, items: Sequence[ScanItem]) -> Iterator[Finding]:
-        from detect_secrets.core import scan as ds_scan
-        from detect_secrets.core.plugins.util import (
-            get_mapping_from_secret_type_to_class,
-        )
-        from detect_secrets.settings import get_plugins, get_settings, transient_settings
-
         classes: list[type[Any]] = list(get_mapping_from_secret_type_to_class().values())
         plugins = [{"name": cls.__name__} for cls in classes]
         config = {"plugins_used": plugins, "filters_used": [{"path": f} for f in KEPT_FILTERS]}
