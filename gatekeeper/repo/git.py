@@ -190,10 +190,12 @@ def open_repo(path: Path) -> Repo:
         raise UsageError(f"{path} is not a directory")
     top, git_dir, common = _discover(path)
     key = (str(state_root()), str(top))
+    # Checked on every open, cached or not: a long-lived caller (the MCP server) must see
+    # a repository that became shallow or moved to reftable after its first open.
+    _refuse_unsafe(top, common)
     known = _REPOS.get(key)
     if known is not None and known.git_dir == git_dir and known.common_dir == common:
         return known
-    _refuse_unsafe(top, common)
     repo_id = repo_id_for(common)
     repo = Repo(top, common, repo_id, git_dir)
     _REPOS[key] = repo
