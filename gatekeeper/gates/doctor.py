@@ -57,7 +57,9 @@ class RepositoryFound(_Section):
     repo_id: str
 
 
-class RepositoryMissing(_Section):
+class Unusable(_Section):
+    """A section whose part could not be found or used: the one-line reason."""
+
     ok: Literal[False] = False
     error: str
 
@@ -73,11 +75,6 @@ class PolicyDefaults(_Section):
 
     ok: Literal[True] = True
     origin: str
-
-
-class PolicyInvalid(_Section):
-    ok: Literal[False] = False
-    error: str
 
 
 class Apparmor(_Section):
@@ -116,19 +113,9 @@ class GitleaksOk(_Section):
     sha256: str | None
 
 
-class GitleaksUnusable(_Section):
-    ok: Literal[False] = False
-    error: str
-
-
 class KeyOk(_Section):
     ok: Literal[True] = True
     key_id: str
-
-
-class KeyUnusable(_Section):
-    ok: Literal[False] = False
-    error: str
 
 
 class EvidenceUninitialised(_Section):
@@ -169,10 +156,10 @@ class KernelMemory(_Section):
         return out if self.bounded else {**out, "warning": KERNEL_MEMORY_WARNING}
 
 
-RepositorySection = RepositoryFound | RepositoryMissing
-PolicySection = PolicyRead | PolicyDefaults | PolicyInvalid
-GitleaksSection = GitleaksOk | GitleaksUnusable
-KeySection = KeyOk | KeyUnusable
+RepositorySection = RepositoryFound | Unusable
+PolicySection = PolicyRead | PolicyDefaults | Unusable
+GitleaksSection = GitleaksOk | Unusable
+KeySection = KeyOk | Unusable
 EvidenceSection = EvidenceUninitialised | EvidenceUnverified | EvidenceAudit
 
 
@@ -262,7 +249,7 @@ def _repository(repo_dir: Path, p: _Problems) -> _Repository:
         repo = open_repo(repo_dir)
     except UsageError as exc:
         p.add(f"no such repository: {exc}", "pass --repo DIR of a git repository")
-        return _Repository(None, default_policy(), RepositoryMissing(error=str(exc)), None)
+        return _Repository(None, default_policy(), Unusable(error=str(exc)), None)
     found = RepositoryFound(repo_id=repo.repo_id)
     try:
         head = resolve_commit(repo.top, "HEAD")
@@ -274,7 +261,7 @@ def _repository(repo_dir: Path, p: _Problems) -> _Repository:
     except (PolicyError, OmsError) as exc:
         line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         p.add(f"policy invalid: {line}", "fix oms.toml (`oms policy check`) and commit it")
-        return _Repository(repo, default_policy(), found, PolicyInvalid(error=line))
+        return _Repository(repo, default_policy(), found, Unusable(error=line))
     return _Repository(repo, loaded, found, PolicyRead(origin=loaded.origin, digest=loaded.digest))
 
 
@@ -327,7 +314,7 @@ def _gitleaks(loaded: LoadedPolicy, p: _Problems) -> GitleaksSection:
         info = Gitleaks(sp.gitleaks_sha256, sp.timeout_s).check()
     except ScannerUnavailable as exc:
         p.add(f"gitleaks unusable: {exc}", REMEDY_GITLEAKS)
-        return GitleaksUnusable(error=str(exc))
+        return Unusable(error=str(exc))
     return GitleaksOk(version=info.version, sha256=info.digest)
 
 
@@ -336,7 +323,7 @@ def _key(p: _Problems) -> KeySection:
         key = load_key(state_root())
     except EvidenceError as exc:
         p.add(f"signing key unusable: {exc}", "oms init --repo DIR")
-        return KeyUnusable(error=str(exc))
+        return Unusable(error=str(exc))
     return KeyOk(key_id=key.key_id)
 
 
