@@ -22,10 +22,9 @@ from gatekeeper.gates.result.verdict import (
 )
 
 
-class ResultStart(Payload):
-    """What the gate judges, and by which policy and plan: written before anything runs."""
+class _Judged(Payload):
+    """What a gate run judges, and by which policy and plan: the first keys of both entries."""
 
-    KIND: ClassVar[str] = "result.start"
     repo_id: str
     base: str
     policy_commit: str
@@ -35,6 +34,12 @@ class ResultStart(Payload):
     plan_digest: str
     ticket: str | None
     attempt: int | None
+
+
+class ResultStart(_Judged):
+    """What the gate judges: written before anything runs."""
+
+    KIND: ClassVar[str] = "result.start"
 
 
 class VsaPolicy(BaseModel):
@@ -64,19 +69,10 @@ class Vsa(BaseModel):
 _STAGE_KEYS = ("protected", "changed_files", "commits", "scanners", "profile_digest")
 
 
-class ResultRecord(Payload):
+class ResultRecord(_Judged):
     """The gate's one decision after a `result.start` entry (`start_seq` names it)."""
 
     KIND: ClassVar[str] = "result"
-    repo_id: str
-    base: str
-    policy_commit: str
-    candidate: str
-    tree: str
-    policy_digest: str
-    plan_digest: str
-    ticket: str | None
-    attempt: int | None
     start_seq: int
     protected: tuple[ProtectedChange, ...] | None = None
     changed_files: int | None = None
