@@ -12,8 +12,6 @@ refs, grafts, binary drivers, thresholds, encodings) must not change oms' answer
 from __future__ import annotations
 
 import os
-import random
-import string
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,16 +22,9 @@ from typing import Any
 import pytest
 from support.oms import parse_single_json, run_oms
 from support.repos import git, make_repo
+from support.secrets import fake_aws_key
 
 CHECK_POLICY = 'version = 1\n\n[[checks]]\nname = "true"\ncmd = ["/bin/true"]\ntimeout_s = 30\n'
-_B32 = string.ascii_uppercase + "234567"
-
-
-def fake_key() -> str:
-    while True:
-        tail = "".join(random.choices(_B32, k=16))
-        if len(set(tail)) >= 12:
-            return "AK" + "IA" + tail
 
 
 @dataclass
@@ -314,7 +305,7 @@ def test_push_through_oms_reaches_the_bare_remote_with_the_exact_commit(lab: Lab
 
 
 def test_replace_ref_does_not_make_the_gate_judge_a_stand_in(lab: Lab) -> None:
-    key = fake_key()
+    key = fake_aws_key()
     evil = candidate_branch(lab, "evil", f'KEY = "{key}"\n')
     clean = candidate_branch(lab, "clean", "print('harmless')\n")
     lab.git("replace", evil, clean)
@@ -364,7 +355,7 @@ def test_a_shallow_repository_is_refused_with_a_clear_message(lab: Lab, tmp_path
 def test_repository_settings_do_not_hide_a_secret_from_the_gate(
     lab: Lab, setting: tuple[str, str]
 ) -> None:
-    key = fake_key()
+    key = fake_aws_key()
     lab.git("checkout", "-q", "-b", "cand")
     (lab.repo / "app.py").write_text(f"print('hi')\nKEY = '{key}'\n")
     lab.git("add", "-A")

@@ -49,6 +49,7 @@ from mcp.client.stdio import stdio_client
 from support.env import clean_env
 from support.oms import parse_single_json, run_oms
 from support.repos import commit_on, make_repo
+from support.secrets import fake_aws_key
 
 from gatekeeper.scan.gitleaks import locate as locate_gitleaks
 
@@ -75,15 +76,6 @@ TEST_MOD = (
     "class TestMod(unittest.TestCase):\n"
     "    def test_add(self):\n        self.assertEqual(mod.add(1, 2), 3)\n"
 )
-_B32 = string.ascii_uppercase + "234567"
-
-
-def fake_token() -> str:
-    """A fresh fake AWS access key id (both scanners match it), built at runtime."""
-    while True:
-        tail = "".join(random.choices(_B32, k=16))
-        if len(set(tail)) >= 12:  # clear of Gitleaks' entropy floor
-            return "AK" + "IA" + tail
 
 
 def unique(prefix: str) -> str:
@@ -249,7 +241,7 @@ class Small:
 def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Small]:
     root = tmp_path_factory.mktemp("mcp")
     marker, dotenv_marker = unique("hostmarker_"), unique("dotenvmarker_")
-    token, probe = fake_token(), unique("probe_")
+    token, probe = fake_aws_key(), unique("probe_")
     host_dir = root / "host-outside"
     host_dir.mkdir()
     host_file = host_dir / "host-file.txt"
@@ -805,7 +797,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     root = tmp_path_factory.mktemp("mcp-hostile")
     imported, spy = root / "imported", root / "filter-ran"
     plant = f"open({str(imported)!r}, 'a').write(__file__ + '\\n')\n"
-    token, probe = fake_token(), unique("probe_")
+    token, probe = fake_aws_key(), unique("probe_")
     host_marker, env_marker = unique("hostmarker_"), unique("envmarker_")
     files: dict[str, str | bytes] = {
         "json.py": plant, "re.py": plant, "d/f.txt": "inside\n", "*": "star\n",

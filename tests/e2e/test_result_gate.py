@@ -22,11 +22,9 @@ import hashlib
 import importlib
 import json
 import os
-import random
 import shutil
 import signal
 import socket
-import string
 import subprocess
 import sys
 import tempfile
@@ -43,6 +41,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from support.env import clean_env
 from support.oms import parse_single_json, run_oms
 from support.repos import Keep, commit_on, make_repo
+from support.secrets import fake_aws_key
 
 import gatekeeper.gates.result.pipeline as rg
 import gatekeeper.gates.result.stages as stages
@@ -77,8 +76,6 @@ TEST_MOD = (
     "class TestMod(unittest.TestCase):\n"
     "    def test_add(self):\n        self.assertEqual(mod.add(1, 2), 3)\n"
 )
-
-_B32 = string.ascii_uppercase + "234567"
 
 
 def _toml_str(s: str) -> str:
@@ -219,11 +216,7 @@ class World:
     # -- secrets --------------------------------------------------------------
     def secret(self) -> str:
         """A fresh fake AWS access key id (both scanners' pattern), built at runtime."""
-        while True:
-            tail = "".join(random.choices(_B32, k=16))
-            if len(set(tail)) >= 12:  # clear of Gitleaks' entropy floor
-                break
-        key = "AK" + "IA" + tail
+        key = fake_aws_key()
         self.secrets.append(key)
         return key
 

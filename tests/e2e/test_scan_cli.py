@@ -7,26 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
-import string
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from support.oms import parse_single_json
+from support.secrets import fake_aws_key
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 RunOms = Callable[..., subprocess.CompletedProcess[str]]
-
-_B32 = string.ascii_uppercase + "234567"
-
-
-def fake_key() -> str:
-    while True:
-        tail = "".join(random.choices(_B32, k=16))
-        if len(set(tail)) >= 12:  # clear of Gitleaks' entropy floor
-            return "AK" + "IA" + tail
 
 
 def fp(secret: str) -> str:
@@ -47,7 +37,7 @@ def scan_json(run_oms: RunOms, args: list[str], **kw: Any) -> tuple[int, dict[st
 def test_scan_path_with_fake_key_is_blocked_and_clean_file_passes(
     tmp_path: Path, run_oms: RunOms
 ) -> None:
-    key = fake_key()
+    key = fake_aws_key()
     dirty = tmp_path / "dirty.py"
     dirty.write_text(f'import os\nKEY = "{key}"\n')
     clean = tmp_path / "clean.py"
@@ -71,7 +61,7 @@ def test_scan_path_with_fake_key_is_blocked_and_clean_file_passes(
 def test_scan_diff_reports_only_what_the_range_adds(
     git_repo: Path, run_git: Callable[..., str], run_oms: RunOms
 ) -> None:
-    old, new = fake_key(), fake_key()
+    old, new = fake_aws_key(), fake_aws_key()
     (git_repo / "old.py").write_text(f'OLD = "{old}"\n')
     run_git(git_repo, "add", "old.py")
     run_git(git_repo, "commit", "-q", "-m", "old")
@@ -89,7 +79,7 @@ def test_scan_diff_reports_only_what_the_range_adds(
 
 
 def test_scan_stdin(run_oms: RunOms) -> None:
-    key = fake_key()
+    key = fake_aws_key()
     code, out, printed = scan_json(run_oms, ["--stdin"], input=f"export K={key}\n")
     assert code == 3
     assert out["findings"] and all(
@@ -100,7 +90,7 @@ def test_scan_stdin(run_oms: RunOms) -> None:
 
 
 def test_scan_writes_sarif_2_1_0_without_secret_values(tmp_path: Path, run_oms: RunOms) -> None:
-    key = fake_key()
+    key = fake_aws_key()
     dirty = tmp_path / "dirty.json"
     dirty.write_text(json.dumps({"access": key}, indent=2) + "\n")
     sarif_path = tmp_path / "out.sarif.json"
