@@ -107,7 +107,7 @@ class Secrets:
         s.clock.lap("scan")
         s.scanners = tuple(ScannerUsed.of(i) for i in report.scanners)
         for f in report.only(scope.new_findings).findings:
-            s.findings.append(SecretFinding.of(f, f.allowed))
+            s.findings.append(SecretFinding.of(f))
             if not f.allowed:
                 s.reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")
         if s.reasons:

@@ -95,10 +95,9 @@ class SecretFinding(_Frozen):
     end_line: int | None
 
     @classmethod
-    def of(cls, f: Finding, allowed: bool) -> SecretFinding:
-        return cls(scanner=f.scanner, rule=f.rule, file=f.file, line=f.line,
-                   fingerprint=f.fingerprint, preview=f.preview, allowed=allowed,
-                   end_line=f.end_line)  # fmt: skip
+    def of(cls, f: Finding) -> SecretFinding:
+        """The persisted, strict copy of a finding `scan_with_policy` marked."""
+        return cls.model_validate(f.to_json())
 
 
 class ProtectedChange(_Frozen):
