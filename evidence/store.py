@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -498,15 +498,17 @@ class EvidenceStore:
         except ValueError:
             raise TamperDetected(f"entry {seq} is not a valid entry", seq=seq) from None
 
-    def entries(self, kind: str | None = None) -> list[Entry]:
-        """Every entry (of `kind`), in order, each parsed and validated as an Entry."""
+    def entries(self, kind: str | Collection[str] | None = None) -> list[Entry]:
+        """Every entry (of `kind`, or of any of several kinds), in log order, each parsed and
+        validated as an Entry; one read of the log however many kinds are asked for."""
+        kinds = {kind} if isinstance(kind, str) else None if kind is None else set(kind)
         out = []
         for seq, line in enumerate(self.lines()):
             try:
-                if kind is not None and json.loads(line).get("kind") != kind:
+                if kinds is not None and json.loads(line).get("kind") not in kinds:
                     continue
                 out.append(Entry.model_validate_json(line))
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, TypeError):
                 raise TamperDetected(f"entry {seq} is not a valid entry", seq=seq) from None
         return out
 

@@ -138,10 +138,12 @@ class Ledger:
 
     @classmethod
     def read(cls, store: EvidenceStore) -> Ledger:
+        kinds = (PreviewRecord.KIND, ApprovalRecord.KIND, ReleaseRecord.KIND)
+        entries = store.entries(kinds)  # one read of the log for all three kinds
         return cls(
-            tuple(store.payloads(PreviewRecord)),
-            tuple(r for _, r in store.payloads(ApprovalRecord)),
-            tuple(r for _, r in store.payloads(ReleaseRecord)),
+            tuple((e, PreviewRecord.of(e)) for e in entries if e.kind == PreviewRecord.KIND),
+            tuple(ApprovalRecord.of(e) for e in entries if e.kind == ApprovalRecord.KIND),
+            tuple(ReleaseRecord.of(e) for e in entries if e.kind == ReleaseRecord.KIND),
         )
 
     def state_of(self, m: Manifest, digest: Sha256Digest) -> TransferState:

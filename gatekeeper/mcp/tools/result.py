@@ -29,9 +29,8 @@ def _row(e: Entry) -> dict[str, Any]:
 
 def recent(store: EvidenceStore, kinds: tuple[str, ...], limit: int) -> list[dict[str, Any]]:
     """The newest `limit` entries of `kinds`, newest first."""
-    entries = [e for kind in kinds for e in store.entries(kind=kind)]
-    entries.sort(key=lambda e: e.seq, reverse=True)
-    return [_row(e) for e in entries[:limit]]
+    newest_first = store.entries(kinds)[::-1]  # one read of the log, in log order
+    return [_row(e) for e in newest_first[:limit]]
 
 
 def _runs(ctx: ToolContext, kinds: tuple[str, ...], limit: int) -> list[dict[str, Any]]:
