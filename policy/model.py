@@ -61,20 +61,57 @@ class SandboxPolicy(_Model):
     @field_validator("ro_paths")
     @classmethod
     def _absolute(cls, paths: list[str]) -> list[str]:
-        for path in paths:
-            if not path.startswith("/") or "\x00" in path or "/../" in f"{path}/":
-                raise ValueError(f"ro_paths entries must be absolute without '..': {path!r}")
-        return paths
+        return _absolute_paths(paths)
 
     @field_validator("env_allow")
     @classmethod
     def _env_names(cls, names: list[str]) -> list[str]:
-        for name in names:
-            if not _ENV_NAME.match(name):
-                raise ValueError(f"not an environment variable name: {name!r}")
-            if _SECRET_ENV.search(name):
-                raise ValueError(f"secret-looking name may not enter the sandbox: {name}")
-        return names
+        return _env_names(names)
+
+
+def _absolute_paths(paths: list[str]) -> list[str]:
+    for path in paths:
+        if not path.startswith("/") or "\x00" in path or "/../" in f"{path}/":
+            raise ValueError(f"ro_paths entries must be absolute without '..': {path!r}")
+    return paths
+
+
+def _env_names(names: list[str]) -> list[str]:
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"not an environment variable name: {name!r}")
+        if _SECRET_ENV.search(name):
+            raise ValueError(f"secret-looking name may not enter the sandbox: {name}")
+    return names
+
+
+class EgressPolicy(_Model):
+    """`[agent.egress]`: what the broker does with a secret in a request to a provider."""
+
+    on_secret: Literal["redact", "block"] = "redact"  # noqa: S105 # nosec B105 (an action)
+
+
+class AgentPolicy(_Model):
+    """`[agent]`: the agent profile of `oms agent run` (read-only toolchains, limits), egress."""
+
+    ro_paths: list[Annotated[str, Field(min_length=1)]] = []
+    env_allow: list[str] = []
+    wall_s: Annotated[int, Field(ge=1, le=7 * 86_400)] = 4 * 3600
+    memory_mb: Annotated[int, Field(ge=256, le=262_144)] = 8192
+    max_procs: Annotated[int, Field(ge=32, le=16_384)] = 2048
+    tmpfs_mb: Annotated[int, Field(ge=16, le=65_536)] = 2048
+    output_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
+    egress: EgressPolicy = EgressPolicy()
+
+    @field_validator("ro_paths")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        return _absolute_paths(paths)
+
+    @field_validator("env_allow")
+    @classmethod
+    def _env_names(cls, names: list[str]) -> list[str]:
+        return _env_names(names)
 
 
 class ScannersPolicy(_Model):
@@ -114,6 +151,7 @@ class Policy(_Model):
     scanners: ScannersPolicy = ScannersPolicy()
     protected: ProtectedPolicy = ProtectedPolicy()
     transfer: TransferPolicy = TransferPolicy()
+    agent: AgentPolicy = AgentPolicy()
 
     @field_validator("version", mode="before")
     @classmethod

@@ -1,0 +1,118 @@
+"""Evidence of `oms agent run`: its start, its end, each brokered request and tunnel.
+
+The run id is each entry's subject (`{"name": "agent-run:<id>", "digest": {"sha256": ...}}`
+of the run id), so that `oms evidence show` names the run. No secret value is ever a field:
+findings are rule and fingerprint, bodies are their SHA-256 and size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evidence import Payload
+
+RunId = Annotated[str, Field(pattern=r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")]
+Sha = Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+AgentKind = Literal["claude-code", "codex", "command"]
+EgressMode = Literal["none", "api", "tunnel"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EgressTotals(_Frozen):
+    requests: int = 0
+    forwarded: int = 0
+    redacted: int = 0
+    blocked: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+
+class Diffstat(_Frozen):
+    files: int
+    insertions: int
+    deletions: int
+
+
+class AgentRunStart(Payload):
+    KIND: ClassVar[str] = "agent.run.start"
+    run_id: RunId
+    agent: AgentKind
+    cli_version: str | None
+    argv_digest: Digest
+    profile_digest: Digest
+    mountinfo_digest: Digest
+    namespaces_digest: Digest
+    probe: Literal["passed"]
+    base: Sha
+    base_ref: str
+    workspace: str
+    egress: EgressMode
+    canary_digest: Digest
+    # Flags oms passed to the agent CLI that weaken its own sandbox (oms' is the boundary).
+    agent_flags: tuple[str, ...] = ()
+
+
+class AgentRunEnd(Payload):
+    KIND: ClassVar[str] = "agent.run.end"
+    run_id: RunId
+    exit_code: int | None
+    signal: int | None
+    duration_s: float
+    egress: EgressTotals
+    base: Sha
+    candidate: Sha | None
+    candidate_ref: str | None
+    diffstat: Diffstat | None
+
+
+class EgressFinding(_Frozen):
+    rule: str
+    fingerprint: str
+    scanner: str
+
+
+class EgressRequest(Payload):
+    """One request the agent sent to the broker, as the broker saw and handled it."""
+
+    KIND: ClassVar[str] = "agent.egress"
+    run_id: RunId
+    method: str
+    path: str
+    provider: Literal["anthropic", "openai"] | None
+    bytes_in: int  # the body as the agent sent it
+    bytes_sent: int  # the body as forwarded (after redaction); 0 when not forwarded
+    sha256_sent: str | None  # hex SHA-256 of the body as forwarded
+    findings: tuple[EgressFinding, ...] = ()
+    canary: bool = False
+    action: Literal["forwarded", "redacted", "blocked", "refused"]
+    reason: str | None = None
+    status: int | None = None  # upstream's HTTP status
+
+
+class TunnelConnection(Payload):
+    """One CONNECT through `--egress tunnel`: opaque, so only where and how much."""
+
+    KIND: ClassVar[str] = "agent.tunnel"
+    run_id: RunId
+    host: str
+    port: int
+    action: Literal["connected", "refused"]
+    reason: str | None = None
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+
+def run_subject(run_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f"agent-run:{run_id}",
+            "digest": {"sha256": hashlib.sha256(run_id.encode()).hexdigest()},
+        }
+    ]
