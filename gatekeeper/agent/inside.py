@@ -16,8 +16,12 @@ MARKER = f"{RUN_DIR}/run.json"  # {"run_id": ..., "socket": ..., "relay_port": .
 SOCKET = f"{RUN_DIR}/broker.sock"  # the one socket bound in: the broker outside
 WORKSPACE = "/workspace"
 HOME = "/home/agent"
+TMP = "/tmp"  # noqa: S108 # nosec B108 -- the sandbox's own capped tmpfs
 # Loopback port of the in-sandbox relay to the broker (ANTHROPIC_BASE_URL, OPENAI_BASE_URL).
 RELAY_PORT = 47_100
+# With `--egress tunnel`: the relay's second port (HTTPS_PROXY) and the tunnel's socket.
+TUNNEL_PORT = RELAY_PORT + 1
+TUNNEL_SOCKET = f"{RUN_DIR}/tunnel.sock"
 # Commands that reach the broker from inside; everything else has no state to reach.
 BROKERED = ("mcp", "hook", "worker", "conductor")
 

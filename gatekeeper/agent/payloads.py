@@ -70,6 +70,7 @@ class AgentRunEnd(Payload):
     candidate: Sha | None
     candidate_ref: str | None
     diffstat: Diffstat | None
+    refused: str | None = None  # why oms refused after the start (nothing collected then)
 
 
 class EgressFinding(_Frozen):

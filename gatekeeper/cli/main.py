@@ -20,6 +20,10 @@ from gatekeeper.cli.render import emit_error
 
 # name -> ("module:attribute", short help). Sorted by name, as click lists commands.
 COMMANDS: Mapping[str, tuple[str, str]] = {
+    "agent": (
+        "gatekeeper.cli.agent:agent",
+        "Run an agent CLI contained: its own workspace, no authority, brokered egress.",
+    ),
     "doctor": (
         "gatekeeper.cli.doctor:doctor",
         "Readiness: a real sandbox probe, AppArmor status, key and chain.",

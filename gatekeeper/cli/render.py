@@ -225,3 +225,23 @@ def snippet_lines(snippets: Data) -> list[str]:
             text = value if isinstance(value, str) else json.dumps(value, indent=2)
             lines += [f"## {key}", text.rstrip("\n")]
     return lines
+
+
+# ------------------------------------------------------------------ agent ---
+
+
+def agent_lines(data: Data) -> list[str]:
+    """After the agent had the terminal: the run, its exit, what came back, what to do next."""
+    code = data["exit_code"]
+    status = "timed out" if data["timed_out"] else f"exit {code}"
+    eg = data["egress"]
+    lines = [f"oms agent run {data['run_id']}: {status}; egress {data['egress_mode']}: "
+             f"{eg['requests']} requests, {eg['forwarded']} forwarded, {eg['redacted']} "
+             f"redacted, {eg['blocked']} blocked"]  # fmt: skip
+    if data["candidate"]:
+        ref = data["candidate_ref"]
+        lines.append(f"candidate {data['candidate'][:12]} as {ref}")
+        lines.append(f"next: oms process-result --candidate {ref}")
+    else:
+        lines.append("no changes: nothing to verify")
+    return lines

@@ -1,0 +1,330 @@
+"""`oms agent run`: the agent in its own profile, its provider traffic through oms' broker.
+
+The order is the promise: everything that can refuse (repository, key, policy from the
+default branch, bwrap, the kind's CLI, the profile) refuses before anything starts; the
+probe of this exact profile passes before CMD starts; `agent.run.start` is written before
+CMD runs and `agent.run.end` after its result is collected by oms, outside, with oms' git.
+A refusal after the start entry still writes the end entry (with the refusal) so that no
+run is left open in the log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from sandbox.agent import AgentProfile, agent_profile, oms_install_paths
+from sandbox.agent_probe import AgentProbe, probe_agent
+from sandbox.agent_runner import AgentResult, run_agent
+
+import gatekeeper
+from evidence import Draft, EvidenceStore, Payload, state_root
+from gatekeeper.agent import inside
+from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
+from gatekeeper.agent.kinds import KindSetup, prepare_kind
+from gatekeeper.agent.mcp_relay import mcp_route
+from gatekeeper.agent.payloads import (
+    AgentKind,
+    AgentRunEnd,
+    AgentRunStart,
+    EgressMode,
+    EgressTotals,
+    run_subject,
+)
+from gatekeeper.agent.setup import agent_env, hidden_paths, limits_of, write_marker
+from gatekeeper.agent.tunnel import Tunnel, connect_overrides
+from gatekeeper.agent.workspace import Collected, Workspace, collect, create_workspace, new_run_id
+from gatekeeper.digest import sha256_hex
+from gatekeeper.errors import Unavailable, UsageError, refusal
+from gatekeeper.repo.git import Repo, open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import default_branch
+from gatekeeper.scan.canary import plant_canary
+from policy import LoadedPolicy
+from sandbox import Bwrap, SandboxError, find_bwrap
+
+Mode = Literal["pty", "pipes", "capture"]
+# The source of oms itself: the relay runs from it as a file (`python -I`, stdlib only).
+SOURCE = Path(gatekeeper.__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class AgentRunRequest:
+    repo_dir: Path
+    cmd: tuple[str, ...]
+    agent: AgentKind = "command"
+    egress: EgressMode | None = None  # None: `api` for a CLI kind whose key is configured
+    base_ref: str | None = None
+    capture: bool = False  # --json: stdout and stderr captured, bounded
+
+
+class EgressCounts(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    requests: int
+    forwarded: int
+    redacted: int
+    blocked: int
+
+
+class AgentRunOutcome(BaseModel):
+    """`oms agent run --json`: DESIGN.md's keys, plus the agent kind and egress mode."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    run_id: str
+    agent: AgentKind
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    duration_s: float
+    stdout: str | None
+    stderr: str | None
+    workspace: str
+    base: str
+    candidate: str | None
+    candidate_ref: str | None
+    evidence_seq: int
+    egress_mode: EgressMode
+    egress: EgressCounts
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class _Recorder:
+    """Appends to the run's log from the broker's thread and the main one, one at a time."""
+
+    def __init__(self, store: EvidenceStore, run_id: str) -> None:
+        self.store, self.run_id, self._lock = store, run_id, threading.Lock()
+
+    def __call__(self, payload: Payload, extra: Sequence[Mapping[str, Any]] = ()) -> int:
+        draft = Draft.of(payload, subject=[*run_subject(self.run_id), *extra])
+        with self._lock:
+            return self.store.append(draft).seq
+
+
+@dataclass
+class _Run:
+    """What one run has set up so far; `ExitStack` undoes it in reverse."""
+
+    req: AgentRunRequest
+    repo: Repo
+    store: EvidenceStore
+    loaded: LoadedPolicy
+    run_id: str
+    egress: EgressMode
+    bw: Bwrap
+    run_dir: Path
+    ws: Workspace
+    kind: KindSetup
+    record: _Recorder
+    broker: Broker | None = None
+    totals: EgressTotals | None = None
+
+
+def _stop_egress(run: _Run) -> EgressTotals:
+    """Stop the broker once (explicitly, or when the stack unwinds); its totals."""
+    if run.broker is not None:
+        run.totals, run.broker = run.broker.stop(), None
+    return run.totals or EgressTotals()
+
+
+def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
+    """`oms agent run`: contain CMD, broker its traffic, collect its commit as a run ref."""
+    if not req.cmd:
+        raise UsageError("no command given; use: oms agent run --repo DIR -- CMD…")
+    with ExitStack() as stack:
+        run = _prepare(req, stack)
+        profile = _profile(run)
+        _start_egress(run, stack)
+        probed = _probe(run, profile)
+        start_seq = _record_start(run, profile, probed)
+        try:
+            result = _execute(run, profile)
+            collected = collect(run.repo, run.ws)
+        except Exception as exc:
+            end_seq = _record_end(run, None, _stop_egress(run), None, refused=str(exc))
+            raise refusal(exc, {"run_id": run.run_id, "evidence_seq": end_seq,
+                                "start_seq": start_seq}) from exc  # fmt: skip
+        totals = _stop_egress(run)
+        end_seq = _record_end(run, result, totals, collected)
+        return _outcome(run, result, totals, collected, end_seq)
+    raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
+
+
+def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
+    repo = open_repo(req.repo_dir)
+    store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
+    store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
+    # The agent profile comes from the trusted default branch, never from the agent's base.
+    loaded = read_policy_at(repo.top, default_branch(repo))
+    egress = _egress_mode(req)
+    try:
+        bw = find_bwrap()
+    except SandboxError as exc:
+        raise Unavailable(f"sandbox unavailable: {exc}") from None
+    run_id = new_run_id()
+    # Short and private: unix socket paths are limited to 107 bytes.
+    run_dir = Path(tempfile.mkdtemp(prefix="oms-agent-"))
+    stack.callback(shutil.rmtree, run_dir, True)
+    (run_dir / "oms").mkdir()
+    (run_dir / "home").mkdir()
+    ws = create_workspace(repo, req.base_ref, run_id)
+    kind = prepare_kind(req.agent, req.cmd, run_dir=run_dir, egress=egress,
+                        relay_url=f"http://127.0.0.1:{inside.RELAY_PORT}",
+                        oms_mcp_argv=inside_oms_argv("mcp"),
+                        search_path=os.environ.get("PATH", os.defpath))  # fmt: skip
+    write_marker(run_dir / "oms" / "run.json", run_id)
+    return _Run(req, repo, store, loaded, run_id, egress, bw, run_dir, ws, kind,
+                _Recorder(store, run_id))  # fmt: skip
+
+
+def _egress_mode(req: AgentRunRequest) -> EgressMode:
+    if req.egress is not None:
+        return req.egress
+    if req.agent == "command":
+        return "none"
+    keys = provider_keys(os.environ, state_root())
+    key = keys.anthropic if req.agent == "claude-code" else keys.openai
+    return "api" if key else "none"
+
+
+def inside_oms_argv(*args: str) -> list[str]:
+    """`oms ARGS` as it runs inside: oms' own interpreter and source, nothing of the agent's."""
+    boot = (f"import sys; sys.path.insert(0, {str(SOURCE)!r}); "
+            "from gatekeeper.cli.main import main; main()")  # fmt: skip
+    return [sys.executable, "-I", "-c", boot, *args]
+
+
+def _profile(run: _Run) -> AgentProfile:
+    pol = run.loaded.policy.agent
+    env = agent_env(run.run_id, run.egress, run.kind, pol.env_allow, os.environ)
+    ro = [*oms_install_paths(), *run.kind.ro_paths, *pol.ro_paths]
+    never = [state_root(), run.repo.top, run.repo.common_dir]
+    try:
+        return agent_profile(limits_of(pol), ro, env, never, placeholders=run.kind.placeholders)
+    except SandboxError as exc:
+        raise refusal(exc) from None
+
+
+def _start_egress(run: _Run, stack: ExitStack) -> None:
+    uid = sandbox_uid()
+    routes = [mcp_route(repo_top=run.repo.top, run_id=run.run_id, oms_argv=oms_outside_argv())]
+    broker = Broker(run.run_dir / "oms" / "broker.sock", run_id=run.run_id, egress=run.egress,
+                    keys=provider_keys(os.environ, state_root()),
+                    upstreams=upstreams_from_env(os.environ),
+                    on_secret=run.loaded.policy.agent.egress.on_secret, loaded=run.loaded,
+                    canaries=[plant_canary(run.run_id)], record=run.record, socket_uid=uid,
+                    routes=routes)  # fmt: skip
+    broker.start()
+    run.broker = broker
+    stack.callback(_stop_egress, run)
+    if run.egress == "tunnel":
+        tunnel = Tunnel(run.run_dir / "oms" / "tunnel.sock", run_id=run.run_id,
+                        record=run.record, overrides=connect_overrides(os.environ),
+                        socket_uid=uid)  # fmt: skip
+        tunnel.start()
+        stack.callback(tunnel.stop)
+
+
+def sandbox_uid() -> int | None:
+    """The host uid the agent runs as: oms' own, or the unprivileged one when oms is root."""
+    from sandbox.runner import SANDBOX_HOST_UID
+
+    return SANDBOX_HOST_UID if os.geteuid() == 0 else None
+
+
+def oms_outside_argv() -> list[str]:
+    """How the broker starts `oms …` outside for a brokered operation: this very oms."""
+    return [sys.executable, "-P", "-m", "gatekeeper"]
+
+
+def _probe(run: _Run, profile: AgentProfile) -> AgentProbe:
+    hidden = hidden_paths(run.repo, profile, os.environ)
+    try:
+        probed = probe_agent(profile, run.bw, workspace=run.ws.path, run_dir=run.run_dir,
+                             hidden=hidden)  # fmt: skip
+    except SandboxError as exc:
+        raise Unavailable(f"agent sandbox probe could not run: {exc}") from None
+    if not probed.ok:
+        raise Unavailable(f"agent sandbox probe failed: {'; '.join(probed.failures)}")
+    return probed
+
+
+def _record_start(run: _Run, profile: AgentProfile, probed: AgentProbe) -> int:
+    start = AgentRunStart(
+        run_id=run.run_id, agent=run.req.agent, cli_version=run.kind.cli_version,
+        argv_digest="sha256:" + sha256_hex("\0".join(run.kind.argv).encode()),
+        profile_digest=profile.digest, mountinfo_digest=probed.mountinfo_digest,
+        namespaces_digest=probed.namespaces_digest, probe="passed", base=run.ws.base,
+        base_ref=run.ws.base_ref, workspace=str(run.ws.path), egress=run.egress,
+        canary_digest="sha256:" + sha256_hex(run.run_id.encode()),
+        agent_flags=run.kind.agent_flags,
+    )  # fmt: skip
+    return run.record(start, _commit_subject(run.repo, run.ws.base))
+
+
+def _commit_subject(repo: Repo, sha: str) -> list[dict[str, Any]]:
+    return [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": sha}}]
+
+
+def _mode(req: AgentRunRequest) -> Mode:
+    if req.capture:
+        return "capture"
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return "pty"
+    return "pipes"
+
+
+def _execute(run: _Run, profile: AgentProfile) -> AgentResult:
+    forwards = ["--forward", f"{inside.RELAY_PORT}={inside.SOCKET}"]
+    if run.egress == "tunnel":
+        forwards += ["--forward", f"{inside.TUNNEL_PORT}={inside.TUNNEL_SOCKET}"]
+    relay = str(SOURCE / "gatekeeper" / "agent" / "relay.py")
+    cmd = [sys.executable, "-I", relay, *forwards, "--", *run.kind.argv]
+    try:
+        return run_agent(profile, run.bw, workspace=run.ws.path, run_dir=run.run_dir, cmd=cmd,
+                         mode=_mode(run.req))  # fmt: skip
+    except SandboxError as exc:
+        raise Unavailable(f"the agent sandbox could not run the command: {exc}") from None
+
+
+def _record_end(run: _Run, result: AgentResult | None, totals: EgressTotals,
+                collected: Collected | None, refused: str | None = None) -> int:  # fmt: skip
+    end = AgentRunEnd(
+        run_id=run.run_id,
+        exit_code=result.exit_code if result else None,
+        signal=result.signal if result else None,
+        duration_s=result.duration_s if result else 0.0,
+        egress=totals, base=run.ws.base,
+        candidate=collected.candidate if collected else None,
+        candidate_ref=collected.candidate_ref if collected else None,
+        diffstat=collected.diffstat if collected else None,
+        refused=refused[:300] if refused else None,
+    )  # fmt: skip
+    extra = (
+        _commit_subject(run.repo, collected.candidate) if collected and collected.candidate else []
+    )
+    return run.record(end, extra)
+
+
+def _outcome(run: _Run, result: AgentResult, totals: EgressTotals, collected: Collected,
+             seq: int) -> AgentRunOutcome:  # fmt: skip
+    return AgentRunOutcome(
+        run_id=run.run_id, agent=run.req.agent, exit_code=result.exit_code,
+        signal=result.signal, timed_out=result.timed_out, duration_s=result.duration_s,
+        stdout=result.stdout.display() if result.stdout else None,
+        stderr=result.stderr.display() if result.stderr else None,
+        workspace=str(run.ws.path), base=run.ws.base, candidate=collected.candidate,
+        candidate_ref=collected.candidate_ref, evidence_seq=seq, egress_mode=run.egress,
+        egress=EgressCounts(requests=totals.requests, forwarded=totals.forwarded,
+                            redacted=totals.redacted, blocked=totals.blocked),
+    )  # fmt: skip

@@ -1,0 +1,75 @@
+"""What `oms agent run` hands the agent profile: the environment, the probe's list, limits.
+
+The environment is built from scratch: a few fixed names, the policy's `env_allow`, and
+what the agent kind needs (placeholders only). Nothing of oms' own environment (its keys,
+`GIT_*`, `LD_*`, `SSH_AUTH_SOCK`) is copied unless the policy names it, and the profile
+refuses secret-looking names whatever the policy says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from sandbox.agent import AgentLimits, AgentProfile, host_secret_paths
+
+from evidence import state_root
+from gatekeeper.agent import inside
+from gatekeeper.agent.kinds import KindSetup
+from gatekeeper.agent.payloads import EgressMode
+from gatekeeper.repo.git import Repo
+from policy import AgentPolicy
+
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Copied from oms' environment when set: how the terminal looks, nothing else.
+TERMINAL_ENV = ("TERM", "COLORTERM", "LANG")
+
+
+def agent_env(run_id: str, egress: EgressMode, kind: KindSetup, env_allow: Sequence[str],
+              environ: Mapping[str, str]) -> dict[str, str]:  # fmt: skip
+    # oms' own bin first: `oms mcp` inside is this oms (its interpreter's directory).
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{SYSTEM_PATH}",
+        "HOME": inside.HOME,
+        "USER": "agent",
+        "LOGNAME": "agent",
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+        "TMPDIR": "/tmp",
+        "OMS_AGENT_RUN_ID": run_id,
+    }  # noqa: S108 # nosec B108 (inside)
+    for name in (*TERMINAL_ENV, *env_allow):
+        if name in environ:
+            env[name] = environ[name]
+    env.update(kind.env)
+    if egress == "tunnel":
+        proxy = f"http://127.0.0.1:{inside.TUNNEL_PORT}"
+        env.update(HTTPS_PROXY=proxy, https_proxy=proxy)
+    return env
+
+
+def hidden_paths(repo: Repo, profile: AgentProfile, environ: Mapping[str, str]) -> list[str]:
+    """What the probe must find absent inside: oms' state, the repository, the user's
+    secrets and sockets (a parent of a read-only bind excepted: bwrap makes it)."""
+    wanted = [str(state_root()), str(repo.top), str(repo.common_dir),
+              *host_secret_paths(environ)]  # fmt: skip
+    inside_binds = [p for _, p in profile.ro_paths]
+    return sorted({
+        w for w in wanted
+        if not any(b == w or b.startswith(w.rstrip("/") + "/") for b in inside_binds)
+    })  # fmt: skip
+
+
+def limits_of(pol: AgentPolicy) -> AgentLimits:
+    return AgentLimits(wall_s=pol.wall_s, memory_mb=pol.memory_mb, max_procs=pol.max_procs,
+                       tmpfs_mb=pol.tmpfs_mb, output_bytes=pol.output_bytes)  # fmt: skip
+
+
+def write_marker(path: Path, run_id: str) -> None:
+    """The read-only marker that tells oms inside where it is (and that it has no state)."""
+    doc = {"run_id": run_id, "socket": inside.SOCKET, "relay_port": inside.RELAY_PORT}
+    path.write_text(json.dumps(doc) + "\n")
+    os.chmod(path, 0o644)

@@ -1,0 +1,159 @@
+"""`oms agent run` end to end: the real CLI, real bwrap, real git, the real evidence log.
+
+Every command run inside prints a start and an end marker, asserted, so that a refusal to
+run is never mistaken for containment. Only loopback is ever contacted (`--egress none`
+here; the brokered egress has its own tests).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from support.repos import git
+
+OmsJson = Callable[..., tuple[int, dict[str, Any]]]
+
+
+def _sh(script: str) -> list[str]:
+    return ["--", "/bin/sh", "-c", f"echo oms-start; {script}; echo oms-end"]
+
+
+def _init(oms_json: OmsJson, repo: Path) -> None:
+    code, _ = oms_json(["init", "--repo", str(repo)])
+    assert code == 0
+
+
+def _run(oms_json: OmsJson, repo: Path, script: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    return oms_json(["agent", "run", "--repo", str(repo), *extra, *_sh(script)], timeout=180)
+
+
+def _ref(repo: Path, name: str) -> str | None:
+    path = repo / ".git" / name
+    return path.read_text().strip() if path.is_file() else None
+
+
+def test_an_edit_comes_back_as_a_run_ref_with_the_recorded_base(
+    oms_json: OmsJson, git_repo: Path, oms_env: dict[str, str], oms_home: Path
+) -> None:
+    _init(oms_json, git_repo)
+    head = git(git_repo, "rev-parse", "HEAD", env=oms_env).strip()
+    refs_before = git(git_repo, "for-each-ref", env=oms_env)
+    code, out = _run(oms_json, git_repo, "echo new > made.txt; echo more >> README.md")
+    assert code == 0, out
+    assert "oms-start" in out["stdout"] and "oms-end" in out["stdout"]
+    assert out["exit_code"] == 0 and out["base"] == head
+    run_id = out["run_id"]
+    assert out["candidate_ref"] == f"refs/oms/runs/{run_id}"
+    assert _ref(git_repo, out["candidate_ref"]) == out["candidate"]
+    files = git(git_repo, "ls-tree", "-r", "--name-only", out["candidate"], env=oms_env)
+    assert "made.txt" in files.split()
+    assert git(git_repo, "rev-parse", f"{out['candidate']}^", env=oms_env).strip() == head
+    # Nothing of the user's moved: only the run ref is new.
+    after = git(git_repo, "for-each-ref", env=oms_env)
+    assert set(after.splitlines()) - set(refs_before.splitlines()) == {
+        f"{out['candidate']} commit\t{out['candidate_ref']}"
+    }
+    assert not (git_repo / "made.txt").exists()
+    workspace = Path(out["workspace"])
+    assert workspace.is_dir() and oms_home not in workspace.parents
+    assert set(out["egress"]) == {"requests", "forwarded", "redacted", "blocked"}
+    assert out["egress_mode"] == "none"
+
+
+def test_the_start_and_end_entries_name_the_run(oms_json: OmsJson, git_repo: Path) -> None:
+    _init(oms_json, git_repo)
+    code, out = _run(oms_json, git_repo, "true")
+    assert code == 0, out
+    code, shown = oms_json(["evidence", "show", str(out["evidence_seq"]), "--repo", str(git_repo)])
+    assert code == 0
+    text = json.dumps(shown)
+    assert out["run_id"] in text and "agent.run.end" in text
+    code, start = oms_json(
+        ["evidence", "show", str(out["evidence_seq"] - 1), "--repo", str(git_repo)]
+    )
+    assert "agent.run.start" in json.dumps(start)
+    assert out["run_id"] in json.dumps(start)
+
+
+def test_nothing_changed_means_no_candidate(oms_json: OmsJson, git_repo: Path) -> None:
+    _init(oms_json, git_repo)
+    code, out = _run(oms_json, git_repo, "ls > /dev/null")
+    assert code == 0, out
+    assert out["candidate"] is None and out["candidate_ref"] is None
+    assert not (git_repo / ".git" / "refs" / "oms").exists()
+
+
+def test_the_exit_code_is_the_commands_own(oms_json: OmsJson, git_repo: Path) -> None:
+    _init(oms_json, git_repo)
+    code, out = oms_json(
+        ["agent", "run", "--repo", str(git_repo), "--", "/bin/sh", "-c", "echo oms-start; exit 7"],
+        timeout=180,
+    )
+    assert code == 1 and out["exit_code"] == 7
+    assert "oms-start" in out["stdout"]
+
+
+def test_a_commit_the_agent_made_itself_comes_back(
+    oms_json: OmsJson, git_repo: Path, oms_env: dict[str, str]
+) -> None:
+    _init(oms_json, git_repo)
+    script = "echo x > a.txt && git add a.txt && git commit -qm 'agent commit' && echo y > b.txt"
+    code, out = _run(oms_json, git_repo, script)
+    assert code == 0, out
+    log = git(git_repo, "log", "--format=%s", out["candidate"], env=oms_env).splitlines()
+    assert log[1] == "agent commit" and log[0].startswith("oms agent run")
+    files = git(git_repo, "ls-tree", "-r", "--name-only", out["candidate"], env=oms_env).split()
+    assert {"a.txt", "b.txt"} <= set(files)
+
+
+def test_oms_state_the_key_and_the_repository_are_out_of_reach(
+    oms_json: OmsJson, git_repo: Path, oms_home: Path, fake_home: Path
+) -> None:
+    _init(oms_json, git_repo)
+    (fake_home / ".ssh").mkdir()
+    (fake_home / ".ssh" / "id_ed25519").write_text("private\n")
+    paths = [oms_home, fake_home / ".ssh", git_repo, git_repo / ".git"]
+    checks = "; ".join(f"test -e '{p}' && echo 'visible {p}'" for p in paths)
+    code, out = _run(oms_json, git_repo, f"{checks}; oms evidence note hi; echo note=$?")
+    assert code == 0, out
+    assert "visible" not in out["stdout"]
+    assert "note=4" in out["stdout"], out
+    assert "oms-end" in out["stdout"]
+
+
+def test_oms_process_result_judges_a_run_ref_from_its_recorded_base(
+    oms_json: OmsJson, git_repo: Path, oms_env: dict[str, str]
+) -> None:
+    _init(oms_json, git_repo)
+    head = git(git_repo, "rev-parse", "HEAD", env=oms_env).strip()
+    code, out = _run(oms_json, git_repo, "echo change >> README.md")
+    assert code == 0, out
+    # The user's main moves on after the run: the recorded base still decides the diff.
+    (git_repo / "later.txt").write_text("later\n")
+    git(git_repo, "add", "later.txt", env=oms_env)
+    git(git_repo, "commit", "-qm", "later", env=oms_env)
+    code, verdict = oms_json(
+        ["process-result", "--repo", str(git_repo), "--candidate", out["candidate_ref"]],
+        timeout=300,
+    )
+    assert verdict["commit"] == out["candidate"], verdict
+    code, start = oms_json(
+        ["evidence", "show", str(verdict["evidence_seq"] - 1), "--repo", str(git_repo)]
+    )
+    text = json.dumps(start)
+    assert "result.start" in text and head in text
+
+
+def test_no_command_is_a_usage_error(oms_json: OmsJson, git_repo: Path) -> None:
+    code, out = oms_json(["agent", "run", "--repo", str(git_repo)])
+    assert code == 2 and out["error"]["kind"] == "usage"
+
+
+def test_output_is_bounded_under_json(oms_json: OmsJson, git_repo: Path) -> None:
+    _init(oms_json, git_repo)
+    code, out = _run(oms_json, git_repo, "head -c 3000000 /dev/zero | tr '\\0' x")
+    assert code == 0
+    assert len(out["stdout"]) < 100_000 and "bytes not shown" in out["stdout"]
