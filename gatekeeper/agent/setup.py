@@ -38,9 +38,9 @@ def agent_env(run_id: str, egress: EgressMode, kind: KindSetup, env_allow: Seque
         "LOGNAME": "agent",
         "LANG": "C.UTF-8",
         "TZ": "UTC",
-        "TMPDIR": "/tmp",
+        "TMPDIR": inside.TMP,
         "OMS_AGENT_RUN_ID": run_id,
-    }  # noqa: S108 # nosec B108 (inside)
+    }
     for name in (*TERMINAL_ENV, *env_allow):
         if name in environ:
             env[name] = environ[name]

@@ -23,7 +23,7 @@ def agent() -> None:
 @REPO_OPTION
 @click.option("--agent", "kind", type=click.Choice(["claude-code", "codex", "command"]),
               default="command", show_default=True,
-              help="What CMD is (oms writes a per-run config for claude-code and codex).")  # fmt: skip
+              help="What CMD is (claude-code, codex: oms writes a per-run config).")  # fmt: skip
 @click.option("--egress", type=click.Choice(["none", "api", "tunnel"]),
               help="none: no network; api: only the providers' model APIs, through oms' "
               "broker (scanned, redacted, recorded); tunnel: opaque CONNECT to provider "
