@@ -14,6 +14,7 @@ BENCHES = [
     "scan_bench.py",
     "transfer_bench.py",
     "mcp_bench.py",
+    "agent_bench.py",
 ]
 
 
