@@ -25,7 +25,8 @@ class Demo:
     def __init__(self, work: Path) -> None:
         self.work = work
         self.repo = work / "sample-repo"
-        self.env = {**os.environ, "OMS_HOME": str(work / "oms-home")}
+        self.env = {**os.environ, "OMS_HOME": str(work / "oms-home"),
+                    "OMS_WORK_DIR": str(work / "agent-work")}  # fmt: skip
         self.failures = 0
 
     def sh(self, *argv: str, cwd: Path | None = None) -> None:
@@ -138,8 +139,33 @@ def result_gate_demo(d: Demo) -> int:
     return seq if isinstance(seq, int) else -1
 
 
+# What the contained "agent" does: its edit, then three things it must not be able to do.
+AGENT_SCRIPT = """echo agent: start
+printf 'def add(a, b):\\n    return a + b\\n\\n\\ndef sub(a, b):\\n    return a - b\\n' > calc.py
+test -e "$1" && echo "agent: I can read oms state" || echo "agent: oms state is not here"
+oms transfer approve sha256:0000000000000000000000000000000000000000000000000000000000000000 \\
+  --code 000000 >/dev/null 2>&1; echo "agent: oms transfer approve exited $?"
+echo agent: end
+"""
+
+
+def agent_demo(d: Demo) -> None:
+    d.title("4. an agent contained by `oms agent run`: its own clone, no authority, no network")
+    state = d.env["OMS_HOME"]
+    out = d.oms("agent", "run", "--egress", "none", "--", "/bin/sh", "-c", AGENT_SCRIPT,
+                "agent", state, keys=("run_id", "exit_code", "stdout", "base", "candidate",
+                                      "candidate_ref", "evidence_seq"))  # fmt: skip
+    ref = out.get("candidate_ref")
+    if not isinstance(ref, str) or "oms state is not here" not in str(out.get("stdout")):
+        d.failures += 1
+        print("  the agent's edit did not come back, or it could reach oms state")
+        return
+    print("  (its edit came back as a run ref; the gate judges it from the recorded base)")
+    d.oms("process-result", "--candidate", ref, keys=VERDICT)
+
+
 def transfer_demo(d: Demo) -> None:
-    d.title("4. the data boundary: what would leave for a model provider, and only that")
+    d.title("5. the data boundary: what would leave for a model provider, and only that")
     notes = d.repo / "notes"
     notes.mkdir()
     key = fake_cloud_key()
@@ -183,16 +209,17 @@ def evidence_demo(d: Demo) -> None:
     (d.work / "review.txt").write_text("looked at calc.py; fine\n")
     d.oms("evidence", "note", "-m", "review notes attached", "--attach", str(d.work / "review.txt"))
     ready_seq = result_gate_demo(d)
+    agent_demo(d)
     transfer_demo(d)
-    d.title("5. audit: chain, Merkle root, signed checkpoint and witness")
+    d.title("6. audit: chain, Merkle root, signed checkpoint and witness")
     d.oms("evidence", "audit")
     d.oms("evidence", "prove", "1", show=False)
-    d.title("6. the passing verdict as a DSSE envelope (in-toto Statement, SLSA VSA)")
+    d.title("7. the passing verdict as a DSSE envelope (in-toto Statement, SLSA VSA)")
     env = d.oms("evidence", "export", str(ready_seq), "--dsse", show=False).get("envelope", {})
     if isinstance(env, dict) and "payload" in env:
         statement = json.loads(base64.b64decode(env["payload"]))
         print(json.dumps({"payloadType": env["payloadType"], "statement": statement}, indent=2))
-    d.title("7. flip one byte of the log and audit again: the tampering is caught")
+    d.title("8. flip one byte of the log and audit again: the tampering is caught")
     log = Path(d.env["OMS_HOME"]) / "repos" / str(init["repo_id"]) / "evidence" / "log.jsonl"
     data = bytearray(log.read_bytes())
     where = data.index(b"started")
