@@ -28,6 +28,8 @@ from gatekeeper.errors import ConfigError, InternalError, Unavailable
 
 RUN_ID = "20261201T150000Z-0a1b2c3d"
 HOST = "api.anthropic.com"
+# Not a timed assertion: only so that a broken tunnel fails a test instead of hanging it.
+STUCK_S = 30
 
 
 @pytest.fixture
@@ -59,6 +61,7 @@ def running(
 def listener() -> Iterator[socket.socket]:
     """A loopback listening socket the test owns: a connect to it waits in its backlog."""
     with socket.create_server(("127.0.0.1", 0)) as s:
+        s.settimeout(STUCK_S)
         yield s
 
 
@@ -80,10 +83,22 @@ def pending_connections(lsock: socket.socket) -> int:
         n += 1
 
 
+def unix_client(path: Path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(STUCK_S)
+    s.connect(str(path))
+    return s
+
+
+def accept(lsock: socket.socket) -> socket.socket:
+    conn, _ = lsock.accept()
+    conn.settimeout(STUCK_S)
+    return conn
+
+
 def send_head(path: Path, request: h11.Request, extra: bytes = b"") -> tuple[int, bytes, Any]:
     """Send one request head to the tunnel; (status, refusal body, the socket)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(str(path))
+    s = unix_client(path)
     client = h11.Connection(h11.CLIENT)
     data = client.send(request) or b""
     if request.method != b"CONNECT":
@@ -156,6 +171,16 @@ def test_judge_allows_only_connect_to_a_provider_host_on_443(
     verdict = judge(method, target)
     assert (verdict.status, verdict.host, verdict.port) == (status, host, port)
     assert (verdict.reason is None) == (status == 200)
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [(b"127.0.0.1:443", "IP literal"), (b"[::1]:443", "IP literal"),
+     (b"evil.example:443", "not a provider host"), (b"api.openai.com:8443", "port is not 443"),
+     (b"api.openai.com", "not host:port")],
+)  # fmt: skip
+def test_judge_says_why_it_refuses(target: bytes, why: str) -> None:
+    assert why in (judge(b"CONNECT", target).reason or "")
 
 
 def test_provider_hosts_are_the_two_apis_and_their_logins() -> None:
@@ -279,8 +304,7 @@ def test_the_outbound_probe_sees_an_allowed_connect(sock_dir: Path, outbound: li
 
 def test_a_malformed_head_is_400_and_recorded_refused(sock_dir: Path) -> None:
     with running(sock_dir / "t.sock") as (t, recs):
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(sock_dir / "t.sock"))
+        with unix_client(sock_dir / "t.sock") as s:
             s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
             assert read_to_eof(s).startswith(b"HTTP/1.1 400 ")
         t.stop()
@@ -289,8 +313,7 @@ def test_a_malformed_head_is_400_and_recorded_refused(sock_dir: Path) -> None:
 
 def test_a_client_that_leaves_without_a_request_is_recorded_refused(sock_dir: Path) -> None:
     with running(sock_dir / "t.sock") as (t, recs):
-        with socket.socket(socket.AF_UNIX) as s:
-            s.connect(str(sock_dir / "t.sock"))
+        with unix_client(sock_dir / "t.sock") as s:
             s.shutdown(socket.SHUT_WR)
             assert read_to_eof(s) == b""
         assert t.stop() == (1, 1, 0)
@@ -300,7 +323,7 @@ def test_a_client_that_leaves_without_a_request_is_recorded_refused(sock_dir: Pa
 def test_bytes_sent_right_after_the_connect_head_reach_upstream(sock_dir: Path) -> None:
     with listener() as lsock, running(sock_dir / "t.sock", to(lsock)) as (t, recs):
         status, _, s = connect(sock_dir / "t.sock", f"{HOST}:443", extra=b"EARLY")
-        up, _ = lsock.accept()
+        up = accept(lsock)
         with s, up:
             assert status == 200
             s.shutdown(socket.SHUT_WR)
@@ -340,7 +363,7 @@ def test_many_concurrent_tunnels_each_carry_and_record_their_own_bytes(
 def test_stop_closes_open_tunnels_and_records_them(sock_dir: Path) -> None:
     with listener() as lsock, running(sock_dir / "t.sock", to(lsock)) as (t, recs):
         _, _, s = connect(sock_dir / "t.sock", f"{HOST}:443")
-        up, _ = lsock.accept()
+        up = accept(lsock)
         with s, up:
             s.sendall(b"abc")
             assert up.recv(3) == b"abc"
