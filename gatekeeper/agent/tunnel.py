@@ -44,6 +44,7 @@ PORT = 443
 OVERRIDE_ENV = "OMS_EGRESS_TUNNEL_CONNECT"
 MAX_TUNNELS = 64  # open at once; more are refused (503) rather than exhausting descriptors
 HEAD_TIMEOUT_S = 30.0  # a client that never finishes its CONNECT head does not hold a slot
+UPSTREAM_TIMEOUT_S = 30.0  # to connect to the provider; the kernel's own is minutes
 _CHUNK = 64 * 1024
 _HOST_TEXT = 253  # a DNS name's longest form: what a refused record keeps of a target
 
@@ -229,9 +230,11 @@ class Tunnel:
     async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.sleep(0)  # a connection accepted just before: its task joins the set
+        while self._tasks:
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
         self._unlink()
@@ -290,9 +293,11 @@ class Tunnel:
     ) -> None:
         addr, port = self._overrides.get(conn.host, (conn.host, PORT))
         try:
-            up_reader, up_writer = await asyncio.open_connection(addr, port)
-        except OSError as exc:
-            conn.reason = f"upstream unreachable: {exc.strerror or type(exc).__name__}"
+            opening = asyncio.open_connection(addr, port)
+            up_reader, up_writer = await asyncio.wait_for(opening, UPSTREAM_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            why = getattr(exc, "strerror", None) or type(exc).__name__
+            conn.reason = f"upstream unreachable: {why}"
             await _answer(writer, http, 502, conn.reason)
             return
         try:
