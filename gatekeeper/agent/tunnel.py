@@ -29,18 +29,17 @@ from gatekeeper.agent.payloads import RunId, TunnelConnection
 from gatekeeper.errors import ConfigError, InternalError, Unavailable
 from gatekeeper.text import sanitize
 
-PROVIDER_HOSTS: frozenset[str] = frozenset(
-    {
-        "api.anthropic.com",
-        "api.openai.com",
-        # The two CLIs' subscription logins (Claude Code's OAuth, Codex's ChatGPT sign-in).
-        "claude.ai",
-        "console.anthropic.com",
-        "chatgpt.com",
-        "auth.openai.com",
-    }
-)
+# The two model APIs, and the hosts of the two CLIs' subscription logins (Claude Code's
+# OAuth, Codex's ChatGPT sign-in).
+PROVIDER_HOSTS: frozenset[str] = frozenset({
+    "api.anthropic.com", "api.openai.com",
+    "claude.ai", "console.anthropic.com", "chatgpt.com", "auth.openai.com",
+})  # fmt: skip
 PORT = 443
+RELAY_PORT = 47_101  # inside: the relay's loopback port for this socket (HTTPS_PROXY)
+# Variables the agent's environment must not carry beside proxy_env(): they would send
+# plain HTTP or chosen hosts around the tunnel's rule (curl, Node, reqwest read them).
+PROXY_UNSET = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy")
 OVERRIDE_ENV = "OMS_EGRESS_TUNNEL_CONNECT"
 MAX_TUNNELS = 64  # open at once; more are refused (503) rather than exhausting descriptors
 HEAD_TIMEOUT_S = 30.0  # a client that never finishes its CONNECT head does not hold a slot
@@ -72,6 +71,13 @@ def connect_overrides(environ: Mapping[str, str]) -> dict[str, tuple[str, int]]:
             raise ConfigError(f"{OVERRIDE_ENV}: port {port} of {host} is out of range")
         out[host] = (addr, int(port))
     return out
+
+
+def proxy_env() -> dict[str, str]:
+    """The agent's proxy variables under `--egress tunnel` (both spellings: clients differ
+    in which they read); the rest of PROXY_UNSET stays out of its environment."""
+    url = f"http://127.0.0.1:{RELAY_PORT}"
+    return {"HTTPS_PROXY": url, "https_proxy": url}
 
 
 @dataclass(frozen=True)

@@ -433,3 +433,9 @@ def test_a_record_that_fails_closes_the_tunnel_and_stop_raises(sock_dir: Path) -
         again.connect(str(sock_dir / "t.sock"))  # no connection after an unrecorded one
     with pytest.raises(Unavailable, match="evidence store is full"):
         tunnel.stop()
+
+
+def test_the_agent_is_sent_to_the_relay_port_for_https_only() -> None:
+    env = tunnel_mod.proxy_env()
+    assert env == {"HTTPS_PROXY": "http://127.0.0.1:47101", "https_proxy": "http://127.0.0.1:47101"}
+    assert not set(env) & set(tunnel_mod.PROXY_UNSET)
