@@ -9,7 +9,11 @@ refused to run never counts as a pass.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,3 +192,35 @@ def test_curl_with_https_proxy_gets_the_provider_and_is_refused_elsewhere(
     assert got == [(HOST, 443, "connected"), (HOST, 8443, "refused"),
                    ("evil.example", 443, "refused")]  # fmt: skip
     assert totals[:2] == (3, 2)
+
+
+def _free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gatekeeper.agent.relay") is None or not Path(CURL).exists(),
+    reason="needs the egress helper's relay (gatekeeper/agent/relay.py) and /usr/bin/curl",
+)
+def test_oms_relay_carries_curl_through_the_tunnel(run_dir: Path, ca: CertAuthority) -> None:
+    """The real relay as oms starts it inside (here as a plain process): HTTPS_PROXY to its
+    loopback port, the tunnel's socket behind it."""
+    port = _free_port()
+    env = {"PATH": "/usr/bin", "HTTPS_PROXY": f"http://127.0.0.1:{port}",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # fmt: skip
+    curl = [CURL, "-q", "-sS", "--cacert", str(ca.ca_pem), "--max-time", "60",
+            f"https://{HOST}/v1/models"]  # fmt: skip
+    with tls_http_server(ca) as server:
+        tunnel, records = tunnel_to(run_dir, server)
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "gatekeeper.agent.relay",
+                 "--forward", f"{port}={run_dir / 't.sock'}", "--", *curl],
+                env=env, capture_output=True, text=True, check=False, timeout=120,
+            )  # fmt: skip
+        finally:
+            tunnel.stop()
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(ANSWER.decode())
+    assert [(r.host, r.action) for r in records] == [(HOST, "connected")]
