@@ -96,7 +96,9 @@ def accept(lsock: socket.socket) -> socket.socket:
     return conn
 
 
-def send_head(path: Path, request: h11.Request, extra: bytes = b"") -> tuple[int, bytes, Any]:
+def send_head(
+    path: Path, request: h11.Request, extra: bytes = b""
+) -> tuple[int, bytes, socket.socket]:
     """Send one request head to the tunnel; (status, refusal body, the socket)."""
     s = unix_client(path)
     client = h11.Connection(h11.CLIENT)
@@ -120,8 +122,8 @@ def send_head(path: Path, request: h11.Request, extra: bytes = b"") -> tuple[int
 
 
 def connect(path: Path, target: str, extra: bytes = b"") -> tuple[int, bytes, socket.socket]:
-    return send_head(path, h11.Request(method="CONNECT", target=target,
-                                       headers=[("host", target)]), extra)  # fmt: skip
+    request = h11.Request(method="CONNECT", target=target, headers=[("host", target)])
+    return send_head(path, request, extra)
 
 
 def https_get(s: socket.socket, ca: CertAuthority, name: str = HOST) -> tuple[int, bytes]:
@@ -409,6 +411,14 @@ def test_the_socket_is_0600_and_owned_by_socket_uid(sock_dir: Path) -> None:
         assert st.st_uid == uid
     finally:
         assert tunnel.stop() == (0, 0, 0)
+
+
+def test_start_twice_is_refused_and_stop_twice_gives_the_same_totals(sock_dir: Path) -> None:
+    with running(sock_dir / "t.sock") as (t, _):
+        with pytest.raises(InternalError, match="started twice"):
+            t.start()
+        connect(sock_dir / "t.sock", "evil.example:443")[2].close()
+        assert t.stop() == t.stop() == (1, 1, 0)
 
 
 def test_start_refuses_a_socket_path_that_exists_and_leaves_it(sock_dir: Path) -> None:
