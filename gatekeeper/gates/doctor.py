@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_key, state_root
 from gatekeeper.errors import OmsError, UsageError
+from gatekeeper.gates.authority import AgentSandbox, Authority, Egress, authority, breach, egress
 from gatekeeper.gates.sandboxed import hidden_paths, profile_for
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
@@ -176,6 +177,8 @@ class Doctor(_Section):
     key: KeySection
     evidence: EvidenceSection | None
     kernel_memory: KernelMemory
+    authority: Authority
+    egress: Egress
     problems: tuple[str, ...]
     remedies: tuple[str, ...]
 
@@ -193,7 +196,8 @@ class Doctor(_Section):
             out[name] = getattr(self, name).to_json()
         if self.evidence is not None:
             out["evidence"] = self.evidence.to_json()
-        out["kernel_memory"] = self.kernel_memory.to_json()
+        for name in ("kernel_memory", "authority", "egress"):
+            out[name] = getattr(self, name).to_json()
         return {**out, "problems": list(self.problems), "remedies": list(self.remedies),
                 "ready": self.ready}  # fmt: skip
 
@@ -357,8 +361,9 @@ def kernel_memory_status() -> KernelMemory:
     return KernelMemory(bounded=found.kind is not None, cgroup=found.kind, reason=found.reason)
 
 
-def doctor(repo_dir: Path) -> Doctor:
-    """The report; `ready` means no check found a problem the next gate would refuse on."""
+def doctor(repo_dir: Path, here: AgentSandbox) -> Doctor:
+    """The report; `ready` means no check found a problem the next gate would refuse on.
+    `here`: whether this process is inside an oms agent sandbox (the caller knows)."""
     p = _Problems()
     found = _repository(repo_dir, p)
     apparmor = apparmor_status()
@@ -366,6 +371,9 @@ def doctor(repo_dir: Path) -> Doctor:
     gitleaks = _gitleaks(found.loaded, p)
     key = _key(p)
     evidence = _evidence(found.repo, isinstance(key, KeyOk), p) if found.repo else None
+    who = authority(here)  # a readable key outside a sandbox is reported, never "not ready"
+    if (problem := breach(who)) is not None:
+        p.add(problem)
     return Doctor(
         state_root=str(state_root()),
         repository=found.section,
@@ -377,6 +385,8 @@ def doctor(repo_dir: Path) -> Doctor:
         key=key,
         evidence=evidence,
         kernel_memory=kernel_memory_status(),  # a warning, never "not ready"
+        authority=who,
+        egress=egress(found.loaded),
         problems=tuple(p.problems),
         remedies=tuple(p.remedies),
     )
