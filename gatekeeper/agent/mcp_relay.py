@@ -182,14 +182,32 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
-def _read_lines(stream: BinaryIO, loop: asyncio.AbstractEventLoop, queue: Any) -> None:
-    """A thread: stdin lines into `queue`, b"" at EOF. A daemon, so a read blocked at exit
-    never holds the process (asyncio cannot read every kind of stdin without blocking)."""
+def _read_lines(fd: int, loop: asyncio.AbstractEventLoop, queue: Any) -> None:
+    """A thread: stdin lines into `queue`, then b"" at EOF; a line over the bound is queued as
+    it stands and ends the reading. A daemon on the raw descriptor (no buffered-reader lock),
+    so a read still blocked at exit never holds or crashes the process."""
+
+    def put(line: bytes) -> None:
+        with contextlib.suppress(RuntimeError):  # the relay has ended and its loop closed
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+
+    pending = b""
     while True:
-        line = stream.readline(MAX_MESSAGE_BYTES + 1)
-        loop.call_soon_threadsafe(queue.put_nowait, line)
-        if not line or len(line) > MAX_MESSAGE_BYTES:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            put(line + b"\n")
+        if len(pending) > MAX_MESSAGE_BYTES:
+            put(pending)
             return
+    if pending:
+        put(pending)
+    put(b"")
 
 
 async def _stdin_to_ws(queue: asyncio.Queue[bytes], ws: aiohttp.ClientWebSocketResponse) -> None:
@@ -210,7 +228,7 @@ async def _ws_to_stdout(ws: aiohttp.ClientWebSocketResponse, out: BinaryIO) -> N
         out.flush()
 
 
-async def _relay(socket_path: str, stdin: BinaryIO, stdout: BinaryIO) -> int:
+async def _relay(socket_path: str, stdin_fd: int, stdout: BinaryIO) -> int:
     async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=socket_path)) as s:
         try:
             ws = await s.ws_connect(URL, max_msg_size=MAX_MESSAGE_BYTES, compress=0)
@@ -219,7 +237,7 @@ async def _relay(socket_path: str, stdin: BinaryIO, stdout: BinaryIO) -> int:
             return EXIT_UNAVAILABLE
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        threading.Thread(target=_read_lines, args=(stdin, loop, queue), daemon=True).start()
+        threading.Thread(target=_read_lines, args=(stdin_fd, loop, queue), daemon=True).start()
         up = asyncio.create_task(_stdin_to_ws(queue, ws))
         down = asyncio.create_task(_ws_to_stdout(ws, stdout))
         done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
@@ -239,4 +257,4 @@ async def _relay(socket_path: str, stdin: BinaryIO, stdout: BinaryIO) -> int:
 def relay_stdio(socket_path: str) -> int:
     """INSIDE: `oms mcp` as a relay over the broker's unix socket, until either side ends.
     Exit 4 with one line on stderr when the broker cannot be reached."""
-    return asyncio.run(_relay(socket_path, sys.stdin.buffer, sys.stdout.buffer))
+    return asyncio.run(_relay(socket_path, 0, sys.stdout.buffer))  # fd 0: the raw stdin
