@@ -72,10 +72,11 @@ class _McpRoute:
         try:
             ws = web.WebSocketResponse(max_msg_size=MAX_MESSAGE_BYTES, compress=False)
             await ws.prepare(request)
-            proc = await self._spawn()
-        except OSError:
-            await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"cannot start oms mcp")
-            return ws
+            try:
+                proc = await self._spawn()
+            except OSError:
+                await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"cannot start oms mcp")
+                return ws
         finally:
             self.opening -= 1
         conn = _Connection(ws, proc)
@@ -161,12 +162,14 @@ def _kill_group(pid: int) -> None:
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
     """Close its stdin (the server ends on EOF), then kill its whole session."""
-    if proc.stdin is not None and not proc.stdin.is_closing():
-        proc.stdin.close()
-    if proc.returncode is None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), GRACE_S)
-    _kill_group(proc.pid)  # also whatever it left running in its session
+    try:
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        if proc.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), GRACE_S)
+    finally:  # cancelled or not: also whatever it left running in its session
+        _kill_group(proc.pid)
     await proc.wait()
 
 
