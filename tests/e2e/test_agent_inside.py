@@ -152,6 +152,7 @@ def test_doctor_inside_says_there_is_no_authority_here(world: World) -> None:
         "key_readable": False, "inside_agent_sandbox": True, "run_id": RUN_ID,
         "note": report["authority"]["note"],
     }  # fmt: skip
+    assert report["probe"]["failures"] == ["not run: inside an oms agent sandbox"]
     assert f"authority: inside an oms agent sandbox (run {RUN_ID}): no authority here" in lines
     assert "authority: signing key readable by this process: no" in lines
 

@@ -23,6 +23,7 @@ import gatekeeper.agent.mcp_relay as mcp_relay
 from gatekeeper.cli import render
 from gatekeeper.cli.main import NO_STATE_INSIDE, main
 from gatekeeper.gates import authority as auth
+from gatekeeper.gates import doctor as doctor_gate
 from gatekeeper.gates.authority import AgentSandbox, Authority
 
 RUN_ID = "20261201T150000Z-0a1b2c3d"
@@ -208,6 +209,18 @@ def test_a_readable_key_is_a_problem_only_inside_a_sandbox() -> None:
     contained = Authority(key_readable=False, inside_agent_sandbox=True, run_id=RUN_ID)
     assert auth.breach(outside) is None and auth.breach(contained) is None
     assert "readable inside an oms agent sandbox" in (auth.breach(breached) or "")
+
+
+def test_doctor_inside_with_a_readable_key_is_not_ready_and_says_why(
+    git_repo: Path, state: Path
+) -> None:
+    """The wiring in the doctor itself: inside, with the key in reach, the sandbox failed.
+    (`state` after `git_repo`: its `$OMS_HOME` is the one in force.)"""
+    report = doctor_gate.doctor(git_repo, AgentSandbox(True, RUN_ID))
+    assert report.authority.key_readable and report.authority.run_id == RUN_ID
+    assert report.ready is False
+    assert any("readable inside an oms agent sandbox" in p for p in report.problems)
+    assert report.probe.failures == ("not run: inside an oms agent sandbox",)
 
 
 def _report(who: Authority) -> dict[str, Any]:
