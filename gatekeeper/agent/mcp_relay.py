@@ -185,6 +185,13 @@ def _say(message: str) -> None:
     sys.stderr.flush()
 
 
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 1 << 16)
+    except OSError:  # a closed or broken stdin ends the relay like EOF
+        return b""
+
+
 def _read_lines(fd: int, loop: asyncio.AbstractEventLoop, queue: Any) -> None:
     """A thread: stdin lines into `queue`, then b"" at EOF; a line over the bound is queued as
     it stands and ends the reading. A daemon on the raw descriptor (no buffered-reader lock),
@@ -194,22 +201,20 @@ def _read_lines(fd: int, loop: asyncio.AbstractEventLoop, queue: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the relay has ended and its loop closed
             loop.call_soon_threadsafe(queue.put_nowait, line)
 
-    pending = b""
-    while True:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            break
-        *lines, pending = (pending + chunk).split(b"\n")
-        for line in lines:
-            put(line + b"\n")
-        if len(pending) > MAX_MESSAGE_BYTES:
-            put(pending)
+    pieces: list[bytes] = []  # of the line not yet ended: joined once, never re-copied
+    while chunk := _read(fd):
+        *ends, rest = chunk.split(b"\n")
+        for end in ends:
+            line, pieces = b"".join([*pieces, end, b"\n"]), []
+            put(line)
+            if len(line) > MAX_MESSAGE_BYTES:
+                return
+        pieces += [rest] if rest else []
+        if sum(map(len, pieces)) > MAX_MESSAGE_BYTES:
+            put(b"".join(pieces))
             return
-    if pending:
-        put(pending)
+    if pieces:
+        put(b"".join(pieces))
     put(b"")
 
 
@@ -220,7 +225,6 @@ async def _stdin_to_ws(queue: asyncio.Queue[bytes], ws: aiohttp.ClientWebSocketR
         text = line.decode("utf-8", "replace").strip()
         if text:
             await ws.send_str(text)
-    await ws.close()
 
 
 async def _ws_to_stdout(ws: aiohttp.ClientWebSocketResponse, out: BinaryIO) -> None:
@@ -248,7 +252,9 @@ async def _relay(socket_path: str, stdin_fd: int, stdout: BinaryIO) -> int:
             task.cancel()
         await asyncio.gather(up, down, return_exceptions=True)
         await ws.close()
-        if up in done and isinstance(up.exception(), _TooLong):
+        if up in done:  # stdin ended first: the client is done (or sent too much)
+            if not isinstance(up.exception(), _TooLong):
+                return 0
             _say(f"a JSON-RPC message over {MAX_MESSAGE_BYTES} bytes cannot be relayed")
             return EXIT_UNAVAILABLE
         if ws.close_code not in (None, WSCloseCode.OK):

@@ -33,7 +33,13 @@ from support.repos import make_repo
 from support.sandbox import traversable_dir
 
 from gatekeeper.agent import inside
-from gatekeeper.agent.mcp_relay import MAX_CONNECTIONS, RUN_ID_ENV, URL, mcp_route
+from gatekeeper.agent.mcp_relay import (
+    MAX_CONNECTIONS,
+    MAX_MESSAGE_BYTES,
+    RUN_ID_ENV,
+    URL,
+    mcp_route,
+)
 from gatekeeper.cli.main import NO_STATE_INSIDE
 
 RUN_ID = "20261201T150000Z-0a1b2c3d"
@@ -322,24 +328,53 @@ def test_broker_stop_closes_the_connection_and_kills_the_server_outside(world: W
     assert code == aiohttp.WSCloseCode.GOING_AWAY
 
 
-def test_oms_mcp_inside_exits_4_when_the_server_outside_ends(world: World) -> None:
-    """The relay run as `oms mcp` inside would be, against a broker whose server dies."""
+RELAY = (
+    "import sys\nfrom gatekeeper.agent.mcp_relay import relay_stdio\n"
+    "sys.exit(relay_stdio(sys.argv[1]))"
+)
 
-    async def run() -> subprocess.CompletedProcess[bytes]:
-        async with broker(world, ["/bin/true"]):
-            proc = await asyncio.create_subprocess_exec(
-                PY, "-P", "-c",
-                "import sys\nfrom gatekeeper.agent.mcp_relay import relay_stdio\n"
-                f"sys.exit(relay_stdio({str(world.sock)!r}))",
-                stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env={**world.env, "PYTHONPATH": str(WORKTREE)},
-            )  # fmt: skip
-            assert proc.stderr is not None and proc.stdin is not None
-            err = await proc.stderr.read()  # stdin stays open: only the server can end it
-            code = await proc.wait()
+
+async def _relay_against(
+    w: World, oms_argv: list[str], feed: bytes | None, answers: int = 0
+) -> tuple[int, bytes, bytes]:
+    """`relay_stdio` as `oms mcp` inside runs it, against a broker serving `oms_argv`;
+    `feed` is written to its stdin, which is closed once `answers` lines came back (None:
+    stdin held open until the relay ends)."""
+    async with broker(w, oms_argv):
+        proc = await asyncio.create_subprocess_exec(
+            PY, "-P", "-c", RELAY, str(w.sock), stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env={**w.env, "PYTHONPATH": str(WORKTREE)},
+        )  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        got = b""
+        if feed is not None:
+            proc.stdin.write(feed)
+            await proc.stdin.drain()
+            got = b"".join([await proc.stdout.readline() for _ in range(answers)])
             proc.stdin.close()
-            return subprocess.CompletedProcess([], code, b"", err)
+        out, err = await asyncio.gather(proc.stdout.read(), proc.stderr.read())
+        out = got + out
+        code = await proc.wait()
+        proc.stdin.close()
+        return code, out, err
 
-    done = asyncio.run(run())
-    assert done.returncode == 4
-    assert done.stderr.decode().startswith("oms: unavailable: oms mcp outside ended")
+
+def test_oms_mcp_inside_relays_lines_both_ways_and_ends_with_stdin(world: World) -> None:
+    feed = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n\n{"jsonrpc":"2.0","id":2}\n'
+    code, out, err = asyncio.run(_relay_against(world, [PY, "-c", ECHO], feed, answers=2))
+    assert (code, err) == (0, b"")
+    assert out == b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"jsonrpc":"2.0","id":2}\n'
+
+
+def test_oms_mcp_inside_refuses_a_message_over_the_bound(world: World) -> None:
+    feed = b"x" * (MAX_MESSAGE_BYTES + 1) + b"\n"
+    code, _, err = asyncio.run(_relay_against(world, [PY, "-c", ECHO], feed))
+    assert code == 4
+    assert err.decode().startswith(f"oms: unavailable: a JSON-RPC message over {MAX_MESSAGE_BYTES}")
+
+
+def test_oms_mcp_inside_exits_4_when_the_server_outside_ends(world: World) -> None:
+    code, _, err = asyncio.run(_relay_against(world, ["/bin/true"], None))
+    assert code == 4
+    assert err.decode().startswith("oms: unavailable: oms mcp outside ended")

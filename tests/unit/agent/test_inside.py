@@ -131,6 +131,46 @@ def test_one_line_keeps_a_pretty_printed_message_and_makes_it_one_line() -> None
     assert json.loads(line) == msg
 
 
+class _Direct:
+    """Stands in for the event loop and its queue: what the reading thread hands over."""
+
+    def __init__(self) -> None:
+        self.got: list[bytes] = []
+
+    def call_soon_threadsafe(self, fn: Any, arg: bytes) -> None:
+        fn(arg)
+
+    def put_nowait(self, line: bytes) -> None:
+        self.got.append(line)
+
+
+def _lines_of(data: bytes) -> list[bytes]:
+    r, w = os.pipe()
+    direct = _Direct()
+    with os.fdopen(w, "wb") as f:
+        f.write(data)  # small: within the pipe's capacity, read after the writer closed
+    mcp_relay._read_lines(r, direct, direct)  # type: ignore[arg-type]
+    os.close(r)
+    return direct.got
+
+
+def test_stdin_is_read_as_lines_with_eof_last() -> None:
+    assert _lines_of(b'{"a":1}\n\n{"b":2}') == [b'{"a":1}\n', b"\n", b'{"b":2}', b""]
+
+
+@pytest.mark.parametrize("end", [b"\n{}\n", b""], ids=["ended", "unended"])
+def test_a_line_over_the_bound_ends_the_reading(tmp_path: Path, end: bytes) -> None:
+    big = tmp_path / "big"  # a file: more than a pipe holds, read without a writer thread
+    big.write_bytes(b"x" * (mcp_relay.MAX_MESSAGE_BYTES + 10) + end)
+    direct = _Direct()
+    fd = os.open(big, os.O_RDONLY)
+    try:
+        mcp_relay._read_lines(fd, direct, direct)  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    assert len(direct.got) == 1 and len(direct.got[0]) > mcp_relay.MAX_MESSAGE_BYTES
+
+
 def test_oms_mcp_inside_without_a_socket_exits_4_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
