@@ -238,6 +238,12 @@ def test_key_readable_as_an_unprivileged_owner_and_after_chmod_000(state: Path) 
     assert _in_child_as(NOBODY, _readable) == 0
 
 
+@pytest.mark.skipif(AS_ROOT, reason="root reads a mode-000 file: as root, the test above")
+def test_key_readable_is_false_after_chmod_000(state: Path) -> None:
+    state.chmod(0o000)
+    assert _readable() is False
+
+
 @pytest.mark.skipif(not AS_ROOT, reason="needs root to run as another uid")
 def test_key_readable_is_false_for_another_uid(state: Path) -> None:
     assert _in_child_as(NOBODY, _readable) == 0
