@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
+from gatekeeper.agent.inside import inside_agent_sandbox, marker
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, command, doctor_lines
 from gatekeeper.errors import EXIT_UNAVAILABLE
 from gatekeeper.gates import doctor as readiness
+from gatekeeper.gates.authority import AgentSandbox
 from gatekeeper.mcp.server import digest_for_doctor
 
 
@@ -18,7 +20,8 @@ from gatekeeper.mcp.server import digest_for_doctor
 @command
 def doctor(repo: Path) -> Outcome:
     """Readiness: a real sandbox probe, AppArmor status, key and chain."""
-    found = readiness.doctor(repo)
+    # Inside an agent sandbox too: it says so, and that there is no authority here.
+    found = readiness.doctor(repo, AgentSandbox.of(inside_agent_sandbox(), marker()))
     report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
         report["mcp_tools_digest"] = digest_for_doctor(repo)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NoReturn
 
 import click
 
+from gatekeeper.agent.inside import SOCKET, inside_agent_sandbox
 from gatekeeper.cli.render import emit_error
 
 # name -> ("module:attribute", short help). Sorted by name, as click lists commands.
@@ -99,8 +100,66 @@ def _usage(args: Sequence[str], message: str) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
+# -- inside an oms agent sandbox (gatekeeper/agent/inside.py) -----------------------------
+
+# What still runs as usual inside: it answers about this process only.
+INSIDE_LOCAL = frozenset({"doctor"})
+NO_STATE_INSIDE = (
+    "inside an oms agent sandbox there is no oms state to reach; oms mcp reaches the one outside"
+)
+
+
+def _inside_mcp(args: Sequence[str]) -> None:
+    """`oms mcp [--repo DIR]` relays to the server outside (which serves the run's repository,
+    so --repo is ignored); `oms mcp config` prints snippets; anything else is refused."""
+    rest = list(args)
+    while rest and rest[0].startswith("-"):
+        flag = rest.pop(0)
+        if flag in ("-h", "--help"):
+            return
+        if flag == "--repo" and rest:
+            rest.pop(0)
+        elif not flag.startswith("--repo="):
+            _refuse_inside(args)
+    if not rest:
+        # Imported on this path only: aiohttp is for the relay, not for `oms --help`.
+        from gatekeeper.agent.mcp_relay import relay_stdio
+
+        sys.exit(relay_stdio(SOCKET))
+    if rest[0] != "config":
+        _refuse_inside(args)
+
+
+def _refuse_inside(args: Sequence[str]) -> NoReturn:
+    # Imported on this path only, as in `_usage`.
+    from gatekeeper.errors import Unavailable
+
+    err = Unavailable(NO_STATE_INSIDE)
+    emit_error("--json" in args, err.exit_code, err.kind, err.message)
+    sys.exit(err.exit_code)
+
+
+# Commands that reach the broker outside, each given the arguments after its name. `oms hook`,
+# `oms worker result` and `oms conductor bridge` join `oms mcp` here (later issues).
+INSIDE_BROKERED: Mapping[str, Callable[[Sequence[str]], None]] = {"mcp": _inside_mcp}
+
+
+def _inside(args: Sequence[str]) -> None:
+    """Returns when click should run `args` as usual; otherwise relays or refuses (exit 4).
+    The root group takes flags only, so the first word is the command."""
+    words = [a for a in args if not a.startswith("-")]
+    if not words or words[0] in INSIDE_LOCAL:
+        return
+    brokered = INSIDE_BROKERED.get(words[0])
+    if brokered is None:
+        _refuse_inside(args)
+    brokered(args[list(args).index(words[0]) + 1 :])
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if inside_agent_sandbox():  # one os.path.exists: `oms --help` stays fast
+        _inside(args)
     try:
         cli.main(args=args, prog_name="oms", standalone_mode=False)
     except click.exceptions.Exit as exc:

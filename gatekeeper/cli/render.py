@@ -155,10 +155,32 @@ def doctor_lines(report: Data, ready: bool) -> list[str]:
     ]
     if "evidence" in report:
         lines.append(f"evidence: {report['evidence']}")
+    lines += authority_lines(report)
     lines += [f"problem:  {p}" for p in report["problems"]]
     lines += [f"remedy:   {r}" for r in report["remedies"]]
     lines.append("ready" if ready else "NOT READY")
     return [sanitize(x) for x in lines]
+
+
+def authority_lines(report: Data) -> list[str]:
+    """Who could sign here, said plainly, and what each egress mode of `oms agent run` is."""
+    if "authority" not in report:
+        return []
+    who = report["authority"]
+    where = (
+        f"inside an oms agent sandbox (run {who['run_id'] or 'unknown'}): no authority here"
+        if who["inside_agent_sandbox"]
+        else "not inside an oms agent sandbox"
+    )
+    readable = "yes" if who["key_readable"] else "no"
+    lines = [f"authority: signing key readable by this process: {readable}",
+             f"authority: {where}", f"authority: {who['note']}"]  # fmt: skip
+    egress = report.get("egress") or {}
+    lines += [f"egress:   {mode}: {text}" for mode, text in egress.get("modes", {}).items()]
+    if egress:
+        lines.append(f"egress:   a secret in an api request: {egress['on_secret']} "
+                     "([agent.egress] on_secret)")  # fmt: skip
+    return lines
 
 
 def sandbox_lines(data: Data) -> list[str]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_key, state_root
 from gatekeeper.errors import OmsError, UsageError
+from gatekeeper.gates import authority as auth
 from gatekeeper.gates.sandboxed import hidden_paths, profile_for
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
@@ -176,6 +177,8 @@ class Doctor(_Section):
     key: KeySection
     evidence: EvidenceSection | None
     kernel_memory: KernelMemory
+    authority: auth.Authority
+    egress: auth.Egress
     problems: tuple[str, ...]
     remedies: tuple[str, ...]
 
@@ -193,7 +196,8 @@ class Doctor(_Section):
             out[name] = getattr(self, name).to_json()
         if self.evidence is not None:
             out["evidence"] = self.evidence.to_json()
-        out["kernel_memory"] = self.kernel_memory.to_json()
+        for name in ("kernel_memory", "authority", "egress"):
+            out[name] = getattr(self, name).to_json()
         return {**out, "problems": list(self.problems), "remedies": list(self.remedies),
                 "ready": self.ready}  # fmt: skip
 
@@ -307,6 +311,13 @@ def _sandbox(repo: Repo | None, loaded: LoadedPolicy, apparmor: Apparmor, p: _Pr
     return _Sandbox(found, probed)
 
 
+def _not_probed_inside(p: _Problems) -> _Sandbox:
+    """Inside an agent sandbox no gate runs (user namespaces are off there): no probe."""
+    p.add(f"inside an oms agent sandbox: {auth.NO_AUTHORITY_INSIDE}; gates run outside it")
+    why = "not run: inside an oms agent sandbox"
+    return _Sandbox(BwrapMissing(error=why), ProbeNotRun(failures=(why,)))
+
+
 def _gitleaks(loaded: LoadedPolicy, p: _Problems) -> GitleaksSection:
     """The binary the gates would run, hashed and asked its version by its own check."""
     sp = loaded.policy.scanners
@@ -357,15 +368,22 @@ def kernel_memory_status() -> KernelMemory:
     return KernelMemory(bounded=found.kind is not None, cgroup=found.kind, reason=found.reason)
 
 
-def doctor(repo_dir: Path) -> Doctor:
-    """The report; `ready` means no check found a problem the next gate would refuse on."""
+def doctor(repo_dir: Path, here: auth.AgentSandbox) -> Doctor:
+    """The report; `ready` means no check found a problem the next gate would refuse on.
+    `here`: whether this process is inside an oms agent sandbox (the caller knows)."""
     p = _Problems()
     found = _repository(repo_dir, p)
     apparmor = apparmor_status()
-    sandbox = _sandbox(found.repo, found.loaded, apparmor, p)
+    if here.inside:
+        sandbox = _not_probed_inside(p)
+    else:
+        sandbox = _sandbox(found.repo, found.loaded, apparmor, p)
     gitleaks = _gitleaks(found.loaded, p)
     key = _key(p)
     evidence = _evidence(found.repo, isinstance(key, KeyOk), p) if found.repo else None
+    who = auth.authority(here)  # a readable key outside a sandbox is reported, never "not ready"
+    if (problem := auth.breach(who)) is not None:
+        p.add(problem)
     return Doctor(
         state_root=str(state_root()),
         repository=found.section,
@@ -377,6 +395,8 @@ def doctor(repo_dir: Path) -> Doctor:
         key=key,
         evidence=evidence,
         kernel_memory=kernel_memory_status(),  # a warning, never "not ready"
+        authority=who,
+        egress=auth.egress(found.loaded),
         problems=tuple(p.problems),
         remedies=tuple(p.remedies),
     )

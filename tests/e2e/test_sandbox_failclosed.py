@@ -32,6 +32,7 @@ from support.sandbox import SH, cli_env, sandbox_toml
 import gatekeeper.gates.doctor as doctor_mod
 import gatekeeper.gates.sandboxed as gs
 from gatekeeper.errors import EXIT_UNAVAILABLE, Unavailable, classify
+from gatekeeper.gates.authority import AgentSandbox
 from gatekeeper.gates.sandboxed import sandbox_run
 from policy import SandboxPolicy
 from sandbox import SandboxUnavailable, cgroup, check_profile, find_bwrap
@@ -259,7 +260,7 @@ def test_doctor_warns_but_stays_ready_when_kernel_memory_cannot_be_capped(
     no_cgroup = cgroup.Support(None, "no cgroup v2 with memory delegated (test)")
     monkeypatch.setattr(doctor_mod, "cgroup_support", lambda: no_cgroup)
     monkeypatch.setattr(cgroup, "support", lambda: no_cgroup)
-    found = doctor_mod.doctor(repo)
+    found = doctor_mod.doctor(repo, AgentSandbox(inside=False))
     report, ready = found.to_json(), found.ready
     assert ready is True and report["probe"]["ok"] is True, report
     km = report["kernel_memory"]

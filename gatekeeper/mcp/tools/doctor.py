@@ -6,7 +6,9 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from gatekeeper.agent.inside import inside_agent_sandbox, marker
 from gatekeeper.gates import doctor as doctor_gate
+from gatekeeper.gates.authority import AgentSandbox
 from gatekeeper.mcp.bounds import Result, bounded, hide_paths_in, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
 from gatekeeper.mcp.listing import listed_digest
@@ -19,7 +21,8 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_doctor() -> Result:
-        found = await in_thread(doctor_gate.doctor, ctx.repo.top)
+        here = AgentSandbox.of(inside_agent_sandbox(), marker())
+        found = await in_thread(doctor_gate.doctor, ctx.repo.top, here)
         report, ready = found.to_json(), found.ready
         report["mcp_tools_digest"] = (await listed_digest(server))[0]
         return bounded(hide_paths_in({**report, "ready": ready}))

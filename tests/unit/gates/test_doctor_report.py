@@ -12,6 +12,7 @@ from typing import Any
 import pydantic
 import pytest
 
+from gatekeeper.gates.authority import AUTHORITY_NOTE, EGRESS_MODES, Authority, Egress
 from gatekeeper.gates.doctor import (
     KERNEL_MEMORY_WARNING,
     Apparmor,
@@ -32,6 +33,8 @@ from gatekeeper.gates.doctor import (
     Unusable,
 )
 
+AUTHORITY = Authority(key_readable=True, inside_agent_sandbox=False, run_id=None)
+EGRESS = Egress(on_secret="redact", modes=dict(EGRESS_MODES))
 APPARMOR = Apparmor(restrict_unprivileged_userns="1", bwrap_userns_restrict_loaded=True,
                     unprivileged_userns_clone=None)  # fmt: skip
 
@@ -48,6 +51,8 @@ def _ready() -> Doctor:
         key=KeyOk(key_id="k1"),
         evidence=EvidenceAudit(intact=True, entries=3, first_bad_seq=None, reason=None),
         kernel_memory=KernelMemory(bounded=True, cgroup="v2", reason=""),
+        authority=AUTHORITY,
+        egress=EGRESS,
         problems=(),
         remedies=(),
     )
@@ -68,6 +73,13 @@ READY_JSON: dict[str, Any] = {
     "key": {"ok": True, "key_id": "k1"},
     "evidence": {"intact": True, "entries": 3, "first_bad_seq": None, "reason": None},
     "kernel_memory": {"bounded": True, "cgroup": "v2", "reason": ""},
+    "authority": {
+        "key_readable": True,
+        "inside_agent_sandbox": False,
+        "run_id": None,
+        "note": AUTHORITY_NOTE,
+    },
+    "egress": {"on_secret": "redact", "modes": dict(EGRESS_MODES)},
     "problems": [],
     "remedies": [],
     "ready": True,
@@ -97,6 +109,8 @@ def test_without_a_repository_policy_and_evidence_are_absent_not_null() -> None:
         key=Unusable(error="no key"),
         evidence=None,
         kernel_memory=KernelMemory(bounded=True, cgroup="v1", reason=""),
+        authority=AUTHORITY,
+        egress=EGRESS,
         problems=("no such repository: not a git repository: /x",),
         remedies=("pass --repo DIR of a git repository",),
     )
@@ -110,6 +124,8 @@ def test_without_a_repository_policy_and_evidence_are_absent_not_null() -> None:
         "gitleaks": {"ok": False, "error": "missing"},
         "key": {"ok": False, "error": "no key"},
         "kernel_memory": {"bounded": True, "cgroup": "v1", "reason": ""},
+        "authority": READY_JSON["authority"],
+        "egress": READY_JSON["egress"],
         "problems": ["no such repository: not a git repository: /x"],
         "remedies": ["pass --repo DIR of a git repository"],
         "ready": False,
