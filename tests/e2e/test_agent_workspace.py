@@ -22,6 +22,7 @@ import pytest
 from support.oms import parse_single_json, run_oms
 from support.repos import git, make_repo
 
+import gatekeeper.agent.snapshot as snapshot
 import gatekeeper.mcp.tools.result as mcp_result
 from evidence import Draft, EvidenceStore, state_root
 from gatekeeper.agent.payloads import AgentRunEnd, AgentRunStart, EgressTotals, run_subject
@@ -265,6 +266,51 @@ def test_rewritten_history_is_blocked_and_no_ref_is_written(lab: Lab, rewrite: s
     assert lab.refs() == before
 
 
+def test_symlinks_are_committed_as_links_never_followed(lab: Lab) -> None:
+    outside = lab.root / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host file\n")
+    ws = create_workspace(lab.repo, None, new_run_id())
+    os.symlink(outside, ws.path / "dirlink")
+    os.symlink(outside / "secret.txt", ws.path / "filelink")
+    os.unlink(ws.path / "app.py")
+    os.symlink(outside / "secret.txt", ws.path / "app.py")  # a tracked file turned link
+    got = collect(lab.repo, ws)
+    assert got.candidate is not None
+    tree = tree_of(lab, got.candidate)
+    assert tree["dirlink"] == ("120000", str(outside))
+    assert tree["filelink"] == ("120000", str(outside / "secret.txt"))
+    assert tree["app.py"] == ("120000", str(outside / "secret.txt"))
+    assert not any(path.startswith("dirlink/") for path in tree)
+    assert all("host file" not in content for _, content in tree.values())
+
+
+def test_special_files_and_nested_repositories_are_not_committed(lab: Lab) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    os.mkfifo(ws.path / "pipe")  # reading it would hang: it is never opened
+    os.unlink(ws.path / "app.py")
+    os.mkfifo(ws.path / "app.py")  # a tracked file turned FIFO: gone from the tree
+    nested = ws.path / "vendor"
+    nested.mkdir()
+    git(nested, "init", "-q", env=lab.env)
+    (nested / "lib.txt").write_text("nested\n")
+    (ws.path / "real.txt").write_text("real\n")
+    got = collect(lab.repo, ws)
+    assert got.candidate is not None
+    tree = tree_of(lab, got.candidate)
+    assert "real.txt" in tree
+    assert "pipe" not in tree and "app.py" not in tree
+    assert not any(path.startswith("vendor") for path in tree)
+
+
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read(lab: Lab) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    with open(ws.path / "huge.bin", "wb") as f:
+        f.truncate(snapshot.MAX_FILE_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(Blocked, match=r"huge\.bin in the workspace is larger than oms collects"):
+        collect(lab.repo, ws)
+
+
 # -- hostile workspaces ---------------------------------------------------------------------
 
 Plant = Callable[[Lab, Workspace], None]
@@ -369,7 +415,7 @@ def test_a_workspace_naming_other_object_stores_is_refused(lab: Lab, name: str) 
     (ws.path / "app.py").write_text("print('x')\n")
     target = lab.repo.common_dir / "objects"
     (ws.path / ".git" / "objects" / "info" / name).write_text(f"{target}\n")
-    with pytest.raises(Blocked, match=f"objects/info/{name}"):
+    with pytest.raises(Blocked, match=f"objects/info/{name} names other object stores"):
         collect(lab.repo, ws)
     assert f"refs/oms/runs/{ws.run_id}" not in lab.refs()
 
