@@ -34,7 +34,7 @@ from gatekeeper.agent import snapshot
 from gatekeeper.agent.payloads import Diffstat
 from gatekeeper.agent.snapshot import AGENT_IDENTITY
 from gatekeeper.errors import Blocked, ConfigError, UsageError
-from gatekeeper.repo.git import GitError, Repo, git, git_argv, git_env
+from gatekeeper.repo.git import GitError, Repo, git, git_argv, git_env, run_argv
 from gatekeeper.repo.refs import read_ref, resolve_commit, valid_refname, write_ref
 from gatekeeper.repo.scratch import copy_commit, remove_tree
 
@@ -139,8 +139,20 @@ def _make_dotgit(repo: Repo, top: Path, run_id: str, base: str) -> None:
     _write_new(dotgit / "HEAD", f"ref: refs/heads/oms/{run_id}\n".encode())
     _write_new(dotgit / "refs" / "heads" / "oms" / run_id, f"{base}\n".encode())
     # Objects: packed by oms' git from oms' mirror (the user's objects as its alternate).
-    git(repo, "pack-objects", "--revs", "-q", "--delta-base-offset",
-        str(dotgit / "objects" / "pack" / "pack"), input=f"{base}\n".encode())  # fmt: skip
+    # No delta search and no compression of loose objects: packed data is reused as it is,
+    # and start-up time matters more than the workspace's size (the agent's gc can shrink it).
+    argv = git_argv(
+        repo,
+        "-c",
+        "pack.compression=0",
+        "pack-objects",
+        "--revs",
+        "-q",
+        "--window=0",
+        "--delta-base-offset",
+        str(dotgit / "objects" / "pack" / "pack"),
+    )
+    run_argv(argv, git_env(repo), repo.mirror, f"{base}\n".encode(), True, "pack-objects")
     # The index, so that `git status` inside starts clean: oms' env, the config just written.
     env = git_env(repo)
     env["GIT_INDEX_FILE"] = str(dotgit / "index")
