@@ -33,7 +33,7 @@ from evidence.state import ensure_private_dir
 from gatekeeper.agent import snapshot
 from gatekeeper.agent.payloads import Diffstat
 from gatekeeper.agent.snapshot import AGENT_IDENTITY
-from gatekeeper.errors import Blocked, ConfigError, UsageError
+from gatekeeper.errors import Blocked, ConfigError, Unavailable, UsageError
 from gatekeeper.repo.git import GitError, Repo, git, git_argv, git_env, run_argv
 from gatekeeper.repo.refs import read_ref, resolve_commit, valid_refname, write_ref
 from gatekeeper.repo.scratch import copy_commit, remove_tree
@@ -303,8 +303,12 @@ def collect(repo: Repo, ws: Workspace) -> Collected:
             raise Blocked(f"the workspace cannot be collected: {exc}") from None
         if result == ws.base:
             return Collected(None, None, None)
-        with _quarantine(repo) as q:
-            _receive(repo, t, q, ws.base, result)
-            _move_in(repo, q)
+        try:
+            with _quarantine(repo) as q:
+                _receive(repo, t, q, ws.base, result)
+                _move_in(repo, q)
+        except OSError as exc:
+            raise Unavailable(f"cannot write the run's objects into the repository: "
+                              f"{exc.strerror or exc}") from None  # fmt: skip
     write_ref(repo, ref, result, None, f"oms agent run {ws.run_id}")
     return Collected(result, ref, diffstat(repo, ws.base, result))

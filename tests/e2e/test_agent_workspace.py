@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from support.oms import parse_single_json, run_oms
 from support.repos import git, make_repo
 
 import gatekeeper.agent.snapshot as snapshot
+import gatekeeper.agent.workspace as workspace_module
 import gatekeeper.mcp.tools.result as mcp_result
 from evidence import Draft, EvidenceStore, state_root
 from gatekeeper.agent.payloads import AgentRunEnd, AgentRunStart, EgressTotals, run_subject
@@ -33,7 +35,7 @@ from gatekeeper.agent.workspace import (
     create_workspace,
     new_run_id,
 )
-from gatekeeper.errors import Blocked
+from gatekeeper.errors import Blocked, Unavailable
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.scratch import SANDBOX_HOST_UID
 from gatekeeper.scan.canary import plant_canary
@@ -309,6 +311,25 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_read(lab: Lab) -> No
         f.truncate(snapshot.MAX_FILE_BYTES + 1)  # sparse: costs no disk
     with pytest.raises(Blocked, match=r"huge\.bin in the workspace is larger than oms collects"):
         collect(lab.repo, ws)
+
+
+def test_an_unwritable_object_store_is_unavailable_and_writes_no_ref(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    (ws.path / "app.py").write_text("print('x')\n")
+
+    real_mkdtemp = tempfile.mkdtemp
+
+    def denied(*args: Any, **kwargs: Any) -> str:
+        if Path(kwargs.get("dir", "")) == lab.repo.common_dir / "objects":
+            raise PermissionError(13, "Permission denied")
+        return real_mkdtemp(*args, **kwargs)
+
+    monkeypatch.setattr(workspace_module.tempfile, "mkdtemp", denied)
+    with pytest.raises(Unavailable, match="cannot write the run's objects"):
+        collect(lab.repo, ws)
+    assert f"refs/oms/runs/{ws.run_id}" not in lab.refs()
 
 
 # -- hostile workspaces ---------------------------------------------------------------------
