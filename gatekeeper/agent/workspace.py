@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from evidence import state_root
-from evidence.state import ensure_private_dir
+from evidence.state import ensure_private_dir, fsync_dir
 from gatekeeper.agent import snapshot
 from gatekeeper.agent.payloads import Diffstat
 from gatekeeper.agent.snapshot import AGENT_IDENTITY
@@ -268,6 +268,7 @@ def _move_in(repo: Repo, q: Path) -> None:
         if os.path.lexists(dest / name):
             continue  # the very same pack (its name is its hash) is there already
         os.rename(q / "pack" / name, dest / name)
+    fsync_dir(dest)  # the packs are durable before the ref that needs them is written
 
 
 def diffstat(repo: Repo, base: str, candidate: str) -> Diffstat:

@@ -35,7 +35,7 @@ from gatekeeper.agent.workspace import (
     create_workspace,
     new_run_id,
 )
-from gatekeeper.errors import Blocked, Unavailable
+from gatekeeper.errors import Blocked, ConfigError, Unavailable, UsageError
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.scratch import SANDBOX_HOST_UID
 from gatekeeper.scan.canary import plant_canary
@@ -168,7 +168,7 @@ def test_files_are_written_as_data_not_through_the_trees_attributes(lab: Lab) ->
 def test_a_second_workspace_for_the_same_run_is_refused(lab: Lab) -> None:
     run = new_run_id()
     create_workspace(lab.repo, None, run)
-    with pytest.raises(Exception, match="exists already"):
+    with pytest.raises(UsageError, match="exists already"):
         create_workspace(lab.repo, None, run)
 
 
@@ -209,6 +209,48 @@ def test_uncommitted_changes_are_committed_like_add_all_but_ignored_files_are_no
     assert got.diffstat is not None
     assert (got.diffstat.files, got.diffstat.insertions) == (8, 7)
     assert lab.user_git("fsck", "--strict", "--no-dangling") == ""
+
+
+def test_files_turned_directories_and_back_are_committed(lab: Lab) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    os.unlink(ws.path / "app.py")
+    (ws.path / "app.py").mkdir()
+    (ws.path / "app.py" / "inner.txt").write_text("now a directory\n")
+    (ws.path / "pkg").mkdir()
+    (ws.path / "pkg" / "mod.py").write_text("x = 1\n")
+    lab.agent_git(ws, "add", "-A")
+    lab.agent_git(ws, "commit", "-q", "-m", "a package")
+    (ws.path / "pkg" / "mod.py").unlink()
+    (ws.path / "pkg").rmdir()
+    (ws.path / "pkg").write_text("now a file\n")
+    got = collect(lab.repo, ws)
+    assert got.candidate is not None
+    tree = tree_of(lab, got.candidate)
+    assert tree["app.py/inner.txt"] == ("100644", "now a directory\n")
+    assert tree["pkg"] == ("100644", "now a file\n")
+    assert "app.py" not in tree and "pkg/mod.py" not in tree
+
+
+def test_the_users_head_index_and_config_are_untouched(lab: Lab) -> None:
+    dotgit = lab.repo_dir / ".git"
+    before = {name: (dotgit / name).read_bytes() for name in ("HEAD", "index", "config")}
+    ws = create_workspace(lab.repo, None, new_run_id())
+    (ws.path / "app.py").write_text("print('y')\n")
+    assert collect(lab.repo, ws).candidate is not None
+    assert {name: (dotgit / name).read_bytes() for name in before} == before
+    assert lab.user_git("status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("where", ["inside the repository", "around the repository"])
+def test_a_work_dir_overlapping_the_repository_is_refused(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    work = lab.repo_dir / "work" if where == "inside the repository" else lab.root
+    monkeypatch.setenv("OMS_WORK_DIR", str(work))
+    monkeypatch.setenv("OMS_HOME", str(lab.root.parent / f"{lab.root.name}-state"))
+    with pytest.raises(ConfigError, match=r"and the repository .* overlap"):
+        create_workspace(lab.repo, None, new_run_id())
+    assert not (lab.repo_dir / "work").exists()
 
 
 def test_the_agents_own_commits_are_kept_and_the_rest_committed_on_top(lab: Lab) -> None:
