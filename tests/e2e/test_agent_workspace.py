@@ -458,6 +458,38 @@ def test_collect_runs_nothing_the_workspace_names(lab: Lab, vector: str) -> None
     assert tree["app.py"][1] == "print('raw bytes')\n" and tree["fresh.txt"][1] == "untracked\n"
 
 
+def test_the_workspace_index_cannot_hide_a_change(lab: Lab) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    lab.agent_git(ws, "update-index", "--skip-worktree", "app.py")
+    lab.agent_git(ws, "update-index", "--assume-unchanged", "run.sh")
+    (ws.path / "app.py").write_text("print('hidden by skip-worktree')\n")
+    (ws.path / "run.sh").write_text("#!/bin/sh\necho hidden by assume-unchanged\n")
+    assert lab.agent_git(ws, "status", "--porcelain") == ""  # live: git inside sees nothing
+    got = collect(lab.repo, ws)
+    assert got.candidate is not None
+    tree = tree_of(lab, got.candidate)
+    assert tree["app.py"][1] == "print('hidden by skip-worktree')\n"
+    assert tree["run.sh"] == ("100755", "#!/bin/sh\necho hidden by assume-unchanged\n")
+
+
+def test_the_workspaces_own_info_exclude_does_not_hide_a_new_file(lab: Lab) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    (ws.path / ".git" / "info" / "exclude").write_text("hidden.txt\n")
+    (ws.path / "hidden.txt").write_text("excluded by the agent's own info/exclude\n")
+    assert lab.agent_git(ws, "status", "--porcelain") == ""  # live: git inside ignores it
+    got = collect(lab.repo, ws)
+    assert got.candidate is not None and "hidden.txt" in tree_of(lab, got.candidate)
+
+
+def test_a_head_branch_in_packed_refs_is_found(lab: Lab) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    (ws.path / "app.py").write_text("print('packed')\n")
+    lab.agent_git(ws, "commit", "-q", "-am", "then pack-refs")
+    lab.agent_git(ws, "pack-refs", "--all")
+    assert not (ws.path / ".git" / "refs" / "heads" / "oms" / ws.run_id).exists()
+    assert collect(lab.repo, ws).candidate == lab.agent_git(ws, "rev-parse", "HEAD")
+
+
 def test_the_users_hooks_and_config_do_not_run_when_the_run_ref_is_written(lab: Lab) -> None:
     hook = lab.repo_dir / ".git" / "hooks" / "reference-transaction"
     os.symlink(lab.marker_script("user-hook"), hook)
