@@ -35,7 +35,7 @@ from gatekeeper.agent.payloads import Diffstat
 from gatekeeper.agent.snapshot import AGENT_IDENTITY
 from gatekeeper.errors import Blocked, ConfigError, Unavailable, UsageError
 from gatekeeper.repo.git import GitError, Repo, git, git_argv, git_env, run_argv
-from gatekeeper.repo.refs import read_ref, resolve_commit, valid_refname, write_ref
+from gatekeeper.repo.refs import RUN_REF_RE, read_ref, resolve_commit, write_ref
 from gatekeeper.repo.scratch import copy_commit, remove_tree
 
 RUN_REF_PREFIX = "refs/oms/runs/"
@@ -84,7 +84,9 @@ def work_root(environ: Mapping[str, str] | None = None) -> Path:
 
 def new_run_id(now: datetime | None = None) -> str:
     """`20261201T150000Z-0a1b2c3d`: the UTC time and 8 random hex digits."""
-    when = (now or datetime.now(UTC)).astimezone(UTC) if (now is None or now.tzinfo) else now
+    when = datetime.now(UTC) if now is None else now
+    if when.tzinfo is not None:  # a naive time is taken as UTC already
+        when = when.astimezone(UTC)
     return f"{when:%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
 
 
@@ -104,8 +106,9 @@ class Collected:
 
 
 def run_ref(run_id: str) -> str:
+    """`refs/oms/runs/<run-id>`; UsageError for anything that is not a run id."""
     ref = RUN_REF_PREFIX + run_id
-    if not valid_refname(ref) or "/" in run_id:
+    if not RUN_REF_RE.match(ref):
         raise UsageError(f"not a run id: {run_id[:80]!r}")
     return ref
 
@@ -141,24 +144,16 @@ def _make_dotgit(repo: Repo, top: Path, run_id: str, base: str) -> None:
     # Objects: packed by oms' git from oms' mirror (the user's objects as its alternate).
     # No delta search and no compression of loose objects: packed data is reused as it is,
     # and start-up time matters more than the workspace's size (the agent's gc can shrink it).
-    argv = git_argv(
-        repo,
-        "-c",
-        "pack.compression=0",
-        "pack-objects",
-        "--revs",
-        "-q",
-        "--window=0",
-        "--delta-base-offset",
-        str(dotgit / "objects" / "pack" / "pack"),
-    )
+    argv = git_argv(repo, "-c", "pack.compression=0", "pack-objects", "--revs", "-q",
+                    "--window=0", "--delta-base-offset",
+                    str(dotgit / "objects" / "pack" / "pack"))  # fmt: skip
     run_argv(argv, git_env(repo), repo.mirror, f"{base}\n".encode(), True, "pack-objects")
     # The index, so that `git status` inside starts clean: oms' env, the config just written.
     env = git_env(repo)
     env["GIT_INDEX_FILE"] = str(dotgit / "index")
     for args in (("read-tree", base), ("update-index", "-q", "--refresh")):
         argv = ["git", "--git-dir", str(dotgit), "--work-tree", str(top), *args]
-        subprocess.run(argv, env=env, cwd=top, capture_output=True, check=args[0] == "read-tree")
+        run_argv(argv, env, top, None, args[0] == "read-tree", args[0])
 
 
 def create_workspace(repo: Repo, base_ref: str | None, run_id: str) -> Workspace:

@@ -76,7 +76,7 @@ def test_run_ids_are_utc_time_and_eight_random_hex_digits() -> None:
 
 def test_run_refs_take_only_run_ids() -> None:
     assert run_ref(RUN) == f"refs/oms/runs/{RUN}"
-    for bad in ("../x", "a/b", "x..y", ""):
+    for bad in ("../x", "a/b", "x..y", "", "abc", RUN + "/x", RUN.upper()):
         with pytest.raises(UsageError):
             run_ref(bad)
 
