@@ -41,6 +41,7 @@ from gatekeeper.repo.scratch import copy_commit, remove_tree
 RUN_REF_PREFIX = "refs/oms/runs/"
 
 MAX_OBJECT_FILES = 1_000_000  # entries of a workspace's objects dir oms walks
+MAX_PACK_BYTES = 1 << 30  # the objects of one run's result, packed
 
 _WORKSPACE_CONFIG = """\
 [core]
@@ -233,7 +234,8 @@ def _receive(repo: Repo, t: snapshot.TempRepo, q: Path, base: str, result: str) 
     env["GIT_OBJECT_DIRECTORY"] = str(q)
     env["GIT_ALTERNATE_OBJECT_DIRECTORIES"] = str(repo.common_dir / "objects")
     assert sender.stdin is not None and sender.stdout is not None
-    receiver = subprocess.Popen(git_argv(repo, "index-pack", "--strict", "--stdin"), env=env,
+    receiver = subprocess.Popen(git_argv(repo, "index-pack", "--strict", "--stdin",
+                                         f"--max-input-size={MAX_PACK_BYTES}"), env=env,
                                 cwd=repo.mirror, stdin=sender.stdout, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)  # fmt: skip
     sender.stdout.close()

@@ -515,6 +515,55 @@ def test_a_workspace_naming_other_object_stores_is_refused(lab: Lab, name: str) 
     assert f"refs/oms/runs/{ws.run_id}" not in lab.refs()
 
 
+def _loose(ws: Workspace, oid: str) -> Path:
+    return ws.path / ".git" / "objects" / oid[:2] / oid[2:]
+
+
+def test_an_object_whose_bytes_are_not_its_name_is_refused(lab: Lab) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    (ws.path / "app.py").write_text("print('honest')\n")
+    lab.agent_git(ws, "commit", "-q", "-am", "honest commit")
+    honest = lab.agent_git(ws, "rev-parse", "HEAD:app.py")
+    other = subprocess.run(["git", "-C", str(ws.path), "hash-object", "-w", "--stdin"],
+                           input=b"print('swapped')\n", capture_output=True, env=lab.env,
+                           check=True).stdout.decode().strip()  # fmt: skip
+    os.unlink(_loose(ws, honest))
+    _loose(ws, honest).write_bytes(_loose(ws, other).read_bytes())
+    assert lab.agent_git(ws, "cat-file", "blob", honest) == "print('swapped')"  # live
+    before = lab.refs()
+    with pytest.raises(Blocked, match="index-pack --strict"):
+        collect(lab.repo, ws)
+    assert lab.refs() == before
+    probe = subprocess.run(["git", "-C", str(lab.repo_dir), "cat-file", "-e", honest],
+                           env=lab.env, check=False)  # fmt: skip
+    assert probe.returncode != 0, "the swapped object reached the user's repository"
+
+
+def test_a_commit_git_fsck_rejects_is_refused(lab: Lab) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    tree = lab.agent_git(ws, "rev-parse", "HEAD^{tree}")
+    raw = (f"tree {tree}\nparent {ws.base}\nauthor no email 1700000000 +0000\n"
+           f"committer no email 1700000000 +0000\n\nmalformed\n").encode()  # fmt: skip
+    bad = subprocess.run(["git", "-C", str(ws.path), "hash-object", "-t", "commit", "-w",
+                          "--literally", "--stdin"], input=raw, capture_output=True,
+                         env=lab.env, check=True).stdout.decode().strip()  # fmt: skip
+    lab.agent_git(ws, "update-ref", f"refs/heads/oms/{ws.run_id}", bad)
+    with pytest.raises(Blocked, match="index-pack --strict"):
+        collect(lab.repo, ws)
+    assert f"refs/oms/runs/{ws.run_id}" not in lab.refs()
+
+
+def test_a_result_packing_larger_than_the_limit_is_refused(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = create_workspace(lab.repo, None, new_run_id())
+    (ws.path / "big.txt").write_text("".join(f"line {i}\n" for i in range(20_000)))
+    monkeypatch.setattr(workspace_module, "MAX_PACK_BYTES", 4096)
+    with pytest.raises(Blocked, match="index-pack --strict"):
+        collect(lab.repo, ws)
+    assert f"refs/oms/runs/{ws.run_id}" not in lab.refs()
+
+
 def test_a_symlink_in_the_object_store_is_refused(lab: Lab) -> None:
     ws = create_workspace(lab.repo, None, new_run_id())
     pack = ws.path / ".git" / "objects" / "pack"
