@@ -14,6 +14,7 @@ from pathlib import Path
 
 from evidence import state_root
 from evidence.state import atomic_write, ensure_private_dir
+from gatekeeper.errors import UsageError
 
 CANARY_DIR = "canaries"
 TOKEN_RE = re.compile(r"^oms-canary-[0-9a-f]{32}$")
@@ -28,7 +29,7 @@ def canary_dir() -> Path:
 def plant_canary(run_id: str) -> str:
     """Write a fresh token for `run_id` (file mode 0600, directory 0700); return it."""
     if not _NAME_RE.match(run_id):
-        raise ValueError(f"not a run id: {run_id[:80]!r}")
+        raise UsageError(f"not a run id: {run_id[:80]!r}")
     token = f"oms-canary-{secrets.token_hex(16)}"
     ensure_private_dir(canary_dir(), state_root())
     atomic_write(canary_dir() / run_id, (token + "\n").encode(), mode=0o600)

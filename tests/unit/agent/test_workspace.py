@@ -215,7 +215,7 @@ def test_files_that_are_not_canaries_are_not_tokens(state: Path) -> None:
     os.symlink(canary_dir() / RUN, canary_dir() / "alias")
     os.mkfifo(canary_dir() / "fifo")
     assert canaries() == {RUN: token}
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError):
         plant_canary("../escape")
 
 
