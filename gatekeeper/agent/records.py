@@ -11,9 +11,9 @@ import re
 
 from evidence import EvidenceStore, state_root
 from gatekeeper.agent.payloads import AgentRunEnd, AgentRunStart
-from gatekeeper.errors import NotFound, Tampered
-from gatekeeper.repo.git import Repo
-from gatekeeper.repo.refs import read_ref
+from gatekeeper.errors import NotFound, Tampered, UsageError
+from gatekeeper.repo.git import Repo, is_ancestor
+from gatekeeper.repo.refs import default_branch, read_ref
 
 _RUN_REF = re.compile(r"^(refs/)?oms/runs/([0-9]{8}T[0-9]{6}Z-[0-9a-f]{8})$")
 
@@ -32,7 +32,8 @@ def run_of_ref(repo: Repo, candidate_ref: str) -> str | None:
 def recorded_base(repo: Repo, candidate_ref: str) -> str | None:
     """For a run's ref, the base its evidence recorded; None for any other ref.
 
-    NotFound when the log holds no start or end of that run; Tampered when they disagree.
+    NotFound when the log holds no start or end of that run; Tampered when they disagree;
+    UsageError when the default branch does not contain it (the gate's rule for a named base).
     """
     run = run_of_ref(repo, candidate_ref)
     if run is None:
@@ -45,4 +46,9 @@ def recorded_base(repo: Repo, candidate_ref: str) -> str | None:
                        "name the base to judge it against with --base")  # fmt: skip
     if len(bases) > 1:
         raise Tampered(f"the evidence of agent run {run} records more than one base")
-    return bases.pop()
+    base = bases.pop()
+    # The gate takes it as a named base, which must be trusted history: say so plainly here.
+    if not is_ancestor(repo, base, default_branch(repo)):
+        raise UsageError(f"agent run {run} started from {base[:12]}, which the default branch "
+                         "does not contain; name a base on it with --base")  # fmt: skip
+    return base

@@ -657,6 +657,25 @@ def test_process_result_on_a_run_ref_judges_from_the_recorded_base(lab: Lab) -> 
     assert code == 2 and "default branch" in out["error"]["message"], out
 
 
+def test_a_run_started_off_the_default_branch_asks_for_a_base(lab: Lab) -> None:
+    _init(lab)
+    lab.user_git("checkout", "-q", "-b", "feature")
+    (lab.repo_dir / "feature.txt").write_text("feature work\n")
+    lab.user_git("add", "-A")
+    lab.user_git("commit", "-q", "-m", "feature work")
+    ws = create_workspace(lab.repo, "feature", new_run_id())
+    (ws.path / "app.py").write_text("print('agent')\n")
+    got = collect(lab.repo, ws)
+    assert got.candidate_ref is not None
+    record_run(lab, ws, ws.base, got)
+    code, out = lab.oms("process-result", "--repo", str(lab.repo_dir), "--candidate",
+                        got.candidate_ref)  # fmt: skip
+    assert code == 2 and "default branch does not contain" in out["error"]["message"], out
+    code, out = lab.oms("process-result", "--repo", str(lab.repo_dir), "--candidate",
+                        got.candidate_ref, "--base", "main")  # fmt: skip
+    assert code == 0 and out["base"] == lab.user_git("rev-parse", "main"), out
+
+
 def test_a_run_whose_start_and_end_disagree_on_the_base_is_refused(lab: Lab) -> None:
     _init(lab)
     ws = create_workspace(lab.repo, None, new_run_id())
