@@ -18,6 +18,7 @@ from gatekeeper.errors import UsageError
 
 CANARY_DIR = "canaries"
 TOKEN_RE = re.compile(r"^oms-canary-[0-9a-f]{32}$")
+_ANY_TOKEN = re.compile(r"oms-canary-[0-9a-f]{32}")
 _NAME_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$")
 _MAX_FILE = 256
 
@@ -74,5 +75,7 @@ def canary_tokens() -> list[str]:
 
 
 def canaries_in(text: str, planted: dict[str, str]) -> list[str]:
-    """The run ids whose token appears in `text`."""
-    return [run for run, token in planted.items() if token in text]
+    """The run ids whose token appears in `text`: one pass over the text however many runs
+    planted a canary (they stay planted, so that a late leak is still caught)."""
+    seen = set(_ANY_TOKEN.findall(text))
+    return [run for run, token in planted.items() if token in seen] if seen else []

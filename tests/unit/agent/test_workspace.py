@@ -231,3 +231,14 @@ def test_the_gate_names_the_canarys_run_never_its_value(state: Path) -> None:
 
 def test_without_canaries_the_gate_adds_nothing(state: Path) -> None:
     assert canary_reasons([ScanItem.whole("a", "oms-canary-" + "0" * 32)]) == []
+
+
+def test_a_token_is_found_among_many_planted_runs_and_inside_longer_text(state: Path) -> None:
+    runs = [f"20261201T1500{i:02d}Z-0000000{i % 10}" for i in range(30)]
+    tokens = {run: plant_canary(run) for run in runs}
+    planted = canaries()
+    assert canaries_in(f"x{tokens[runs[7]]}ffff and {tokens[runs[29]]}", planted) == [
+        runs[7],
+        runs[29],
+    ]
+    assert canaries_in("oms-canary-" + "0" * 32, planted) == []
