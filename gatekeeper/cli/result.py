@@ -6,9 +6,11 @@ from pathlib import Path
 
 import click
 
+from gatekeeper.agent.records import recorded_base
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, command, result_lines
 from gatekeeper.gates.result import pipeline
+from gatekeeper.repo.git import open_repo
 
 
 @click.command("process-result")
@@ -16,7 +18,8 @@ from gatekeeper.gates.result import pipeline
 @click.option("--candidate", required=True, help="The agent's commit (any ref).")
 @click.option("--base", help="Narrow the diff to BASE..CANDIDATE (an ancestor of the candidate "
               "on the default branch; default: their merge-base). The policy and plan always "
-              "come from the default branch's tip.")  # fmt: skip
+              "come from the default branch's tip. For refs/oms/runs/<id>: the "
+              "base that agent run recorded.")  # fmt: skip
 @click.option("--ticket", help="Ticket id, recorded in evidence.")
 @click.option("--attempt", type=click.IntRange(min=1), help="Attempt number, recorded.")
 @click.option("--deliver-branch", help="On READY_FOR_HUMAN: create or fast-forward this branch.")
@@ -34,6 +37,8 @@ def process_result(
     draft_pr: bool,
 ) -> Outcome:
     """The result gate: frozen plan from the base, sandboxed checks, both scanners, evidence."""
+    if base is None:  # an agent run's result: the base its evidence recorded
+        base = recorded_base(open_repo(repo), candidate)
     verdict = pipeline.process_result(
         repo, candidate, base, ticket, attempt, deliver_branch, push_remote, draft_pr
     )

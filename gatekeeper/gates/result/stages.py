@@ -10,6 +10,7 @@ change never reaches the sandbox.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,6 +26,8 @@ from gatekeeper.gates.result.verdict import (
 )
 from gatekeeper.repo.change import Change, read_change, scan_set
 from gatekeeper.repo.git import Repo
+from gatekeeper.scan import ScanItem
+from gatekeeper.scan.canary import canaries, canaries_in
 from gatekeeper.scan.policy import scan_with_policy
 from policy import LoadedPolicy
 from sandbox import Bwrap, Deadline, Profile
@@ -106,6 +109,7 @@ class Secrets:
         report = scan_with_policy(list(scope.items), s.loaded, s.budget)
         s.clock.lap("scan")
         s.scanners = tuple(ScannerUsed.of(i) for i in report.scanners)
+        s.reasons.extend(canary_reasons(scope.items))
         for f in report.only(scope.new_findings).findings:
             s.findings.append(SecretFinding.of(f))
             if not f.allowed:
@@ -114,6 +118,17 @@ class Secrets:
             s.reasons.append(NOT_RUN)
             return Decision.BLOCKED
         return None
+
+
+def canary_reasons(items: Sequence[ScanItem]) -> list[str]:
+    """A reason per item holding a planted run canary: the agent reached the state root.
+    The canary is named by its run, never by its value."""
+    planted = canaries()
+    if not planted:
+        return []
+    return [f"canary of agent run {run} found in {item.path}: the agent reached oms' state"
+            for item in items
+            for run in canaries_in("\n".join(t for _, t in item.lines), planted)]  # fmt: skip
 
 
 class Plan:

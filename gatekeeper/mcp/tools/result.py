@@ -8,6 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from evidence import Entry, EvidenceStore
+from gatekeeper.agent.records import recorded_base
 from gatekeeper.errors import Unavailable
 from gatekeeper.gates.result import pipeline as result_gate
 from gatekeeper.mcp.bounds import Result, bounded, clean_error, tool_errors
@@ -48,7 +49,8 @@ def _status(ctx: ToolContext) -> dict[str, Any]:
 def _verdict(ctx: ToolContext, candidate: str, ticket: str | None,
              attempt: int | None) -> dict[str, Any]:  # fmt: skip
     """The gate's verdict with each check's output cut to its tail."""
-    out = result_gate.process_result(ctx.repo.top, candidate, None, ticket, attempt).to_json()
+    base = recorded_base(ctx.repo, candidate)  # an agent run's: from evidence, not the caller
+    out = result_gate.process_result(ctx.repo.top, candidate, base, ticket, attempt).to_json()
     for c in out["checks"]:
         c["stdout_tail"] = c["stdout_tail"][-TAIL_CHARS:]
         c["stderr_tail"] = c["stderr_tail"][-TAIL_CHARS:]
