@@ -173,7 +173,7 @@ def agent_profile(
     SandboxUnavailable if the seccomp filter cannot be built.
     """
     env_in = os.environ if environ is None else environ
-    resolved = resolve_ro_paths(ro_paths, env_in, never)
+    resolved = resolve_ro_paths(ro_paths, env_in, never, staged=True)
     for _, inside in resolved:
         for reserved in RESERVED_INSIDE:
             if _overlaps(inside, reserved):

@@ -151,6 +151,13 @@ def _python_inside(profile: AgentProfile) -> str:
     return ""
 
 
+def _not_bind_parents(hidden: Sequence[str], profile: AgentProfile) -> list[str]:
+    """`hidden` without the parents of read-only binds (e.g. /root above a pyenv): bwrap
+    makes those as empty directories on the way to the bind; their contents stay hidden."""
+    inside = [p for _, p in profile.ro_paths]
+    return [h for h in hidden if not any(b.startswith(h.rstrip("/") + "/") for b in inside)]
+
+
 def _outside(pid: int) -> tuple[str, str, list[str]]:
     """(mountinfo digest, namespaces digest, failures) read from /proc/<pid> outside."""
     try:
@@ -199,6 +206,7 @@ def probe_agent(
     """Run the probe in this exact profile; AgentProbe.ok only if every check holds."""
     started = time.monotonic()
     deadline = started + min(PROBE_WALL_S, profile.limits.wall_s)
+    hidden = _not_bind_parents(hidden, profile)
     cmd = ["/bin/sh", "-c", _SCRIPT, "probe", str(os.getpid()), _python_inside(profile), *hidden]
     pipe = subprocess.PIPE
     mount_d = ns_d = ""

@@ -15,26 +15,27 @@ document on bwrap's status descriptor means the command never ran: SandboxUnavai
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import os
 import resource
-import select
 import signal
 import subprocess
 import termios
-import threading
 import time
-import tty
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Literal
 
 from . import cgroup, seccomp
 from .agent import AgentProfile, build_agent_argv, prepare_run_dir
+from .agent_pty import HungUp, Terminal, install_handlers, relay
 from .bwrap import Bwrap
 from .errors import ProfileError, SandboxUnavailable
+from .profile import unreachable_dir
 from .runner import (
     SANDBOX_HOST_UID,
     Capture,
@@ -70,8 +71,73 @@ class Launched:
     cmd0: str
 
 
+@dataclass(frozen=True)
+class _Stage:
+    """A read-only path the sandbox uid cannot reach (e.g. a pyenv under /root, as root):
+    the child, still root, binds `source_fd` onto `target` in a mount namespace of its own,
+    and bwrap binds `target` (bwrap resolves every bind source as the unprivileged uid)."""
+
+    source_fd: int
+    source: bytes
+    target: bytes
+    bind_fd: int  # the fd number in bwrap's argv: re-pointed at the bound target
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_CLONE_NEWNS = 0x0002_0000
+_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x4_0000
+
+
+def _mount_stages(stages: Sequence[_Stage]) -> None:
+    """In the child, as root: a private mount namespace holding the staged binds."""
+    if _libc.unshare(_CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    if _libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "mount --make-rprivate /")
+    for st in stages:
+        # The checked fd belongs to the old mount namespace (bind refuses it): open the path
+        # again here and bind that only if it is still the very inode that was checked.
+        fd = os.open(st.source, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        was, now = os.fstat(st.source_fd), os.fstat(fd)
+        if (was.st_dev, was.st_ino) != (now.st_dev, now.st_ino):
+            raise OSError(errno.ESTALE, "a read-only path changed since it was checked")
+        ok = _libc.mount(b"/proc/self/fd/%d" % fd, st.target, None, _MS_BIND | _MS_REC, None)
+        if ok != 0:
+            raise OSError(ctypes.get_errno(), "mount --bind", st.target)
+        os.close(fd)
+        os.close(st.source_fd)  # never inherited by bwrap, let alone the agent
+        # bwrap checks that --ro-bind-fd's fd is what it mounted: the target as now bound.
+        bound = os.open(st.target, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        os.dup2(bound, st.bind_fd)
+        os.close(bound)
+
+
+def _stage(
+    run_dir: Path, profile: AgentProfile, ro_fds: list[int], opened: list[int]
+) -> tuple[list[int], list[_Stage]]:
+    """(the fds bwrap binds, the stages): as root, unreachable paths go by `run_dir/ro/<i>`."""
+    bind_fds, stages = list(ro_fds), []
+    for i, (real, _) in enumerate(profile.ro_paths):
+        if os.geteuid() != 0 or unreachable_dir(Path(real)) is None:
+            continue
+        (run_dir / "ro").mkdir(mode=0o755, exist_ok=True)
+        target = run_dir / "ro" / str(i)
+        if os.path.isdir(real):
+            target.mkdir(mode=0o755, exist_ok=True)
+        else:
+            target.touch(mode=0o644)
+        fd = os.open(target, os.O_PATH | os.O_CLOEXEC)
+        opened.append(fd)
+        bind_fds[i] = fd
+        stages.append(_Stage(ro_fds[i], os.fsencode(real), os.fsencode(target), fd))
+    return bind_fds, stages
+
+
 def _child_setup(
-    profile: AgentProfile, cg: cgroup.RunCgroup | None, ctty: bool
+    profile: AgentProfile,
+    cg: cgroup.RunCgroup | None,
+    ctty: bool,
+    stages: Sequence[_Stage],
 ) -> Callable[[], None]:
     lim = profile.limits
     values = [
@@ -79,12 +145,20 @@ def _child_setup(
         (resource.RLIMIT_NOFILE, lim.open_files),
         (resource.RLIMIT_CORE, 0),
     ]
+    as_root = os.geteuid() == 0
+    uid = SANDBOX_HOST_UID
 
     def apply() -> None:  # runs in the child between fork and exec: syscalls only
         if cg is not None:
             cg.join()  # before exec, so that every process bwrap starts is inside
         for which, value in values:
             resource.setrlimit(which, (value, value))
+        if stages:
+            _mount_stages(stages)
+        if as_root:  # here, not Popen(user=): the stages need root first
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
         if ctty:  # after setsid: the pty on fd 0 becomes the controlling terminal
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -104,33 +178,34 @@ def launch(
     pass_fds: Sequence[int] = (),
     want_info: bool = False,
 ) -> Iterator[Launched]:
-    """Start `cmd` in the agent profile; on leaving, kill what is left and clean up."""
+    """Start `cmd` in the agent profile; on leaving, kill what is left and clean up.
+
+    As root, bwrap runs as the sandbox uid (SANDBOX_HOST_UID), inside uid 1000."""
     prepare_run_dir(run_dir, workspace)
-    as_root = os.geteuid() == 0
-    uid = SANDBOX_HOST_UID if as_root else None
     ro_fds = open_ro_paths(profile.ro_paths)
     status = StatusPipe()
     opened = list(ro_fds)
     info_r = info_w = None
     cg = None
     try:
+        bind_fds, stages = _stage(run_dir, profile, ro_fds, opened)
         sfd = seccomp.filter_fd()
         opened.append(sfd)
         if want_info:
             info_r, info_w = os.pipe()
             opened += [info_r, info_w]
         argv = build_agent_argv(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
-                                seccomp_fd=sfd, ro_fds=ro_fds, status_fd=status.write_fd,
+                                seccomp_fd=sfd, ro_fds=bind_fds, status_fd=status.write_fd,
                                 info_fd=info_w, new_session=new_session)  # fmt: skip
         cg = cgroup.create(profile.limits)
-        fds = [*pass_fds, *ro_fds, sfd, status.write_fd, *([info_w] if info_w else [])]
+        fds = {*pass_fds, *ro_fds, *bind_fds, sfd, status.write_fd}
+        fds |= {info_w} if info_w is not None else set()
         try:
             proc = subprocess.Popen(
                 argv, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2],
                 env=dict(profile.env),  # bwrap's own environ is visible as /proc/1/environ
-                close_fds=True, pass_fds=fds, start_new_session=True,
-                preexec_fn=_child_setup(profile, cg, ctty=not new_session),
-                user=uid, group=uid, extra_groups=[] if as_root else None,
+                close_fds=True, pass_fds=sorted(fds), start_new_session=True,
+                preexec_fn=_child_setup(profile, cg, not new_session, stages),
             )  # fmt: skip
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxUnavailable(f"cannot start bwrap: {exc}") from None
@@ -224,38 +299,6 @@ def _wait(proc: subprocess.Popen[bytes], deadline: float) -> bool:
     return False
 
 
-# ------------------------------------------------------------------ pty mode ---
-
-
-class _HungUp(Exception):
-    """SIGTERM or SIGHUP reached oms during the relay: restore the terminal, stop the run."""
-
-
-class _Terminal:
-    """Our terminal (fd 0 in, fd 1 out) and the agent's own pty pair."""
-
-    def __init__(self) -> None:
-        if not (os.isatty(0) and os.isatty(1)):
-            raise ProfileError("pty mode needs a terminal on stdin and stdout")
-        self.saved = termios.tcgetattr(0)
-        self.master, self.slave = os.openpty()
-        self.copy_size()
-
-    def copy_size(self) -> None:
-        size = fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8)
-        fcntl.ioctl(self.master, termios.TIOCSWINSZ, size)
-
-    def close_slave(self) -> None:
-        if self.slave >= 0:
-            os.close(self.slave)
-            self.slave = -1
-
-    def close(self) -> None:
-        termios.tcsetattr(0, termios.TCSADRAIN, self.saved)
-        self.close_slave()
-        os.close(self.master)
-
-
 def _run_pty(
     profile: AgentProfile,
     bw: Bwrap,
@@ -266,85 +309,20 @@ def _run_pty(
     started: float,
 ) -> AgentResult:
     deadline = started + profile.limits.wall_s
-    term = _Terminal()
-    handlers = _install_handlers(term)
+    term = Terminal()
+    handlers = install_handlers(term)
     try:
         stdio = (term.slave, term.slave, term.slave)
         with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd, stdio=stdio,
                     new_session=False, pass_fds=pass_fds) as r:  # fmt: skip
             term.close_slave()  # the master reads EIO once every process inside is gone
-            tty.setraw(0, termios.TCSANOW)
-            timed_out = _relay(term, deadline) or _wait(r.proc, deadline)
+            term.raw()
+            timed_out = relay(term, deadline) or _wait(r.proc, deadline)
             code, sig, duration = outcome(r, timed_out, started)
-    except _HungUp as exc:
+    except HungUp as exc:
         raise SandboxUnavailable(f"oms got signal {exc.args[0]}; the agent was stopped") from None
     finally:
         term.close()  # our terminal back as it was, on every way out
         for signum, old in handlers.items():
             signal.signal(signum, old)
     return AgentResult(code, sig, timed_out, duration, None, None)
-
-
-def _install_handlers(term: _Terminal) -> dict[int, Any]:
-    """SIGWINCH copies our window size to the pty; SIGTERM/SIGHUP end the relay cleanly.
-    Signal handlers exist only in the main thread; elsewhere the size is copied once."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def hang_up(signum: int, frame: object) -> None:
-        raise _HungUp(signum)
-
-    old: dict[int, Any] = {
-        signal.SIGWINCH: signal.signal(signal.SIGWINCH, lambda s, f: term.copy_size()),
-        signal.SIGTERM: signal.signal(signal.SIGTERM, hang_up),
-        signal.SIGHUP: signal.signal(signal.SIGHUP, hang_up),
-    }
-    return old
-
-
-def _relay(term: _Terminal, deadline: float) -> bool:
-    """Bytes both ways until the pty closes (False) or the deadline (True)."""
-    os.set_blocking(term.master, False)
-    pending = b""
-    stdin_open = True
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return True
-        poll = select.poll()
-        poll.register(term.master, select.POLLIN | (select.POLLOUT if pending else 0))
-        if stdin_open and len(pending) < 1 << 16:
-            poll.register(0, select.POLLIN)
-        for fd, ev in poll.poll(min(left, 0.5) * 1000):
-            if fd == term.master and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                if not _copy_out(term.master):
-                    return False
-            if fd == term.master and ev & select.POLLOUT and pending:
-                pending = pending[_write_some(term.master, pending) :]
-            if fd == 0:
-                data = os.read(0, 65536)
-                stdin_open = bool(data)
-                pending += data
-
-
-def _copy_out(master: int) -> bool:
-    """One read from the pty to our stdout; False once the pty is closed (EIO)."""
-    try:
-        data = os.read(master, 65536)
-    except BlockingIOError:
-        return True
-    except OSError:  # EIO: no process inside holds the pty any more
-        return False
-    if not data:
-        return False
-    view = memoryview(data)
-    while view:
-        view = view[os.write(1, view) :]
-    return True
-
-
-def _write_some(fd: int, data: bytes) -> int:
-    try:
-        return os.write(fd, data)
-    except BlockingIOError:
-        return 0

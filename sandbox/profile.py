@@ -118,7 +118,11 @@ def forbidden_roots(environ: Mapping[str, str], extra: Sequence[Path] = ()) -> l
 
 
 def resolve_ro_paths(
-    paths: Sequence[str], environ: Mapping[str, str], never: Sequence[Path]
+    paths: Sequence[str],
+    environ: Mapping[str, str],
+    never: Sequence[Path],
+    *,
+    staged: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """Check policy `ro_paths`: each must exist and must not expose a forbidden path.
 
@@ -141,7 +145,7 @@ def resolve_ro_paths(
         for bad in [*never_real, *secrets]:
             if _is_within(real, bad):
                 raise ProfileError(f"sandbox ro_path {given} lies inside {bad}")
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and not staged:  # the agent runner stages what others cannot reach
             _check_reachable(real, given)
         _refuse_sockets(real, given)
         out.append((str(real), given))
@@ -186,16 +190,23 @@ def _refuse_sockets(real: Path, given: str) -> None:
             ) from None
 
 
+def unreachable_dir(real: Path) -> Path | None:
+    """The first directory on the way to `real` that other users cannot search, if any."""
+    for d in [*reversed(real.parents), real]:
+        if d.is_dir() and not d.stat().st_mode & 0o001:
+            return d
+    return None
+
+
 def _check_reachable(real: Path, given: str) -> None:
     """As root the sandbox runs as an unprivileged uid, which must be able to reach the path."""
-    for d in [*reversed(real.parents), real]:
-        st = d.stat()
-        if d.is_dir() and not st.st_mode & 0o001:
-            raise ProfileError(
-                f"sandbox ro_path {given} is not reachable by the sandbox user: {d} is not "
-                "searchable by others (oms runs checks as an unprivileged uid when run as "
-                "root); install the toolchain where other users can read it, e.g. /opt"
-            )
+    d = unreachable_dir(real)
+    if d is not None:
+        raise ProfileError(
+            f"sandbox ro_path {given} is not reachable by the sandbox user: {d} is not "
+            "searchable by others (oms runs checks as an unprivileged uid when run as "
+            "root); install the toolchain where other users can read it, e.g. /opt"
+        )
 
 
 def check_profile(
