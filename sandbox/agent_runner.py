@@ -165,6 +165,22 @@ def _child_setup(
     return apply
 
 
+def _options_by_fd(argv: list[str]) -> tuple[list[str], int]:
+    """bwrap's options go by `--args FD` (a memfd): inside, /proc/1/cmdline (bwrap is pid
+    1 there) then shows only `bwrap --args N -- CMD…`, not the host paths of every bind."""
+    cut = argv.index("--")
+    data = b"".join(os.fsencode(a) + b"\0" for a in argv[1:cut])
+    try:
+        fd = os.memfd_create("oms-bwrap-args", os.MFD_CLOEXEC)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot pass bwrap its options: {exc.strerror}") from None
+    return [argv[0], "--args", str(fd), *argv[cut:]], fd
+
+
 @contextmanager
 def launch(
     profile: AgentProfile,
@@ -197,8 +213,10 @@ def launch(
         argv = build_agent_argv(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
                                 seccomp_fd=sfd, ro_fds=bind_fds, status_fd=status.write_fd,
                                 info_fd=info_w, new_session=new_session)  # fmt: skip
+        argv, afd = _options_by_fd(argv)
+        opened.append(afd)
         cg = cgroup.create(profile.limits)
-        fds = {*pass_fds, *ro_fds, *bind_fds, sfd, status.write_fd}
+        fds = {*pass_fds, *ro_fds, *bind_fds, sfd, afd, status.write_fd}
         fds |= {info_w} if info_w is not None else set()
         try:
             proc = subprocess.Popen(

@@ -158,6 +158,12 @@ def test_no_descriptor_but_stdio_reaches_the_agent(box: Box) -> None:
     assert "fds [0, 1, 2, 3]" in out  # 3: the listdir's own
 
 
+def test_bwraps_command_line_inside_names_no_host_path(box: Box) -> None:
+    out = sh(box, "tr '\\0' ' ' < /proc/1/cmdline; echo")
+    assert "/usr/bin/bwrap --args " in out
+    assert str(box.base) not in out  # workspace, run_dir: host paths stay outside
+
+
 def test_environment_is_exactly_the_profile_env(box: Box) -> None:
     out = sh(box, "tr '\\0' '\\n' < /proc/$$/environ | sort")
     lines = out.splitlines()
