@@ -38,6 +38,7 @@ echo "@net"; cat /proc/net/dev
 echo "@route"; tail -n +2 /proc/net/route
 echo "@environ"; tr '\0' '\n' < /proc/$$/environ
 echo "@caps"; grep '^Cap' /proc/self/status
+echo "@limits"; grep -E '^Max (processes|open files|core file size)' /proc/self/limits
 echo "@seccomp"; grep '^Seccomp:' /proc/self/status
 echo "@userns"
 if ! command -v unshare >/dev/null; then echo untested
@@ -108,6 +109,7 @@ def check_inside(text: str, profile: AgentProfile, hidden: Sequence[str]) -> lis
         name, _, mask = ln.partition(":")
         if int(mask.strip() or "0", 16) != 0:
             fails.append(f"capabilities held: {name}")
+    fails.extend(_limit_failures(s.get("limits", []), profile))
     if [ln.split(":")[-1].strip() for ln in s.get("seccomp", [])] != ["2"]:
         fails.append("no seccomp filter is applied")
     if s.get("userns") not in (["denied"], ["untested"]):
@@ -124,6 +126,25 @@ def check_inside(text: str, profile: AgentProfile, hidden: Sequence[str]) -> lis
     if s.get("writable") != want:
         fails.append(f"not writable inside: {s.get('writable')}")
     return fails
+
+
+def _limit_failures(rows: list[str], profile: AgentProfile) -> list[str]:
+    """RLIMIT_NPROC, RLIMIT_NOFILE and RLIMIT_CORE as the runner sets them (soft = hard)."""
+    want = {
+        "Max processes": profile.limits.max_procs,
+        "Max open files": profile.limits.open_files,
+        "Max core file size": 0,
+    }
+    seen = {}
+    for row in rows:
+        for name in want:
+            if row.startswith(name):
+                seen[name] = row[len(name) :].split()[:2]
+    return [
+        f"limit {name.lower()} is {seen.get(name)}, expected {value}"
+        for name, value in want.items()
+        if seen.get(name) != [str(value), str(value)]
+    ]
 
 
 def _process_failures(s: dict[str, list[str]]) -> list[str]:

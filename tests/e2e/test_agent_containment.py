@@ -27,6 +27,7 @@ import pytest
 from support.sandbox import AS_ROOT, NEEDS_BWRAP_AND_PYTHON, PY, SH, traversable_dir
 
 from sandbox import ProfileError, SandboxUnavailable, find_bwrap
+from sandbox import agent as ag
 from sandbox.agent import (
     HOME,
     AgentLimits,
@@ -275,8 +276,6 @@ def test_probe_flags_a_hidden_path_bound_in(box: Box) -> None:
 
 
 def test_probe_flags_a_writable_run_oms(box: Box, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox import agent as ag  # the argv builder, patched to bind /run/oms rw
-
     real = ag.build_agent_argv
 
     def rw_run_oms(*args: object, **kw: object) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 
 from sandbox import ProfileError, SandboxUnavailable, seccomp
 from sandbox import agent as ag
+from sandbox.agent_probe import check_inside
 from sandbox.bwrap import Bwrap
 
 BW = Bwrap(
@@ -229,3 +230,74 @@ def test_prepare_run_dir_writes_the_agent_user(tmp_path: Path) -> None:
     ag.prepare_run_dir(tmp_path, tmp_path / "ws")
     assert (tmp_path / "etc" / "passwd").read_text().startswith("agent:x:1000:1000:")
     assert ":/home/agent:" in (tmp_path / "etc" / "passwd").read_text()
+
+
+# ------------------------------------------------------- probe's parser ---
+
+
+def good_probe_output(p: ag.AgentProfile) -> str:
+    env = "\n".join(f"{k}={v}" for k, v in [*p.env, ("PWD", ag.WORKSPACE)])
+    return f"""@net
+Inter-|   Receive
+ face |bytes    packets
+    lo:       0       0
+@route
+@environ
+{env}
+@caps
+CapInh:\t0000000000000000
+CapEff:\t0000000000000000
+@limits
+Max processes             256                  256                  processes
+Max open files            4096                 4096                 files
+Max core file size        0                    0                    bytes
+@seccomp
+Seccomp:\t2
+@userns
+denied
+@ptrace
+denied
+@hidden
+@procs
+1 bwrap
+2 sh
+@omspid
+@rootfs
+readonly
+@runoms
+readonly
+@writable
+/workspace yes
+/tmp yes
+/home/agent yes
+@wait
+@end
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "reason"),
+    [
+        ("    lo:", "  eth0:       0  0\n    lo:", "network interfaces visible"),
+        ("@route\n", "@route\n00000000 eth0\n", "a network route"),
+        ("PATH=", "SSH_AUTH_SOCK=/x\nPATH=", "environment is not exactly"),
+        ("CapEff:\t0000000000000000", "CapEff:\t0000000000000400", "capabilities held"),
+        ("Max processes             256", "Max processes             999", "limit max processes"),
+        ("Seccomp:\t2", "Seccomp:\t0", "no seccomp filter"),
+        ("@userns\ndenied", "@userns\nallowed", "user namespaces"),
+        ("@ptrace\ndenied", "@ptrace\nallowed", "ptrace is not denied"),
+        ("@hidden\n", "@hidden\nvisible /root/.ssh\n", "host path /root/.ssh is visible"),
+        ("1 bwrap\n", "1 systemd\n", "host processes are visible"),
+        ("@rootfs\nreadonly", "@rootfs\nwritable", "root file system is writable"),
+        ("@runoms\nreadonly", "@runoms\nwritable", "/run/oms is not a read-only"),
+        ("/tmp yes", "/tmp no", "not writable inside"),
+        ("@wait\n", "", "did not finish"),
+    ],
+)
+def test_probe_parser_flags_each_broken_promise(before: str, after: str, reason: str) -> None:
+    p = profile()
+    good = good_probe_output(p)
+    assert check_inside(good, p, []) == []
+    assert before in good
+    fails = check_inside(good.replace(before, after, 1), p, [])
+    assert any(reason in f for f in fails), fails
