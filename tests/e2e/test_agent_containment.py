@@ -13,13 +13,14 @@ import fcntl
 import json
 import os
 import pty
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import termios
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -364,29 +365,35 @@ def test_as_root_a_read_only_path_below_a_private_dir_is_bound(box: Box) -> None
 # -------------------------------------------------------------------- pty ---
 
 
-def test_pty_mode_gives_a_tty_of_our_window_size_and_relays_both_ways(box: Box) -> None:
-    """Under a real pty: the agent's stdin is a tty of our size, a resize reaches it
-    (SIGWINCH), input and output are relayed, and our terminal is restored afterwards."""
-    script = "echo @start; test -t 0 && echo TTY; stty size; echo READY; read x; stty size"
-    script += "; echo got:$x; echo @end"
-    code = f"""
+_PTY_CHILD = """
 import sys, termios
-sys.path.insert(0, {str(REPO_ROOT)!r})
+sys.path.insert(0, {root!r})
 from pathlib import Path
-from sandbox import find_bwrap
+from sandbox import SandboxUnavailable, find_bwrap
 from sandbox.agent import AgentLimits, agent_profile
 from sandbox.agent_runner import run_agent
-prof = agent_profile(AgentLimits(30, 1024, 256, 64, 4096), [], {ENV!r}, [], {{}})
+prof = agent_profile(AgentLimits(30, 1024, 256, 64, 4096), [], {env!r}, [], {{}})
 before = termios.tcgetattr(0)
-r = run_agent(prof, find_bwrap(), workspace=Path({str(box.workspace)!r}),
-              run_dir=Path({str(box.run_dir)!r}), cmd=["/bin/sh", "-c", {script!r}], mode="pty")
-print("EXIT", r.exit_code, r.stdout, "RESTORED", termios.tcgetattr(0) == before)
+try:
+    r = run_agent(prof, find_bwrap(), workspace=Path({ws!r}), run_dir=Path({rd!r}),
+                  cmd=["/bin/sh", "-c", {script!r}], mode="pty")
+    print("EXIT", r.exit_code, r.stdout, end=" ")
+except SandboxUnavailable as exc:
+    print("STOPPED", exc, end=" ")
+print("RESTORED", termios.tcgetattr(0) == before)
 """
+
+
+def in_pty(box: Box, script: str, when_ready: Callable[[int, int], None]) -> tuple[str, int]:
+    """Run the agent in pty mode from a fresh interpreter whose terminal is a real pty of
+    37x101; `when_ready(master, pid)` once the agent printed READY. (output, exit status)"""
+    code = _PTY_CHILD.format(root=str(REPO_ROOT), env=ENV, ws=str(box.workspace),
+                             rd=str(box.run_dir), script=script)  # fmt: skip
     pid, master = pty.fork()
-    if pid == 0:  # the child: a fresh interpreter whose terminal is the test's pty
+    if pid == 0:
         os.execv(sys.executable, [sys.executable, "-c", code])
     fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 37, 101, 0, 0))
-    out, sent = b"", False
+    out, ready = b"", False
     try:
         while True:
             try:
@@ -396,17 +403,37 @@ print("EXIT", r.exit_code, r.stdout, "RESTORED", termios.tcgetattr(0) == before)
             if not chunk:
                 break
             out += chunk
-            if b"READY" in out and not sent:
-                fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
-                os.write(master, b"hello\r")
-                sent = True
+            if b"READY" in out and not ready:
+                ready = True
+                when_ready(master, pid)
     finally:
         os.close(master)
         _, status = os.waitpid(pid, 0)
-    text = out.decode(errors="replace")
+    return out.decode(errors="replace"), os.waitstatus_to_exitcode(status)
+
+
+def test_pty_mode_gives_a_tty_of_our_window_size_and_relays_both_ways(box: Box) -> None:
+    """Under a real pty: the agent's stdin is a tty of our size, a resize reaches it
+    (SIGWINCH), input and output are relayed, and our terminal is restored afterwards."""
+    script = "echo @start; test -t 0 && echo TTY; stty size; echo READY; read x; stty size"
+    script += "; echo got:$x; echo @end"
+
+    def resize_and_type(master: int, pid: int) -> None:
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
+        os.write(master, b"hello\r")
+
+    text, status = in_pty(box, script, resize_and_type)
     assert "@start" in text and "@end" in text, text
     assert "TTY" in text and "37 101" in text and "50 120" in text and "got:hello" in text
-    assert "EXIT 0 None RESTORED True" in text and os.waitstatus_to_exitcode(status) == 0
+    assert "EXIT 0 None RESTORED True" in text and status == 0
+
+
+def test_pty_mode_restores_our_terminal_when_oms_gets_sigterm(box: Box) -> None:
+    text, status = in_pty(box, "echo @start; echo READY; sleep 60; echo @end",
+                          lambda master, pid: os.kill(pid, signal.SIGTERM))  # fmt: skip
+    assert "@start" in text and "@end" not in text, text
+    assert "STOPPED oms got signal 15" in text and "RESTORED True" in text, text
+    assert status == 0
 
 
 @pytest.mark.skipif(os.isatty(0) and os.isatty(1), reason="run with a terminal on stdio")
