@@ -120,13 +120,16 @@ def _stage(
     for i, (real, _) in enumerate(profile.ro_paths):
         if os.geteuid() != 0 or unreachable_dir(Path(real)) is None:
             continue
-        (run_dir / "ro").mkdir(mode=0o755, exist_ok=True)
         target = run_dir / "ro" / str(i)
-        if os.path.isdir(real):
-            target.mkdir(mode=0o755, exist_ok=True)
-        else:
-            target.touch(mode=0o644)
-        fd = os.open(target, os.O_PATH | os.O_CLOEXEC)
+        try:
+            target.parent.mkdir(mode=0o755, exist_ok=True)
+            if os.path.isdir(real):
+                target.mkdir(mode=0o755, exist_ok=True)
+            else:
+                target.touch(mode=0o644)
+            fd = os.open(target, os.O_PATH | os.O_CLOEXEC)
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot stage {real} for the sandbox: {exc}") from None
         opened.append(fd)
         bind_fds[i] = fd
         stages.append(_Stage(ro_fds[i], os.fsencode(real), os.fsencode(target), fd))
@@ -165,6 +168,23 @@ def _child_setup(
     return apply
 
 
+def _spawn(
+    argv: list[str],
+    stdio: tuple[StdIO, StdIO, StdIO],
+    profile: AgentProfile,
+    fds: Sequence[int],
+    setup: Callable[[], None],
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            argv, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2],
+            env=dict(profile.env),  # bwrap's own environ is visible as /proc/1/environ
+            close_fds=True, pass_fds=fds, start_new_session=True, preexec_fn=setup,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxUnavailable(f"cannot start bwrap: {exc}") from None
+
+
 def _options_by_fd(argv: list[str]) -> tuple[list[str], int]:
     """bwrap's options go by `--args FD` (a memfd): inside, /proc/1/cmdline (bwrap is pid
     1 there) then shows only `bwrap --args N -- CMD…`, not the host paths of every bind."""
@@ -197,7 +217,10 @@ def launch(
     """Start `cmd` in the agent profile; on leaving, kill what is left and clean up.
 
     As root, bwrap runs as the sandbox uid (SANDBOX_HOST_UID), inside uid 1000."""
-    prepare_run_dir(run_dir, workspace)
+    try:
+        prepare_run_dir(run_dir, workspace)
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot prepare the run directory {run_dir}: {exc}") from None
     ro_fds = open_ro_paths(profile.ro_paths)
     status = StatusPipe()
     opened = list(ro_fds)
@@ -218,15 +241,8 @@ def launch(
         cg = cgroup.create(profile.limits)
         fds = {*pass_fds, *ro_fds, *bind_fds, sfd, afd, status.write_fd}
         fds |= {info_w} if info_w is not None else set()
-        try:
-            proc = subprocess.Popen(
-                argv, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2],
-                env=dict(profile.env),  # bwrap's own environ is visible as /proc/1/environ
-                close_fds=True, pass_fds=sorted(fds), start_new_session=True,
-                preexec_fn=_child_setup(profile, cg, not new_session, stages),
-            )  # fmt: skip
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxUnavailable(f"cannot start bwrap: {exc}") from None
+        setup = _child_setup(profile, cg, not new_session, stages)
+        proc = _spawn(argv, stdio, profile, sorted(fds), setup)
         status.started()  # only bwrap holds the write end now
         if info_w is not None:
             os.close(info_w)
