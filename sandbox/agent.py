@@ -173,11 +173,11 @@ def agent_profile(
     SandboxUnavailable if the seccomp filter cannot be built.
     """
     env_in = os.environ if environ is None else environ
-    resolved = resolve_ro_paths(ro_paths, env_in, never, staged=True)
-    for _, inside in resolved:
+    for inside in ro_paths:
         for reserved in RESERVED_INSIDE:
             if _overlaps(inside, reserved):
                 raise ProfileError(f"agent ro_path {inside} would cover {reserved}")
+    resolved = resolve_ro_paths(ro_paths, env_in, never, staged=True)
     seccomp.filter_digest()  # fail now, not at the first run, without libseccomp
     return AgentProfile(limits, resolved, check_env(env, env_in, placeholders))
 
