@@ -453,3 +453,14 @@ def test_memory_is_capped_by_the_runs_cgroup_not_rlimit_as(box: Box) -> None:
     assert out.count("allocated") == 1 and "rc=137" in out  # 64 MB fine, 600 MB killed
     limits = sh(box, "grep 'Max address space' /proc/self/limits")
     assert "unlimited" in limits  # V8 and codex reserve far more address space than they use
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the x32 ABI exists on x86_64 only")
+def test_x32_syscalls_cannot_slip_past_the_filter(box: Box) -> None:
+    """An x32 syscall number (bit 30 set) would dodge rules written for x86_64 numbers:
+    the filter kills the process instead (SIGSYS); outside, the same call just returns."""
+    code = "import ctypes; ctypes.CDLL(None).syscall(0x40000000 | 39); print('survived')"
+    out = sh(box, f'{PY} -c "{code}"; echo rc=$?')
+    assert "survived" not in out and "rc=159" in out  # 128 + SIGSYS
+    outside = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=False)
+    assert "survived" in outside.stdout
