@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gatekeeper.agent import inside
 from sandbox import ProfileError, SandboxUnavailable, seccomp
 from sandbox import agent as ag
 from sandbox.agent_probe import check_inside
@@ -302,3 +303,9 @@ def test_probe_parser_flags_each_broken_promise(before: str, after: str, reason:
     assert before in good
     fails = check_inside(good.replace(before, after, 1), p, [])
     assert any(reason in f for f in fails), fails
+
+
+def test_the_fixed_places_match_the_ones_oms_uses_inside() -> None:
+    """sandbox cannot import gatekeeper: the two copies of the places must agree."""
+    assert (ag.WORKSPACE, ag.HOME, ag.RUN_DIR) == (inside.WORKSPACE, inside.HOME, inside.RUN_DIR)
+    assert inside.MARKER.startswith(ag.RUN_DIR + "/") and inside.SOCKET.startswith(ag.RUN_DIR)
