@@ -35,6 +35,7 @@ from sandbox.agent import (
     AgentProfile,
     agent_profile,
     host_secret_paths,
+    oms_install_paths,
 )
 from sandbox.agent_probe import probe_agent
 from sandbox.agent_runner import AgentResult, run_agent
@@ -464,3 +465,20 @@ def test_x32_syscalls_cannot_slip_past_the_filter(box: Box) -> None:
     assert "survived" not in out and "rc=159" in out  # 128 + SIGSYS
     outside = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=False)
     assert "survived" in outside.stdout
+
+
+def test_oms_own_installation_runs_inside_and_the_probe_holds_with_it(box: Box) -> None:
+    """The venv, the interpreter's real prefix (a pyenv under /root here, staged as root)
+    and the source dir: oms' packages import inside with `python -I`."""
+    prof = agent_profile(LIMITS, oms_install_paths(), ENV, [box.oms_home, box.repo], box.env())
+    src = str(REPO_ROOT)
+    code = (
+        f"import sys; sys.path.insert(0, {src!r}); print('@start')\n"
+        "import gatekeeper, sandbox, evidence, policy, pydantic, rfc8785\n"
+        "print('imported', gatekeeper.__file__); print('@end')"
+    )
+    out = ran(run(box, [sys.executable, "-I", "-c", code], prof))
+    assert f"imported {src}/gatekeeper/__init__.py" in out
+    result = probe_agent(prof, find_bwrap(), workspace=box.workspace, run_dir=box.run_dir,
+                         hidden=hidden(box))  # fmt: skip
+    assert result.ok, result.failures
