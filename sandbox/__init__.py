@@ -1,5 +1,16 @@
 """The sandbox: bubblewrap profiles, a real probe, hard limits, bounded output."""
 
+from .agent import (
+    AgentLimits,
+    AgentProfile,
+    agent_profile,
+    build_agent_argv,
+    host_secret_paths,
+    oms_install_paths,
+    prepare_run_dir,
+)
+from .agent_probe import AgentProbe, probe_agent
+from .agent_runner import AgentResult, run_agent
 from .bwrap import Bwrap, find_bwrap
 from .deadline import BudgetExpired, Deadline
 from .errors import ProfileError, SandboxError, SandboxUnavailable
@@ -9,6 +20,10 @@ from .runner import RunResult, Stream, run
 
 __all__ = [
     "WORKDIR",
+    "AgentLimits",
+    "AgentProbe",
+    "AgentProfile",
+    "AgentResult",
     "BudgetExpired",
     "Bwrap",
     "Deadline",
@@ -20,9 +35,16 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailable",
     "Stream",
+    "agent_profile",
+    "build_agent_argv",
     "build_argv",
     "check_profile",
     "find_bwrap",
+    "host_secret_paths",
+    "oms_install_paths",
+    "prepare_run_dir",
     "probe",
+    "probe_agent",
     "run",
+    "run_agent",
 ]

@@ -21,9 +21,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .errors import SandboxUnavailable
-from .profile import Limits
 
 PROC_MOUNTS = Path("/proc/mounts")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
@@ -33,6 +33,17 @@ PREFIX = "oms-run-"
 SLACK_MB = 64
 TMPFS_MOUNTS = 3
 MB = 1024 * 1024
+
+
+class Limits(Protocol):
+    """What a run's cgroup caps: the check profile's and the agent profile's limits both fit."""
+
+    @property
+    def memory_mb(self) -> int: ...
+    @property
+    def tmpfs_mb(self) -> int: ...
+    @property
+    def max_procs(self) -> int: ...
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ class Profile:
             "version": PROFILE_VERSION,
             "name": self.name,
             "system": [p for p in SYSTEM_DIRS if os.path.lexists(p)],
-            "etc": sorted(_etc_entries()),
+            "etc": sorted(etc_entries()),
             "ro_paths": [list(p) for p in self.ro_paths],
             "workdir": WORKDIR,
             "home": HOME,
@@ -95,7 +95,8 @@ class Profile:
         return "sha256:" + hashlib.sha256(rfc8785.dumps(self.canonical())).hexdigest()
 
 
-def _etc_entries() -> list[str]:
+def etc_entries() -> list[str]:
+    """The host /etc entries every profile binds read-only (the curated list, globs expanded)."""
     found = [f"/etc/{e}" for e in ETC_ENTRIES if os.path.lexists(f"/etc/{e}")]
     for pattern in ETC_GLOBS:
         found.extend(sorted(glob.glob(pattern)))
@@ -117,7 +118,11 @@ def forbidden_roots(environ: Mapping[str, str], extra: Sequence[Path] = ()) -> l
 
 
 def resolve_ro_paths(
-    paths: Sequence[str], environ: Mapping[str, str], never: Sequence[Path]
+    paths: Sequence[str],
+    environ: Mapping[str, str],
+    never: Sequence[Path],
+    *,
+    staged: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """Check policy `ro_paths`: each must exist and must not expose a forbidden path.
 
@@ -140,7 +145,7 @@ def resolve_ro_paths(
         for bad in [*never_real, *secrets]:
             if _is_within(real, bad):
                 raise ProfileError(f"sandbox ro_path {given} lies inside {bad}")
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and not staged:  # the agent runner stages what others cannot reach
             _check_reachable(real, given)
         _refuse_sockets(real, given)
         out.append((str(real), given))
@@ -185,16 +190,23 @@ def _refuse_sockets(real: Path, given: str) -> None:
             ) from None
 
 
+def unreachable_dir(real: Path) -> Path | None:
+    """The first directory on the way to `real` that other users cannot search, if any."""
+    for d in [*reversed(real.parents), real]:
+        if d.is_dir() and not d.stat().st_mode & 0o001:
+            return d
+    return None
+
+
 def _check_reachable(real: Path, given: str) -> None:
     """As root the sandbox runs as an unprivileged uid, which must be able to reach the path."""
-    for d in [*reversed(real.parents), real]:
-        st = d.stat()
-        if d.is_dir() and not st.st_mode & 0o001:
-            raise ProfileError(
-                f"sandbox ro_path {given} is not reachable by the sandbox user: {d} is not "
-                "searchable by others (oms runs checks as an unprivileged uid when run as "
-                "root); install the toolchain where other users can read it, e.g. /opt"
-            )
+    d = unreachable_dir(real)
+    if d is not None:
+        raise ProfileError(
+            f"sandbox ro_path {given} is not reachable by the sandbox user: {d} is not "
+            "searchable by others (oms runs checks as an unprivileged uid when run as "
+            "root); install the toolchain where other users can read it, e.g. /opt"
+        )
 
 
 def check_profile(
@@ -228,6 +240,28 @@ def check_profile(
     )
 
 
+def system_mounts(etc_dir: Path, tmpfs_mb: int) -> list[str]:
+    """bwrap args shared by every profile: system dirs and the curated /etc read-only, the
+    synthetic passwd/group from `etc_dir`, fresh /proc, a read-only minimal /dev with a
+    capped /dev/shm, and a capped /tmp."""
+    tmpfs_bytes = str(tmpfs_mb * 1024 * 1024)
+    argv: list[str] = []
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            argv += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            argv += ["--ro-bind", d, d]
+    for e in etc_entries():
+        argv += ["--ro-bind", e, e]
+    argv += ["--ro-bind", str(etc_dir / "passwd"), "/etc/passwd"]
+    argv += ["--ro-bind", str(etc_dir / "group"), "/etc/group"]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    # bwrap's /dev is a writable tmpfs of half the host RAM: cap /dev/shm, freeze the rest.
+    argv += ["--size", tmpfs_bytes, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]  # noqa: S108 # nosec B108
+    argv += ["--size", tmpfs_bytes, "--tmpfs", "/tmp"]  # noqa: S108 # nosec B108
+    return argv
+
+
 def build_argv(
     profile: Profile,
     bw: Bwrap,
@@ -253,19 +287,7 @@ def build_argv(
             "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID)]  # fmt: skip
     if bw.has("--cap-drop"):
         argv += ["--cap-drop", "ALL"]
-    for d in SYSTEM_DIRS:
-        if os.path.islink(d):
-            argv += ["--symlink", os.readlink(d), d]
-        elif os.path.isdir(d):
-            argv += ["--ro-bind", d, d]
-    for e in _etc_entries():
-        argv += ["--ro-bind", e, e]
-    argv += ["--ro-bind", str(etc_dir / "passwd"), "/etc/passwd"]
-    argv += ["--ro-bind", str(etc_dir / "group"), "/etc/group"]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    # bwrap's /dev is a writable tmpfs of half the host RAM: cap /dev/shm, freeze the rest.
-    argv += ["--size", tmpfs_bytes, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]  # noqa: S108 # nosec B108
-    argv += ["--size", tmpfs_bytes, "--tmpfs", "/tmp"]  # noqa: S108 # nosec B108
+    argv += system_mounts(etc_dir, profile.limits.tmpfs_mb)
     argv += ["--size", tmpfs_bytes, "--tmpfs", HOME]
     # Toolchains after the tmpfs mounts, so that one below /tmp is not hidden by them.
     if len(ro_fds) != len(profile.ro_paths):

@@ -80,7 +80,9 @@ class RunResult:
     signal: int | None = None
 
 
-class _Capture:
+class Capture:
+    """Bounded capture of one stream: an 8 KiB head and tail, and up to `cap` bytes kept."""
+
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self.head = bytearray()
@@ -123,17 +125,19 @@ def _limits_setter(profile: Profile, cg: cgroup.RunCgroup | None) -> Callable[[]
     return apply
 
 
-def _write_etc(etc: Path) -> None:
+def write_etc(etc: Path, user: str = "sandbox", home: str = HOME) -> None:
+    """The synthetic /etc/passwd and /etc/group: `user` is uid/gid 1000 with HOME `home`."""
     (etc / "passwd").write_text(
-        f"sandbox:x:{INSIDE_UID}:{INSIDE_UID}:oms sandbox:{HOME}:/bin/sh\n"
+        f"{user}:x:{INSIDE_UID}:{INSIDE_UID}:oms {user}:{home}:/bin/sh\n"
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
     )
-    (etc / "group").write_text(f"sandbox:x:{INSIDE_UID}:\nnogroup:x:65534:\n")
+    (etc / "group").write_text(f"{user}:x:{INSIDE_UID}:\nnogroup:x:65534:\n")
     for f in ("passwd", "group"):
         os.chmod(etc / f, 0o444)
 
 
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Hand a tree oms made to the sandbox uid (symlinks themselves, never their targets)."""
     os.lchown(root, uid, gid)
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
@@ -159,13 +163,13 @@ def run(
     try:
         etc = run_dir / "etc"
         etc.mkdir()
-        _write_etc(etc)
+        write_etc(etc)
         if as_root:
-            _chown_tree(scratch, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
+            chown_tree(scratch, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
             # The sandbox uid must reach the synthetic /etc files.
-            _chown_tree(run_dir, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
-        fds = _open_ro_paths(profile)
-        status = _StatusPipe()
+            chown_tree(run_dir, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
+        fds = open_ro_paths(profile.ro_paths)
+        status = StatusPipe()
         cg = None
         try:
             argv = build_argv(profile, bw, scratch, etc, cmd, fds, status_fd=status.write_fd)
@@ -193,7 +197,7 @@ def remove_dir(path: Path) -> None:
         ) from None
 
 
-class _StatusPipe:
+class StatusPipe:
     """The pipe bwrap writes its JSON status to; the parent's write end closes after start."""
 
     def __init__(self) -> None:
@@ -226,10 +230,10 @@ class _StatusPipe:
             if not chunk:
                 break
             data += chunk
-        return _json_documents(data.decode("utf-8", "replace"))
+        return json_documents(data.decode("utf-8", "replace"))
 
 
-def _json_documents(text: str) -> list[dict[str, object]]:
+def json_documents(text: str) -> list[dict[str, object]]:
     docs: list[dict[str, object]] = []
     decoder, pos = json.JSONDecoder(), 0
     while True:
@@ -245,10 +249,11 @@ def _json_documents(text: str) -> list[dict[str, object]]:
             docs.append(doc)
 
 
-def _open_ro_paths(profile: Profile) -> list[int]:
+def open_ro_paths(ro_paths: Sequence[tuple[str, str]]) -> list[int]:
+    """O_PATH descriptors of the checked (host real path, inside) pairs, for --ro-bind-fd."""
     fds: list[int] = []
     try:
-        for real, _ in profile.ro_paths:
+        for real, _ in ro_paths:
             fds.append(os.open(real, os.O_PATH | os.O_CLOEXEC))
     except OSError as exc:
         for fd in fds:
@@ -257,11 +262,53 @@ def _open_ro_paths(profile: Profile) -> list[int]:
     return fds
 
 
-def _start_failure(cmd0: str, stderr: Stream) -> SandboxUnavailable:
+def start_failure(cmd0: str, stderr: Stream) -> SandboxUnavailable:
+    """bwrap exited before the command ran: SandboxUnavailable with bwrap's last words."""
     # The command never ran, so stderr holds only bwrap's own words; show its last line.
     lines = [ln for ln in stderr.display().splitlines() if ln.startswith("bwrap: ")]
     cause = lines[-1][len("bwrap: ") :][:300] if lines else "bwrap exited before the command ran"
     return SandboxUnavailable(f"the sandbox could not start {cmd0}: {cause}")
+
+
+def pump(proc: subprocess.Popen[bytes], out: Capture, err: Capture, deadline: float) -> bool:
+    """Read the child's stdout and stderr into the captures until both close and it exits,
+    or until `deadline` (monotonic): True if the deadline came first."""
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            for key, _ in sel.select(timeout=min(left, 0.5)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                key.data.add(chunk)
+    finally:
+        sel.close()
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill bwrap's process group unless it has exited (with --unshare-pid and
+    --die-with-parent that ends everything inside), reap it, close its pipes."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def _execute(
@@ -270,10 +317,10 @@ def _execute(
     as_root: bool,
     pass_fds: Sequence[int] = (),
     cg: cgroup.RunCgroup | None = None,
-    status: _StatusPipe | None = None,
+    status: StatusPipe | None = None,
 ) -> RunResult:
     cap = profile.limits.output_bytes
-    out, err = _Capture(cap), _Capture(cap)
+    out, err = Capture(cap), Capture(cap)
     start = time.monotonic()
     deadline = start + profile.limits.wall_s
     uid = SANDBOX_HOST_UID if as_root else None
@@ -296,43 +343,15 @@ def _execute(
         raise SandboxUnavailable(f"cannot start bwrap: {exc}") from None
     if status is not None:
         status.started()  # only bwrap holds the write end now
-    timed_out = False
-    sel = selectors.DefaultSelector()
-    assert proc.stdout is not None and proc.stderr is not None
-    sel.register(proc.stdout, selectors.EVENT_READ, out)
-    sel.register(proc.stderr, selectors.EVENT_READ, err)
     try:
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(timeout=min(left, 0.5)):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                key.data.add(chunk)
-        if not timed_out:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                timed_out = True
+        timed_out = pump(proc, out, err, deadline)
     finally:
-        if timed_out or proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait()
-        sel.close()
-        proc.stdout.close()
-        proc.stderr.close()
+        stop(proc)
     duration = time.monotonic() - start
     code = proc.returncode
     if status is not None and not timed_out and code >= 0:
         if not any("exit-code" in doc for doc in status.documents()):
-            raise _start_failure(argv[argv.index("--") + 1], err.result())
+            raise start_failure(argv[argv.index("--") + 1], err.result())
     sig = -code if code is not None and code < 0 else None
     return RunResult(
         exit_code=None if timed_out else (code if code >= 0 else 128 + (sig or 0)),
