@@ -18,6 +18,7 @@ own bwrap cannot start, and oms' sandbox is the boundary; that is recorded in
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gatekeeper.agent.inside import HOME, WORKSPACE
-from gatekeeper.errors import UsageError
+from gatekeeper.errors import InternalError, UsageError
 
 Kind = Literal["claude-code", "codex", "command"]
 Egress = Literal["none", "api", "tunnel"]
@@ -199,8 +200,7 @@ def _claude(
             raise UsageError(f"oms sets {arg.split('=', 1)[0]} for Claude Code itself: drop it")
     pkg = _cli(cmd[0], search_path, CLAUDE_PACKAGE)
     key = placeholder_key()
-    conf = home / ".claude"
-    conf.mkdir(mode=0o700)
+    conf = _fresh_dir(home / ".claude")
     inside = f"{HOME}/.claude"
     _write_json(conf / ".claude.json", _claude_state(key))
     _write_json(conf / "settings.json", {"env": dict(CLAUDE_QUIET)})
@@ -235,10 +235,9 @@ def _claude(
 
 
 def _claude_bypass(args: Sequence[str]) -> bool:
-    pairs = zip(args, [*args[1:], ""], strict=True)
     return any(
         a in CLAUDE_BYPASS or (a == "--permission-mode" and b == "bypassPermissions")
-        for a, b in pairs
+        for a, b in itertools.pairwise([*args, ""])
     )
 
 
@@ -250,6 +249,15 @@ def _claude_state(key: str) -> dict[str, Any]:
         "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
         "projects": {WORKSPACE: {"hasTrustDialogAccepted": True}},
     }
+
+
+def _fresh_dir(path: Path) -> Path:
+    """The per-run config dir, new: a run never inherits another's config."""
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        raise InternalError(f"the run's config dir already exists: {path}") from None
+    return path
 
 
 def _mcp_entry(argv: Sequence[str]) -> dict[str, Any]:
@@ -294,8 +302,7 @@ def _codex(
     pkg, plat = _codex_package(cmd[0], search_path)
     native = plat / "vendor" / CODEX_TRIPLES[platform.machine()] / "bin" / "codex"
     key = placeholder_key()
-    conf = home / ".codex"
-    conf.mkdir(mode=0o700)
+    conf = _fresh_dir(home / ".codex")
     text = codex_config(egress, relay_url, oms_mcp_argv)
     fd = os.open(conf / "config.toml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:

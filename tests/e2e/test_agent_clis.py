@@ -17,20 +17,27 @@ No test contacts anything but loopback: every CLI runs in its own network namesp
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
+import random
+import re
+import string
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.env import clean_env
 from support.fake_models import FINAL_TEXT, FakeModel, fake_anthropic, fake_openai
-from support.repos import make_repo
+from support.oms import parse_single_json, run_oms
+from support.repos import commit_on, git, make_repo
 from support.sandbox import traversable_dir
 from support.secrets import fake_aws_key
 
 from gatekeeper.agent.inside import HOME, RELAY_PORT, WORKSPACE
-from gatekeeper.agent.kinds import Kind, KindSetup, prepare_kind
+from gatekeeper.agent.kinds import Kind, KindSetup, placeholder_key, prepare_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".cache" / "agents" / "node_modules" / ".bin"
@@ -41,6 +48,7 @@ PY = "/usr/bin/python3"
 RELAY_URL = f"http://127.0.0.1:{RELAY_PORT}"
 SOCK_INSIDE = "/run/oms/broker.sock"
 START, END = "OMS-TOOL-START", "OMS-TOOL-END"
+PLACEHOLDER = re.compile(r"^oms-placeholder-not-a-key-[0-9a-f]{8}$")
 # The scripted tool call: read the planted file, show the env, edit a file.
 TOOL_CMD = (
     f"echo {START}; cat notes/creds.txt; env; "
@@ -271,3 +279,102 @@ def test_codex_runs_the_turn_with_the_prepared_config_not_the_repository_one(
     reqs = fake.model_requests()
     assert reqs and all(r.headers.get("authorization") == f"Bearer {placeholder}" for r in reqs)
     assert all(r.path == "/v1/responses" for r in fake.requests)
+
+
+# -- the whole `oms agent run`, against the DESIGN.md contract ----------------------------
+
+HAS_AGENT_RUN = importlib.util.find_spec("gatekeeper.cli.agent") is not None
+NEEDS_AGENT_RUN = pytest.mark.skipif(
+    not HAS_AGENT_RUN, reason="`oms agent run` (gatekeeper/cli/agent.py) is not on this branch"
+)
+RUN_KEYS = {"run_id", "exit_code", "stdout", "stderr", "workspace", "base", "candidate",
+            "candidate_ref", "evidence_seq", "egress"}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Cli:
+    kind: Kind
+    exe: Path
+    args: tuple[str, ...]
+    upstream_var: str
+    key_var: str
+    real_key: str
+    key_header: str  # the header the real key must arrive in, as its value says
+
+
+def real_key(prefix: str) -> str:
+    return prefix + "".join(random.choices(string.ascii_letters + string.digits, k=32))
+
+
+def cli_cases() -> list[Any]:
+    claude = Cli("claude-code", CLAUDE, CLAUDE_ARGS, "OMS_EGRESS_UPSTREAM_ANTHROPIC",
+                 "ANTHROPIC_API_KEY", real_key("sk-ant-test-real-"), "x-api-key")  # fmt: skip
+    codex = Cli("codex", CODEX, CODEX_ARGS, "OMS_EGRESS_UPSTREAM_OPENAI", "OPENAI_API_KEY",
+                real_key("sk-test-real-"), "authorization")  # fmt: skip
+    return [pytest.param(claude, marks=needs(CLAUDE), id="claude-code"),
+            pytest.param(codex, marks=needs(CODEX), id="codex")]  # fmt: skip
+
+
+def oms_json(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, dict[str, Any]]:
+    proc = run_oms([*args, "--json"], env=env, cwd=cwd, timeout=300)
+    return proc.returncode, parse_single_json(proc)
+
+
+@NEEDS_BWRAP
+@NEEDS_AGENT_RUN
+@pytest.mark.parametrize("cli", cli_cases())
+def test_oms_agent_run_brokers_the_real_cli_and_returns_its_edit_as_a_candidate(
+    world: Path, cli: Cli
+) -> None:
+    secret = fake_aws_key()
+    repo = workspace(world, secret)
+    (world / "home").mkdir()
+    env = {**clean_env(world / "home", world / "oms-home"), "OMS_WORK_DIR": str(world / "work"),
+           cli.key_var: cli.real_key}  # fmt: skip
+    assert oms_json(["init", "--repo", str(repo)], env, world)[0] == 0
+    base = git(repo, "rev-parse", "HEAD", env=env).strip()
+    fake_of = fake_anthropic if cli.kind == "claude-code" else fake_openai
+    with fake_of(TOOL_CMD) as fake:
+        code, run = oms_json(["agent", "run", "--repo", str(repo), "--agent", cli.kind,
+                              "--egress", "api", "--", str(cli.exe), *cli.args],
+                             {**env, cli.upstream_var: fake.url}, world)  # fmt: skip
+    assert code == 0, run
+    assert RUN_KEYS <= set(run) and run["exit_code"] == 0, run
+    assert FINAL_TEXT in run["stdout"]
+    # The provider saw the real key, injected outside; never a placeholder nor the secret.
+    reqs = fake.model_requests()
+    assert reqs and all(cli.real_key in r.headers[cli.key_header] for r in reqs)
+    for r in fake.requests:
+        assert not any("oms-placeholder-not-a-key-" in v for v in r.headers.values()), r.headers
+    assert not fake.seen(secret), "the planted secret reached the provider"
+    egress = run["egress"]
+    assert egress["redacted"] >= 1 and egress["blocked"] == 0
+    assert egress["forwarded"] + egress["redacted"] == len(reqs) <= egress["requests"]
+    # The agent's own env (its tool call ran `env`) holds only placeholders.
+    agent_env = tool_env(fake)
+    assert PLACEHOLDER.match(agent_env[cli.key_var]), agent_env[cli.key_var]
+    assert not any(cli.real_key in r.body.decode(errors="replace") for r in fake.requests)
+    assert {n for n in agent_env if n.endswith(("_KEY", "_TOKEN", "_SECRET"))} == {cli.key_var}
+    # The edit is a candidate in the user's repository, decided from the recorded base.
+    assert run["base"] == base and run["candidate_ref"] == f"refs/oms/runs/{run['run_id']}"
+    assert git(repo, "rev-parse", run["candidate_ref"], env=env).strip() == run["candidate"]
+    shown = git(repo, "show", f"{run['candidate']}:edited.txt", env=env)
+    assert shown == "edited by the agent\n"
+    assert not (repo / "edited.txt").exists()  # the user's worktree is untouched
+    tree = git(repo, "ls-tree", "-r", "--name-only", run["candidate"], env=env).split()
+    assert "edited.txt" in tree and "HOOKED" not in tree  # the repo's hooks never ran
+    commit_on(repo, "main", {"later.txt": "main moved on\n"}, env=env, index=world / "idx")
+    _, verdict = oms_json(["process-result", "--repo", str(repo), "--candidate",
+                           run["candidate_ref"]], env, world)  # fmt: skip
+    assert verdict["commit"] == run["candidate"] and verdict["base"] == base, verdict
+    assert verdict["decision"] == "READY_FOR_HUMAN", verdict
+
+
+def test_placeholders_are_not_secrets_to_the_scanners(world: Path) -> None:
+    """A placeholder the scanners took for a key would be redacted from every request
+    that carries the agent's env, and counted as a finding each time."""
+    lines = "".join(f"{name}={placeholder_key()}\n" for name in ("ANTHROPIC_API_KEY",
+                                                                  "OPENAI_API_KEY"))  # fmt: skip
+    proc = run_oms(["scan", "--stdin", "--json"], env=clean_env(world, world / "oms-home"),
+                   cwd=world, input=lines)  # fmt: skip
+    assert parse_single_json(proc)["findings"] == [] and proc.returncode == 0
