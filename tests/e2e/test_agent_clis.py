@@ -17,14 +17,20 @@ No test contacts anything but loopback: every CLI runs in its own network namesp
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import importlib.util
 import json
 import os
+import pty
 import random
 import re
+import select
 import string
+import struct
 import subprocess
-from collections.abc import Iterator
+import termios
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +285,64 @@ def test_codex_runs_the_turn_with_the_prepared_config_not_the_repository_one(
     reqs = fake.model_requests()
     assert reqs and all(r.headers.get("authorization") == f"Bearer {placeholder}" for r in reqs)
     assert all(r.path == "/v1/responses" for r in fake.requests)
+
+
+def wait_for(
+    master: int,
+    proc: subprocess.Popen[bytes],
+    done: Callable[[bytes], bool],
+    screen: bytearray,
+    limit_s: float = 90,
+) -> bool:
+    """Read the pty into `screen` until `done(screen)`, the CLI exits or `limit_s` passes
+    (a cap on a hang, not a timing assertion)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if select.select([master], [], [], 0.2)[0]:
+            try:
+                screen += os.read(master, 65536)
+            except OSError:
+                return done(screen)
+        if done(screen):
+            return True
+    return done(screen)
+
+
+@NEEDS_BWRAP
+@needs(CLAUDE)
+def test_claude_code_tui_starts_past_onboarding_trust_and_key_prompts(world: Path) -> None:
+    """Interactive, on a pty: the seeded `.claude.json` lands on the prompt at once (a
+    fresh one stops at onboarding and tries to reach api.anthropic.com, which the network
+    namespace stops), and a typed prompt does the whole scripted turn."""
+    ws = workspace(world, fake_aws_key())
+    setup = prepare("claude-code", [str(CLAUDE), "--allowedTools", "Bash"], world / "run")
+    setup = dataclasses.replace(setup, env=(*setup.env, ("TERM", "xterm-256color")))
+    relay = world / "relay.py"
+    relay.write_text(RELAY_PY)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    screen = bytearray()
+    with fake_anthropic(TOOL_CMD, unix_path=world / "fake.sock") as fake:
+        argv = bwrap_argv(setup, world / "run", ws, world / "fake.sock", relay)
+        proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
+                                env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+        os.close(slave)
+        try:
+            ready = wait_for(master, proc, lambda b: b"shortcuts" in b, screen)
+            assert ready, f"no prompt: {bytes(screen[-2000:])!r}"
+            os.write(master, b"edit a file")
+            os.write(master, b"\r")
+            # Done once the tool's output went back to the model (the screen draws
+            # words apart with cursor moves, so it is not searched for the answer).
+            turn = wait_for(master, proc, lambda _: any(END in o for o in tool_outputs(fake)),
+                            screen)  # fmt: skip
+        finally:
+            proc.kill()
+            proc.wait()
+            os.close(master)
+    assert turn, f"the turn did not finish: {bytes(screen[-2000:])!r}"
+    assert (ws / "edited.txt").read_text() == "edited by the agent\n"
+    assert_only_placeholders(tool_env(fake), setup)
 
 
 # -- the whole `oms agent run`, against the DESIGN.md contract ----------------------------
