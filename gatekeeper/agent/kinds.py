@@ -22,7 +22,6 @@ import itertools
 import json
 import os
 import platform
-import secrets
 import shutil
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -38,7 +37,7 @@ Egress = Literal["none", "api", "tunnel"]
 
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 CODEX_PACKAGE = "@openai/codex"
-PLACEHOLDER_PREFIX = "oms-placeholder-not-a-key-"
+PLACEHOLDER_PREFIX = "oms-placeholder-"
 # How far above the executable its package.json may be (bin/claude.exe, bin/codex.js,
 # vendor/<triple>/bin/codex in the platform package).
 _PACKAGE_DEPTH = 4
@@ -112,9 +111,11 @@ def prepare_kind(
     raise UsageError(f"unknown agent kind {kind!r}: use claude-code, codex or command")
 
 
-def placeholder_key() -> str:
-    """A per-run stand-in for a provider key: recognisable, and useless anywhere."""
-    return PLACEHOLDER_PREFIX + secrets.token_hex(4)
+def placeholder_key(name: str) -> str:
+    """The stand-in for the provider key in `name`: recognisable, useless anywhere, and
+    the one value the agent profile lets a secret-looking name have
+    (`sandbox.agent.placeholder`, the same rule)."""
+    return PLACEHOLDER_PREFIX + name.lower().replace("_", "-")
 
 
 # -- command ------------------------------------------------------------------------------
@@ -199,7 +200,7 @@ def _claude(
         if arg.split("=", 1)[0] in CLAUDE_OWN_FLAGS:
             raise UsageError(f"oms sets {arg.split('=', 1)[0]} for Claude Code itself: drop it")
     pkg = _cli(cmd[0], search_path, CLAUDE_PACKAGE)
-    key = placeholder_key()
+    key = placeholder_key("ANTHROPIC_API_KEY")
     conf = _fresh_dir(home / ".claude")
     inside = f"{HOME}/.claude"
     _write_json(conf / ".claude.json", _claude_state(key))
@@ -301,7 +302,7 @@ def _codex(
 ) -> KindSetup:
     pkg, plat = _codex_package(cmd[0], search_path)
     native = plat / "vendor" / CODEX_TRIPLES[platform.machine()] / "bin" / "codex"
-    key = placeholder_key()
+    key = placeholder_key("OPENAI_API_KEY")
     conf = _fresh_dir(home / ".codex")
     text = codex_config(egress, relay_url, oms_mcp_argv)
     fd = os.open(conf / "config.toml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -54,7 +54,7 @@ PY = "/usr/bin/python3"
 RELAY_URL = f"http://127.0.0.1:{RELAY_PORT}"
 SOCK_INSIDE = "/run/oms/broker.sock"
 START, END = "OMS-TOOL-START", "OMS-TOOL-END"
-PLACEHOLDER = re.compile(r"^oms-placeholder-not-a-key-[0-9a-f]{8}$")
+PLACEHOLDER = re.compile(r"^oms-placeholder-[a-z-]+$")
 # The scripted tool call: read the planted file, show the env, edit a file.
 TOOL_CMD = (
     f"echo {START}; cat notes/creds.txt; env; "
@@ -198,7 +198,7 @@ def assert_only_placeholders(env: dict[str, str], setup: KindSetup) -> None:
     """Every key-like variable the agent sees is one of the kind's placeholders."""
     mine = dict(setup.env)
     for name in setup.placeholders:
-        assert env[name] == mine[name] and mine[name].startswith("oms-placeholder-not-a-key-")
+        assert env[name] == mine[name] and PLACEHOLDER.match(mine[name])
     keyish = {n for n in env if n.endswith(("_KEY", "_TOKEN", "_SECRET"))}
     assert keyish <= setup.placeholders, keyish
 
@@ -409,7 +409,7 @@ def test_oms_agent_run_brokers_the_real_cli_and_returns_its_edit_as_a_candidate(
     reqs = fake.model_requests()
     assert reqs and all(cli.real_key in r.headers[cli.key_header] for r in reqs)
     for r in fake.requests:
-        assert not any("oms-placeholder-not-a-key-" in v for v in r.headers.values()), r.headers
+        assert not any("oms-placeholder-" in v for v in r.headers.values()), r.headers
     assert not fake.seen(secret), "the planted secret reached the provider"
     egress = run["egress"]
     assert egress["redacted"] >= 1 and egress["blocked"] == 0
@@ -437,7 +437,7 @@ def test_oms_agent_run_brokers_the_real_cli_and_returns_its_edit_as_a_candidate(
 def test_placeholders_are_not_secrets_to_the_scanners(world: Path) -> None:
     """A placeholder the scanners took for a key would be redacted from every request
     that carries the agent's env, and counted as a finding each time."""
-    lines = "".join(f"{name}={placeholder_key()}\n" for name in ("ANTHROPIC_API_KEY",
+    lines = "".join(f"{name}={placeholder_key(name)}\n" for name in ("ANTHROPIC_API_KEY",
                                                                   "OPENAI_API_KEY"))  # fmt: skip
     proc = run_oms(["scan", "--stdin", "--json"], env=clean_env(world, world / "oms-home"),
                    cwd=world, input=lines)  # fmt: skip

@@ -30,7 +30,7 @@ from gatekeeper.errors import InternalError, UsageError
 RELAY = "http://127.0.0.1:47100"
 MCP = ("/opt/oms/venv/bin/python", "-m", "gatekeeper", "mcp")
 TRIPLE = CODEX_TRIPLES.get(platform.machine(), "x86_64-unknown-linux-musl")
-PLACEHOLDER = re.compile(r"^oms-placeholder-not-a-key-[0-9a-f]{8}$")
+PLACEHOLDER = re.compile(r"^oms-placeholder-[a-z-]+$")
 
 
 def _exe(path: Path) -> Path:
@@ -146,7 +146,9 @@ def test_no_real_key_reaches_the_config_or_env(
     b = prep("codex", ["codex"], tmp_path / "b", npm)
     written = "".join(p.read_text() for p in tmp_path.rglob("run/home/**/*") if p.is_file())
     assert real not in written and real not in repr(a) + repr(b)
-    assert dict(a.env)["ANTHROPIC_API_KEY"] != dict(b.env)["OPENAI_API_KEY"]  # fresh each run
+    assert dict(a.env)["ANTHROPIC_API_KEY"] == "oms-placeholder-anthropic-api-key"
+    assert dict(b.env)["OPENAI_API_KEY"] == "oms-placeholder-openai-api-key"
+    assert "mcpServers" in written and "model_provider" in written  # both dirs were read
 
 
 @pytest.mark.parametrize("flags", [
