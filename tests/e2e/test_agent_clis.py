@@ -380,7 +380,9 @@ def cli_cases() -> list[Any]:
 
 
 def oms_json(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, dict[str, Any]]:
-    proc = run_oms([*args, "--json"], env=env, cwd=cwd, timeout=300)
+    """`oms ARGS --json`, the flag before any `--` (after it, it would be CMD's)."""
+    at = args.index("--") if "--" in args else len(args)
+    proc = run_oms([*args[:at], "--json", *args[at:]], env=env, cwd=cwd, timeout=300)
     return proc.returncode, parse_single_json(proc)
 
 
