@@ -11,9 +11,11 @@ package.json; the CLI is never run to ask. Its package dir is bound read-only.
 
 Claude Code gets `--setting-sources user`, so the repository's own `.claude/` settings
 and hooks never load, and `--strict-mcp-config`, so its `.mcp.json` does not either.
-Codex runs with `sandbox_mode = "danger-full-access"`: with user namespaces disabled its
-own bwrap cannot start, and oms' sandbox is the boundary; that is recorded in
-`agent_flags` for the run's evidence.
+Codex gets `--strict-config`, so a config field it does not know stops it instead of
+being ignored, and runs with `sandbox_mode = "danger-full-access"`: with user namespaces
+disabled its own bwrap cannot start, and oms' sandbox is the boundary; that is recorded
+in `agent_flags` for the run's evidence. /workspace is not marked trusted, so the
+repository's own `.codex/config.toml` is not loaded.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ CLAUDE_QUIET = (
 CLAUDE_OWN_FLAGS = ("--setting-sources", "--mcp-config", "--strict-mcp-config")
 # Permission modes that Claude Code refuses as root unless told it is in a sandbox.
 CLAUDE_BYPASS = ("--dangerously-skip-permissions", "--permission-mode=bypassPermissions")
+# Codex stops on a config.toml field it does not know, instead of ignoring it: a renamed
+# switch in a newer Codex cannot quietly turn analytics or retries back on.
+CODEX_OWN_FLAGS = ("--strict-config",)
 CODEX_TRIPLES = {"x86_64": "x86_64-unknown-linux-musl", "aarch64": "aarch64-unknown-linux-musl"}
 # The sandbox's own /tmp: a private capped tmpfs, not the host's.
 INSIDE_TMP = "/tmp"  # noqa: S108 # nosec B108
@@ -196,9 +201,7 @@ def _claude(
     oms_mcp_argv: Sequence[str],
     search_path: str,
 ) -> KindSetup:
-    for arg in cmd[1:]:
-        if arg.split("=", 1)[0] in CLAUDE_OWN_FLAGS:
-            raise UsageError(f"oms sets {arg.split('=', 1)[0]} for Claude Code itself: drop it")
+    _refuse_own_flags(cmd[1:], CLAUDE_OWN_FLAGS, "Claude Code")
     pkg = _cli(cmd[0], search_path, CLAUDE_PACKAGE)
     key = placeholder_key("ANTHROPIC_API_KEY")
     conf = _fresh_dir(home / ".claude")
@@ -233,6 +236,12 @@ def _claude(
         cli_version=pkg.version,
         agent_flags=agent_flags,
     )
+
+
+def _refuse_own_flags(args: Sequence[str], own: Sequence[str], cli: str) -> None:
+    for arg in args:
+        if arg.split("=", 1)[0] in own:
+            raise UsageError(f"oms sets {arg.split('=', 1)[0]} for {cli} itself: drop it")
 
 
 def _claude_bypass(args: Sequence[str]) -> bool:
@@ -300,6 +309,7 @@ def _codex(
     oms_mcp_argv: Sequence[str],
     search_path: str,
 ) -> KindSetup:
+    _refuse_own_flags(cmd[1:], CODEX_OWN_FLAGS, "Codex")
     pkg, plat = _codex_package(cmd[0], search_path)
     native = plat / "vendor" / CODEX_TRIPLES[platform.machine()] / "bin" / "codex"
     key = placeholder_key("OPENAI_API_KEY")
@@ -321,7 +331,7 @@ def _codex(
         env += [("OPENAI_BASE_URL", relay_url + "/v1"), ("OPENAI_API_KEY", key)]
         placeholders = frozenset({"OPENAI_API_KEY"})
     return KindSetup(
-        argv=(str(native), *cmd[1:]),
+        argv=(str(native), *CODEX_OWN_FLAGS, *cmd[1:]),
         env=tuple(env),
         placeholders=placeholders,
         home_dirs=(".codex",),

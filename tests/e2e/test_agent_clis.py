@@ -287,6 +287,21 @@ def test_codex_runs_the_turn_with_the_prepared_config_not_the_repository_one(
     assert all(r.path == "/v1/responses" for r in fake.requests)
 
 
+@NEEDS_BWRAP
+@needs(CODEX)
+def test_codex_stops_on_a_config_field_it_does_not_know(world: Path) -> None:
+    """`--strict-config`: a switch this Codex does not know (as a renamed one in a newer
+    release would be) stops the run instead of being ignored."""
+    ws = workspace(world, fake_aws_key())
+    setup = prepare("codex", [str(CODEX), *CODEX_ARGS], world / "run")
+    conf = world / "run" / "home" / ".codex" / "config.toml"
+    conf.write_text(conf.read_text() + "\n[analytcs]\nenabled = false\n")
+    with fake_openai(TOOL_CMD, unix_path=world / "fake.sock") as fake:
+        with pytest.raises(AssertionError, match="unknown configuration field `analytcs`"):
+            run_direct(setup, world / "run", ws, fake, world)
+    assert fake.requests == [] and not (ws / "edited.txt").exists()
+
+
 def wait_for(
     master: int,
     proc: subprocess.Popen[bytes],

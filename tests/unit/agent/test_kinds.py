@@ -181,11 +181,17 @@ def test_claude_code_refuses_a_flag_oms_sets_itself(tmp_path: Path, npm: Path, f
 # -- codex --------------------------------------------------------------------------------
 
 
+def test_codex_refuses_strict_config_given_twice(tmp_path: Path, npm: Path) -> None:
+    with pytest.raises(UsageError, match="oms sets --strict-config for Codex"):
+        prep("codex", ["codex", "--strict-config", "exec"], tmp_path, npm)
+
+
 def test_codex_runs_its_native_binary_with_the_wrappers_env(tmp_path: Path, npm: Path) -> None:
     s = prep("codex", ["codex", "exec", "--json", "hi"], tmp_path, npm)
     mods = npm.parent
     plat = next(mods.glob("@openai/codex-linux-*")).resolve()
-    assert s.argv == (str(plat / "vendor" / TRIPLE / "bin/codex"), "exec", "--json", "hi")
+    assert s.argv == (str(plat / "vendor" / TRIPLE / "bin/codex"), "--strict-config",
+                      "exec", "--json", "hi")  # fmt: skip
     env = dict(s.env)
     assert env["CODEX_HOME"] == f"{HOME}/.codex" and env["TMPDIR"] == "/tmp"
     assert not f"{env['CODEX_HOME']}/".startswith(env["TMPDIR"] + "/")
@@ -222,7 +228,7 @@ def test_codex_config_toml_is_the_relay_provider_quiet_and_oms_mcp(
 def test_codex_given_the_native_binary_itself_is_accepted(tmp_path: Path, npm: Path) -> None:
     native = next(npm.parent.glob("@openai/codex-linux-*")) / "vendor" / TRIPLE / "bin/codex"
     s = prep("codex", [str(native), "exec"], tmp_path, npm)
-    assert s.argv == (str(native.resolve()), "exec")
+    assert s.argv == (str(native.resolve()), "--strict-config", "exec")
     assert s.cli_version == "0.171.0-linux-x64"
 
 
