@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,22 @@ class FakeModel:
     def model_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.method == "POST" and r.path.startswith(self.route)]
 
+    def tool_outputs(self) -> list[str]:
+        """What the agent's tool printed, as the CLI sent it back: the text of every
+        `tool_result` block (Messages) and `function_call_output` item (Responses)."""
+        found: list[str] = []
+        for req in self.model_requests():
+            body = req.json()
+            items = [b for m in body.get("messages", []) if isinstance(m.get("content"), list)
+                     for b in m["content"] if b.get("type") == "tool_result"]  # fmt: skip
+            items += [i for i in body.get("input", []) if i.get("type") == "function_call_output"]
+            for item in items:
+                content = item.get("content", item.get("output"))
+                if isinstance(content, list):
+                    content = "".join(c.get("text", "") for c in content)
+                found.append(str(content))
+        return found
+
     def seen(self, text: str) -> bool:
         """Whether `text` appeared anywhere in what reached this fake (headers or bodies)."""
         needle = text.encode()
@@ -213,8 +229,3 @@ def fake_anthropic(command: str, unix_path: Path | None = None) -> FakeModel:
 def fake_openai(command: str, unix_path: Path | None = None) -> FakeModel:
     """A fake Responses API whose scripted exec_command call runs `command`."""
     return FakeModel("/v1/responses", openai_events, command, unix_path)
-
-
-def iter_text(records: list[Recorded]) -> Iterator[str]:
-    for r in records:
-        yield r.body.decode("utf-8", "replace")
