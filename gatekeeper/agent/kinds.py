@@ -145,7 +145,7 @@ def _resolve(cmd0: str, search_path: str, what: str) -> Path:
     else:
         found = shutil.which(cmd0, path=search_path)
     if found is None:
-        raise UsageError(f"{what} not found: {cmd0} (install it with `make agents`)")
+        raise UsageError(f"{what} not found: {cmd0} (install it with npm: docs/install.md)")
     return Path(found).resolve()
 
 
@@ -186,7 +186,9 @@ def _cli(cmd0: str, search_path: str, name: str, accept: Path | None = None) -> 
     exe = _resolve(cmd0, search_path, name)
     pkg = _find_package(exe, name, accept)
     if pkg is None:
-        raise UsageError(f"{cmd0} is not the {name} CLI from npm (install it with `make agents`)")
+        raise UsageError(
+            f"{cmd0} is not the {name} CLI from npm (install it with npm: docs/install.md)"
+        )
     return pkg
 
 
