@@ -186,9 +186,7 @@ def _cli(cmd0: str, search_path: str, name: str, accept: Path | None = None) -> 
     exe = _resolve(cmd0, search_path, name)
     pkg = _find_package(exe, name, accept)
     if pkg is None:
-        raise UsageError(
-            f"{cmd0} is not the {name} CLI from npm (install it with npm: docs/install.md)"
-        )
+        raise UsageError(f"{cmd0} is not the {name} CLI installed by npm (docs/install.md)")
     return pkg
 
 
