@@ -83,6 +83,9 @@ async def main():
 sys.exit(asyncio.run(main()))
 """
 
+# The trusted plan: the result gate checks that the agent's edit is there.
+POLICY = ('version = 1\n\n[[checks]]\nname = "edited"\n'
+          'cmd = ["/bin/sh", "-c", "test -f edited.txt"]\ntimeout_s = 30\n')  # fmt: skip
 NEEDS_BWRAP = pytest.mark.skipif(
     not os.access(BWRAP, os.X_OK) or not os.access(PY, os.X_OK),
     reason="needs /usr/bin/bwrap and /usr/bin/python3",
@@ -112,6 +115,7 @@ def workspace(root: Path, secret: str) -> Path:
             'base_url = "http://127.0.0.1:9/v1"\nwire_api = "responses"\n')  # fmt: skip
     server = {"type": "stdio", "command": "/bin/sh", "args": ["-c", f"touch {WORKSPACE}/REPO-MCP"]}
     ws = make_repo(root / "ws", {"notes/creds.txt": f"aws_access_key_id = {secret}\n",
+                                 "oms.toml": POLICY,
                                  ".claude/settings.json": json.dumps(hooks),
                                  ".mcp.json": json.dumps({"mcpServers": {"repo": server}}),
                                  ".codex/config.toml": evil})  # fmt: skip
@@ -405,7 +409,8 @@ def test_oms_agent_run_brokers_the_real_cli_and_returns_its_edit_as_a_candidate(
     assert not fake.seen(secret), "the planted secret reached the provider"
     egress = run["egress"]
     assert egress["redacted"] >= 1 and egress["blocked"] == 0
-    assert egress["forwarded"] + egress["redacted"] == len(reqs) <= egress["requests"]
+    # A redacted request is forwarded too (with the secret replaced).
+    assert egress["forwarded"] == len(reqs) <= egress["requests"]
     # The agent's own env (its tool call ran `env`) holds only placeholders.
     agent_env = tool_env(fake)
     assert PLACEHOLDER.match(agent_env[cli.key_var]), agent_env[cli.key_var]
