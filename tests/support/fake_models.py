@@ -188,28 +188,22 @@ class FakeModel:
         await resp.write_eof()
         return resp
 
-    async def _start(self, started: threading.Event) -> None:
+    async def _start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.base_events.Server)
-        self.port = server.sockets[0].getsockname()[1]
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.port = self._runner.addresses[0][1]
         if self.unix_path is not None:
             await web.UnixSite(self._runner, str(self.unix_path)).start()
             self.unix_path.chmod(0o777)  # the sandbox uid must connect
-        started.set()
 
     def __enter__(self) -> FakeModel:
         self._loop = asyncio.new_event_loop()
-        started = threading.Event()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(started), self._loop).result(30)
-        started.wait(30)
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(30)
         return self
 
     def __exit__(self, *exc: object) -> None:
