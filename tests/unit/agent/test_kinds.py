@@ -239,7 +239,7 @@ def test_codex_without_its_platform_package_is_refused(tmp_path: Path, npm: Path
         prep("codex", ["codex"], tmp_path, npm)
 
 
-@pytest.mark.parametrize("arg", ['a"b', "back\\slash", "new\nline", "tab\tdel\x7f", "ünï ✓"])
+@pytest.mark.parametrize("arg", ['a"b', "back\\slash", "new\nline", "tab\tdel\x7f", "ünï ✓ 😀"])
 def test_codex_config_writes_any_mcp_argument_as_that_exact_string(arg: str) -> None:
     conf = tomllib.loads(codex_config("api", RELAY, ["/x/oms", arg]))
     assert conf["mcp_servers"]["oms"] == {"command": "/x/oms", "args": [arg]}
