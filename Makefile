@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo test test-fast lint bench clean agents
 
 $(STAMP): pyproject.toml ci/gitleaks.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,19 @@ $(INSPECTOR):
 	-@command -v npm >/dev/null 2>&1 && timeout 300 npm install --silent --no-audit --no-fund \
 		--prefix .cache/inspector @modelcontextprotocol/inspector@0.15.0 >/dev/null 2>&1 || true
 
+# The real agent CLIs for `oms agent run`'s end-to-end tests, pinned exactly, when npm is
+# here (the tests skip, saying why, when it is not). Claude Code 2.1.197 is the newest whose
+# engines allow Node 20; Codex ships its native binary as an npm optional dependency.
+AGENTS_DIR := .cache/agents
+AGENT_PINS := @anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0
+AGENTS     := $(AGENTS_DIR)/.installed-2.1.197-0.171.0
+
+$(AGENTS):
+	-@command -v npm >/dev/null 2>&1 && timeout 600 npm install --silent --prefix $(AGENTS_DIR) \
+		--save-exact --no-audit --no-fund $(AGENT_PINS) >/dev/null 2>&1 && touch $@ || true
+
+agents: $(AGENTS)
+
 demo: setup
 	$(PY) ci/demo.py
 
@@ -35,7 +48,7 @@ lint: setup
 	$(VENV)/bin/bandit -q -c pyproject.toml -r gatekeeper sandbox evidence policy --severity-level medium
 	$(VENV)/bin/lint-imports
 
-test: lint $(INSPECTOR)
+test: lint $(INSPECTOR) $(AGENTS)
 	$(VENV)/bin/pytest -q
 
 # The fast unit tests alone (no bwrap, scanners or MCP clients), with ruff: a quick loop.
