@@ -136,6 +136,26 @@ def _stage(
     return bind_fds, stages
 
 
+def _stage_workspace(
+    run_dir: Path, workspace: Path, opened: list[int]
+) -> tuple[Path, list[_Stage]]:
+    """(what bwrap binds at /workspace, its stage): as root, a workspace below a directory
+    the sandbox uid cannot search (a work dir under a 0700 home) goes by `run_dir/ws`."""
+    if os.geteuid() != 0 or unreachable_dir(workspace.parent) is None:
+        return workspace, []
+    target = run_dir / "ws"
+    try:
+        target.mkdir(mode=0o755, exist_ok=True)
+        source_fd = os.open(workspace, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        opened.append(source_fd)
+        target_fd = os.open(target, os.O_PATH | os.O_CLOEXEC)
+        opened.append(target_fd)
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot stage the workspace {workspace}: {exc}") from None
+    stage = _Stage(source_fd, os.fsencode(workspace), os.fsencode(target), target_fd)
+    return target, [stage]
+
+
 def _child_setup(
     profile: AgentProfile,
     cg: cgroup.RunCgroup | None,
@@ -228,6 +248,8 @@ def launch(
     cg = None
     try:
         bind_fds, stages = _stage(run_dir, profile, ro_fds, opened)
+        workspace, ws_stage = _stage_workspace(run_dir, workspace, opened)
+        stages += ws_stage
         sfd = seccomp.filter_fd()
         opened.append(sfd)
         if want_info:

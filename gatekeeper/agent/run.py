@@ -43,12 +43,12 @@ from gatekeeper.agent.payloads import (
 from gatekeeper.agent.setup import agent_env, hidden_paths, limits_of, write_marker
 from gatekeeper.agent.tunnel import Tunnel, connect_overrides
 from gatekeeper.agent.workspace import Collected, Workspace, collect, create_workspace, new_run_id
-from gatekeeper.digest import sha256_hex
+from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import Unavailable, UsageError, refusal
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import default_branch
-from gatekeeper.scan.canary import plant_canary
+from gatekeeper.scan.canary import canary_tokens, plant_canary
 from policy import LoadedPolicy
 from sandbox import Bwrap, SandboxError, find_bwrap
 
@@ -125,6 +125,7 @@ class _Run:
     run_dir: Path
     ws: Workspace
     kind: KindSetup
+    canary: str
     record: _Recorder
     broker: Broker | None = None
     totals: EgressTotals | None = None
@@ -183,7 +184,8 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
                         oms_mcp_argv=inside_oms_argv("mcp"),
                         search_path=os.environ.get("PATH", os.defpath))  # fmt: skip
     write_marker(run_dir / "oms" / "run.json", run_id)
-    return _Run(req, repo, store, loaded, run_id, egress, bw, run_dir, ws, kind,
+    canary = plant_canary(run_id)
+    return _Run(req, repo, store, loaded, run_id, egress, bw, run_dir, ws, kind, canary,
                 _Recorder(store, run_id))  # fmt: skip
 
 
@@ -222,7 +224,7 @@ def _start_egress(run: _Run, stack: ExitStack) -> None:
                     keys=provider_keys(os.environ, state_root()),
                     upstreams=upstreams_from_env(os.environ),
                     on_secret=run.loaded.policy.agent.egress.on_secret, loaded=run.loaded,
-                    canaries=[plant_canary(run.run_id)], record=run.record, socket_uid=uid,
+                    canaries=canary_tokens(), record=run.record, socket_uid=uid,
                     routes=routes)  # fmt: skip
     broker.start()
     run.broker = broker
@@ -262,11 +264,11 @@ def _probe(run: _Run, profile: AgentProfile) -> AgentProbe:
 def _record_start(run: _Run, profile: AgentProfile, probed: AgentProbe) -> int:
     start = AgentRunStart(
         run_id=run.run_id, agent=run.req.agent, cli_version=run.kind.cli_version,
-        argv_digest="sha256:" + sha256_hex("\0".join(run.kind.argv).encode()),
+        argv_digest=str(Sha256Digest.of("\0".join(run.kind.argv).encode())),
         profile_digest=profile.digest, mountinfo_digest=probed.mountinfo_digest,
         namespaces_digest=probed.namespaces_digest, probe="passed", base=run.ws.base,
         base_ref=run.ws.base_ref, workspace=str(run.ws.path), egress=run.egress,
-        canary_digest="sha256:" + sha256_hex(run.run_id.encode()),
+        canary_digest=str(Sha256Digest.of(run.canary.encode())),
         agent_flags=run.kind.agent_flags,
     )  # fmt: skip
     return run.record(start, _commit_subject(run.repo, run.ws.base))
