@@ -8,36 +8,50 @@ secrets, always blocks this run's canary, and streams the response back unchange
 Every request is one `EgressRequest` record, written before any byte of the body
 leaves: a request that cannot be recorded is not sent (fail closed). It runs on its
 own thread and event loop, so oms' main thread stays free to run the agent.
+Beside it: egress_config (upstreams, keys), egress_http (routes, headers, errors, the
+socket), egress_scan (canaries, scanning, redaction).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict
 from yarl import URL
 
 from evidence import Payload
 from gatekeeper.agent.egress_config import (
+    Provider,
     ProviderKeys,
     Upstreams,
     provider_keys,
     upstreams_from_env,
 )
+from gatekeeper.agent.egress_http import (
+    HOP_BY_HOP,
+    MAX_BODY_BYTES,
+    ROUTES,
+    Seen,
+    bind_socket,
+    egress_findings,
+    error,
+    forwarded,
+    not_recorded,
+    only_models,
+    read_body,
+    upstream_headers,
+)
 from gatekeeper.agent.egress_scan import Inspection, ScanCache, inspect
-from gatekeeper.agent.payloads import EgressFinding, EgressRequest, EgressTotals
+from gatekeeper.agent.payloads import EgressRequest, EgressTotals
 from gatekeeper.errors import Unavailable
 from gatekeeper.scan import ScannerUnavailable
 from gatekeeper.scan.gitleaks import locate as locate_gitleaks
@@ -45,24 +59,8 @@ from policy import LoadedPolicy
 
 __all__ = ["Broker", "ProviderKeys", "Upstreams", "provider_keys", "upstreams_from_env"]
 
-Provider = Literal["anthropic", "openai"]
 Action = Literal["forwarded", "redacted", "blocked", "refused"]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-ROUTES: Mapping[str, Provider] = {
-    "/v1/messages": "anthropic",
-    "/v1/messages/count_tokens": "anthropic",
-    "/v1/responses": "openai",
-}
-FORWARDED_HEADERS = frozenset(
-    ["content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta", "user-agent"]
-)
-FORWARDED_PREFIXES = ("x-stainless-",)
-HOP_BY_HOP = frozenset(
-    ["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-     "trailers", "transfer-encoding", "upgrade"]
-)  # fmt: skip
-MAX_BODY_BYTES = 64 << 20  # a conversation with images; the scan cache keeps re-sends cheap
-MAX_PATH_CHARS = 512
 DRAIN_S = 5.0  # how long stop() lets in-flight requests finish
 START_S = 30.0
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=30, sock_read=600)
@@ -122,7 +120,7 @@ class Broker:
             raise Unavailable("the egress broker was already started")
         if self._egress == "api":
             locate_gitleaks()  # ScannerUnavailable now rather than on the first request
-        sock = _bind(self._socket_path, self._socket_uid)
+        sock = bind_socket(self._socket_path, self._socket_uid)
         self._bound = True
         ready: Future[None] = Future()
         self._thread = threading.Thread(
@@ -206,14 +204,14 @@ class Broker:
         return handle
 
     async def _unknown(self, request: web.Request) -> web.StreamResponse:
-        seen = _Seen.of(request, request.path, None, await _read(request))
-        return self._refuse(seen, 404, "not_found", _only_models())
+        seen = Seen.of(request, request.path, None, await read_body(request))
+        return self._refuse(seen, 404, "not_found", only_models())
 
     async def _provider(
         self, request: web.Request, path: str, provider: Provider
     ) -> web.StreamResponse:
-        body = await _read(request)
-        seen = _Seen.of(request, path, provider, body)
+        body = await read_body(request)
+        seen = Seen.of(request, path, provider, body)
         if request.method != "POST":
             return self._refuse(seen, 405, "method_not_allowed", f"only POST {path} is forwarded")
         if body is None:
@@ -228,7 +226,7 @@ class Broker:
         if key is None:
             env = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
             return self._refuse(seen, 503, "no_key", NO_KEY.format(p=provider, env=env))
-        headers = [(k, v) for k, v in request.headers.items() if _forwarded(k)]
+        headers = [(k, v) for k, v in request.headers.items() if forwarded(k)]
         try:
             ins = await self._inspect(body, headers)
         except ScannerUnavailable as exc:
@@ -250,40 +248,40 @@ class Broker:
                 None, inspect, body, headers, self._cache, self._canaries
             )
 
-    def _refuse(self, seen: _Seen, status: int, code: str, message: str) -> web.Response:
+    def _refuse(self, seen: Seen, status: int, code: str, message: str) -> web.Response:
         payload = self._payload(seen, "refused", reason=message, status=status)
         if not self._record(payload):
-            return _not_recorded()
-        return _error(status, code, message)
+            return not_recorded()
+        return error(status, code, message)
 
-    def _canary(self, seen: _Seen) -> web.Response:
+    def _canary(self, seen: Seen) -> web.Response:
         print(f"oms: ALARM: this run's canary from $OMS_HOME was in the agent's request to "
               f"{seen.method} {seen.path} (run {self._run_id}); blocked, not sent",
               file=sys.stderr, flush=True)  # fmt: skip
         reason = "the request holds this run's canary: the agent reached oms' state"
         payload = self._payload(seen, "blocked", reason=reason, status=403, canary=True)
         if not self._record(payload):
-            return _not_recorded()
+            return not_recorded()
         self._count(blocked=1)
-        return _error(403, "canary", f"oms blocked this request: {reason}")
+        return error(403, "canary", f"oms blocked this request: {reason}")
 
-    def _block(self, seen: _Seen, ins: Inspection) -> web.Response:
-        found = _egress_findings(ins)
+    def _block(self, seen: Seen, ins: Inspection) -> web.Response:
+        found = egress_findings(ins)
         named = ", ".join(f"{f.rule} (fingerprint {f.fingerprint})" for f in found)
         reason = f"the request holds a secret: {named}"
         payload = self._payload(seen, "blocked", reason=reason, status=403, findings=found)
         if not self._record(payload):
-            return _not_recorded()
+            return not_recorded()
         self._count(blocked=1)
         hint = "remove it, or allow its fingerprint in [scanners] allow_fingerprints"
-        return _error(403, "secret", f"oms blocked this request: {reason}; {hint}")
+        return error(403, "secret", f"oms blocked this request: {reason}; {hint}")
 
     async def _forward(
-        self, request: web.Request, seen: _Seen, ins: Inspection, url: URL, key: str
+        self, request: web.Request, seen: Seen, ins: Inspection, url: URL, key: str
     ) -> web.StreamResponse:
         sent = ins.body
         payload = self._payload(seen, "redacted" if ins.redacted else "forwarded",
-                                findings=_egress_findings(ins), bytes_sent=len(sent),
+                                findings=egress_findings(ins), bytes_sent=len(sent),
                                 sha256_sent=hashlib.sha256(sent).hexdigest())  # fmt: skip
         state = {"recorded": False, "failed": False}
 
@@ -298,7 +296,7 @@ class Broker:
             yield sent
 
         assert self._session is not None  # nosec B101 (set by _startup)
-        headers = _upstream_headers(seen.provider, key, ins.headers, len(sent))
+        headers = upstream_headers(seen.provider, key, ins.headers, len(sent))
         try:
             async with self._session.post(
                 url.with_query(request.rel_url.query), data=body(), headers=headers
@@ -306,11 +304,11 @@ class Broker:
                 return await self._relay(request, up)
         except (aiohttp.ClientError, TimeoutError) as exc:
             if state["failed"]:
-                return _not_recorded()
+                return not_recorded()
             message = f"oms could not reach the {seen.provider} upstream ({type(exc).__name__})"
             if not state["recorded"]:
                 return self._refuse(seen, 502, "upstream_unreachable", message)
-            return _error(502, "upstream_failed", message)
+            return error(502, "upstream_failed", message)
 
     async def _relay(self, request: web.Request, up: aiohttp.ClientResponse) -> web.StreamResponse:
         """The upstream's answer as it arrives: status, headers less hop-by-hop, each chunk."""
@@ -331,7 +329,7 @@ class Broker:
                 request.transport.close()
         return resp
 
-    def _payload(self, seen: _Seen, action: Action, **fields: Any) -> EgressRequest:
+    def _payload(self, seen: Seen, action: Action, **fields: Any) -> EgressRequest:
         return EgressRequest(run_id=self._run_id, method=seen.method, path=seen.path,
                              provider=seen.provider, bytes_in=seen.bytes_in,
                              bytes_sent=fields.pop("bytes_sent", 0),
@@ -352,89 +350,3 @@ class Broker:
         with self._lock:
             for name, n in deltas.items():
                 self._counts[name] += n
-
-
-@dataclass(frozen=True)
-class _Seen:
-    """What the broker saw of a request: what its record names (agent-chosen text bounded)."""
-
-    method: str
-    path: str
-    provider: Provider | None
-    bytes_in: int
-
-    @classmethod
-    def of(
-        cls, request: web.Request, path: str, provider: Provider | None, body: bytes | None
-    ) -> _Seen:
-        return cls(request.method[:16], path[:MAX_PATH_CHARS], provider, len(body or b""))
-
-
-async def _read(request: web.Request) -> bytes | None:
-    """The body, or None when it is larger than MAX_BODY_BYTES."""
-    try:
-        return await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return None
-
-
-def _forwarded(name: str) -> bool:
-    low = name.lower()
-    return low in FORWARDED_HEADERS or low.startswith(FORWARDED_PREFIXES)
-
-
-def _upstream_headers(
-    provider: Provider | None, key: str, kept: Sequence[tuple[str, str]], length: int
-) -> CIMultiDict[str]:
-    """The agent's allow-listed headers, oms' key in the provider's own header."""
-    headers: CIMultiDict[str] = CIMultiDict(kept)
-    headers["Accept-Encoding"] = "identity"  # the response passes through byte for byte
-    headers["Content-Length"] = str(length)
-    if provider == "anthropic":
-        headers["x-api-key"] = key
-    else:
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
-def _egress_findings(ins: Inspection) -> tuple[EgressFinding, ...]:
-    unique = dict.fromkeys((f.rule, f.fingerprint, f.scanner) for f in ins.findings)
-    return tuple(EgressFinding(rule=r, fingerprint=fp, scanner=s) for r, fp, s in unique)
-
-
-def _only_models() -> str:
-    return "oms forwards only POST " + ", ".join(ROUTES) + " to the provider"
-
-
-def _error(status: int, code: str, message: str) -> web.Response:
-    """An error both provider SDKs show: Anthropic's {type, error{type, message}} shape,
-    which also carries the {error{message, code}} that OpenAI clients read."""
-    body = {"type": "error", "error": {"type": f"oms_{code}", "code": f"oms_{code}",
-                                       "message": message}}  # fmt: skip
-    return web.json_response(body, status=status)
-
-
-def _not_recorded() -> web.Response:
-    return _error(500, "not_recorded",
-                  "oms could not record this request as evidence, so it was not sent")  # fmt: skip
-
-
-def _bind(path: Path, uid: int | None) -> socket.socket:
-    """A unix socket bound at `path` (which must not exist), mode 0600 and owned by `uid`
-    before it listens: nobody else can connect, not even in between."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind(str(path))
-    except OSError as exc:
-        sock.close()
-        raise Unavailable(f"cannot create the broker socket {path}: {exc.strerror}") from None
-    try:
-        os.chmod(path, 0o600)
-        if uid is not None:
-            os.chown(path, uid, -1)
-    except OSError as exc:
-        sock.close()
-        path.unlink(missing_ok=True)
-        raise Unavailable(f"cannot restrict the broker socket {path}: {exc.strerror}") from None
-    sock.setblocking(False)
-    return sock
