@@ -534,3 +534,20 @@ def test_the_relay_refuses_a_port_it_cannot_listen_on() -> None:
         p = relay(["--forward", f"{port}=/nonexistent.sock", "--", "/bin/sh", "-c", "echo ran"])
         out, err = p.communicate(timeout=WAIT_S)
     assert p.returncode == 125 and "cannot listen" in err and "ran" not in out
+
+
+LIGHT = {"_socket", "_weakrefset", "array", "collections.abc", "errno", "math", "select",
+         "selectors", "signal", "socket", "threading", "gatekeeper", "gatekeeper.agent",
+         "gatekeeper.agent.relay"}  # fmt: skip
+
+
+def test_the_relay_imports_nothing_heavy() -> None:
+    """It starts inside the sandbox at every run: stdlib only, and little of it (no asyncio,
+    subprocess, json, pydantic or aiohttp), and `gatekeeper.agent` imports nothing."""
+    probe = ("import sys; before = set(sys.modules); import gatekeeper.agent.relay; "
+             "print(' '.join(sorted(set(sys.modules) - before)))")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert set(done.stdout.split()) <= LIGHT
