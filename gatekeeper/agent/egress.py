@@ -40,6 +40,7 @@ from gatekeeper.agent.egress_http import (
     HOP_BY_HOP,
     MAX_BODY_BYTES,
     ROUTES,
+    BodyRefused,
     Seen,
     bind_socket,
     egress_findings,
@@ -214,11 +215,8 @@ class Broker:
         seen = Seen.of(request, path, provider, body)
         if request.method != "POST":
             return self._refuse(seen, 405, "method_not_allowed", f"only POST {path} is forwarded")
-        if body is None:
-            return self._refuse(seen, 413, "too_large",
-                                f"request body over {MAX_BODY_BYTES >> 20} MB")  # fmt: skip
-        if request.headers.get("Content-Encoding", "identity").lower() != "identity":
-            return self._refuse(seen, 415, "encoded", "oms cannot scan a compressed body")
+        if isinstance(body, BodyRefused):
+            return self._refuse(seen, body.status, body.code, body.message)
         if self._egress != "api":
             return self._refuse(seen, 403, "egress_" + self._egress,
                                 f"egress is {self._egress} for this run")  # fmt: skip

@@ -45,17 +45,32 @@ class Seen:
 
     @classmethod
     def of(
-        cls, request: web.Request, path: str, provider: Provider | None, body: bytes | None
+        cls, request: web.Request, path: str, provider: Provider | None, body: bytes | BodyRefused
     ) -> Seen:
-        return cls(request.method[:16], path[:MAX_PATH_CHARS], provider, len(body or b""))
+        size = len(body) if isinstance(body, bytes) else 0
+        return cls(request.method[:16], path[:MAX_PATH_CHARS], provider, size)
 
 
-async def read_body(request: web.Request) -> bytes | None:
-    """The body, or None when it is larger than MAX_BODY_BYTES."""
+@dataclass(frozen=True)
+class BodyRefused:
+    """Why a request's body was not read: the answer (and record) the broker gives."""
+
+    status: int
+    code: str
+    message: str
+
+
+async def read_body(request: web.Request) -> bytes | BodyRefused:
+    """The body as sent. A compressed body is refused before it is read (aiohttp would
+    inflate some encodings and choke on others; neither is what the agent sent)."""
+    if request.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity"):
+        return BodyRefused(415, "encoded", "oms cannot scan a compressed request body")
     try:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
-        return None
+        return BodyRefused(413, "too_large", f"the request body is over {MAX_BODY_BYTES >> 20} MB")
+    except web.RequestPayloadError:
+        return BodyRefused(400, "bad_body", "the request body could not be read")
 
 
 def forwarded(name: str) -> bool:

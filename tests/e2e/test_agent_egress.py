@@ -30,6 +30,7 @@ from support.sandbox import PY
 from support.secrets import fake_aws_key
 
 from evidence import Payload
+from gatekeeper.agent import egress
 from gatekeeper.agent.egress import Broker, ProviderKeys, Upstreams
 from gatekeeper.agent.payloads import EgressRequest
 from gatekeeper.scan import fingerprint
@@ -76,6 +77,10 @@ def fake_app(fake: Fake) -> web.Application:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         await resp.write(SSE_EVENTS[0].encode())
+        if body.get("cut"):  # the upstream fails mid-stream
+            assert request.transport is not None
+            request.transport.close()
+            return resp
         # The rest only once the test has read the first event through the broker.
         await asyncio.get_running_loop().run_in_executor(None, fake.release.wait, WAIT_S)
         for event in SSE_EVENTS[1:-1]:
@@ -373,6 +378,37 @@ def test_a_scanner_that_cannot_run_refuses_the_request(
     assert [(r.action, r.status) for r in records.egress()] == [("refused", 503)]
 
 
+def test_a_stream_cut_upstream_is_cut_for_the_agent_too(sock_dir: Path, fake: Fake) -> None:
+    with broker(sock_dir, fake.url) as (b, _):
+        conn = UnixHTTPConnection(b._socket_path)
+        doc = {**conversation("hi", stream=True), "cut": True}
+        conn.request("POST", "/v1/messages", body=json.dumps(doc))
+        resp = conn.getresponse()
+        assert resp.status == 200
+        with pytest.raises(http.client.IncompleteRead) as cut:  # never a clean end
+            resp.read()
+        conn.close()
+    assert cut.value.partial.decode() == SSE_EVENTS[0]
+
+
+def test_a_compressed_request_body_is_refused(sock_dir: Path, fake: Fake) -> None:
+    with broker(sock_dir, fake.url) as (b, records):
+        status, _, _ = call(b, "POST", "/v1/messages", b"\x1f\x8b compressed",
+                            headers={"Content-Encoding": "gzip"})  # fmt: skip
+    assert status == 415 and not fake.seen
+    assert [(r.action, r.status) for r in records.egress()] == [("refused", 415)]
+
+
+def test_a_body_over_the_limit_is_refused(
+    sock_dir: Path, fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(egress, "MAX_BODY_BYTES", 4096)
+    with broker(sock_dir, fake.url) as (b, records):
+        status, _, _ = call(b, "POST", "/v1/messages", conversation("x" * 8192))
+    assert status == 413 and not fake.seen
+    assert [(r.action, r.status) for r in records.egress()] == [("refused", 413)]
+
+
 def test_extra_routes_are_served_on_the_same_socket(sock_dir: Path, fake: Fake) -> None:
     async def mcp(_: web.Request) -> web.Response:
         return web.json_response({"mcp": True})
@@ -477,6 +513,25 @@ def test_the_relay_carries_loopback_tcp_to_the_broker_and_passes_the_exit_code(
     assert p.returncode == 3
     assert fake.seen[0].headers["x-api-key"] == KEYS.anthropic
     assert [r.action for r in records.egress()] == ["forwarded"]
+
+
+CLOSED = """
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+s.sendall(b"POST /v1/messages HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 0\\r\\n\\r\\n")
+try:
+    print("got", len(s.recv(100)), flush=True)
+except ConnectionResetError:
+    print("got 0", flush=True)
+"""
+
+
+def test_the_relay_closes_a_connection_it_cannot_carry(sock_dir: Path) -> None:
+    port = free_port()
+    p = relay(["--forward", f"{port}={sock_dir / 'absent.sock'}", "--",
+               sys.executable, "-c", CLOSED, str(port)])  # fmt: skip
+    out, err = p.communicate(timeout=WAIT_S)
+    assert out == "got 0\n" and p.returncode == 0, err
 
 
 @pytest.mark.parametrize(("script", "code"), [("exit 0", 0), ("exit 5", 5), ("kill -9 $$", 137)])
