@@ -2,7 +2,8 @@
 
 Modules: `inside` (what the sandbox looks like from inside: paths, the marker),
 `payloads` (evidence of a run), `workspace` (the clone the agent works in, and its
-result written back as `refs/oms/runs/<run-id>`), `egress` (the broker outside and the
-loopback relay inside), `mcp_relay` (oms from inside), `kinds` (claude-code, codex,
+result written back as `refs/oms/runs/<run-id>`), `egress` (the broker outside, with
+`egress_config`, `egress_http`, `egress_scan`), `relay` (the loopback relay and launcher
+inside), `mcp_relay` (oms from inside), `kinds` (claude-code, codex,
 command), `run` (the whole run).
 """

@@ -94,7 +94,9 @@ class EgressRequest(Payload):
     canary: bool = False
     action: Literal["forwarded", "redacted", "blocked", "refused"]
     reason: str | None = None
-    status: int | None = None  # upstream's HTTP status
+    # The broker's own answer when it refused or blocked; None when forwarded: the record
+    # is written before the body leaves (fail closed), so no upstream status exists yet.
+    status: int | None = None
 
 
 class TunnelConnection(Payload):
