@@ -22,9 +22,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from sandbox.agent import AgentProfile, agent_profile, oms_install_paths
-from sandbox.agent_probe import AgentProbe, probe_agent
-from sandbox.agent_runner import AgentResult, run_agent
 
 import gatekeeper
 from evidence import Draft, EvidenceStore, Payload, state_root
@@ -51,6 +48,9 @@ from gatekeeper.repo.refs import default_branch
 from gatekeeper.scan.canary import canary_tokens, plant_canary
 from policy import LoadedPolicy
 from sandbox import Bwrap, SandboxError, find_bwrap
+from sandbox.agent import AgentProfile, agent_profile, oms_install_paths
+from sandbox.agent_probe import AgentProbe, probe_agent
+from sandbox.agent_runner import AgentResult, run_agent
 
 Mode = Literal["pty", "pipes", "capture"]
 # The source of oms itself: the relay runs from it as a file (`python -I`, stdlib only).
@@ -105,10 +105,14 @@ class _Recorder:
     def __init__(self, store: EvidenceStore, run_id: str) -> None:
         self.store, self.run_id, self._lock = store, run_id, threading.Lock()
 
-    def __call__(self, payload: Payload, extra: Sequence[Mapping[str, Any]] = ()) -> int:
+    def append(self, payload: Payload, extra: Sequence[Mapping[str, Any]] = ()) -> int:
         draft = Draft.of(payload, subject=[*run_subject(self.run_id), *extra])
         with self._lock:
             return self.store.append(draft).seq
+
+    def __call__(self, payload: Payload) -> None:
+        """The broker's and the tunnel's record: a failure here fails their request closed."""
+        self.append(payload)
 
 
 @dataclass
@@ -271,7 +275,7 @@ def _record_start(run: _Run, profile: AgentProfile, probed: AgentProbe) -> int:
         canary_digest=str(Sha256Digest.of(run.canary.encode())),
         agent_flags=run.kind.agent_flags,
     )  # fmt: skip
-    return run.record(start, _commit_subject(run.repo, run.ws.base))
+    return run.record.append(start, _commit_subject(run.repo, run.ws.base))
 
 
 def _commit_subject(repo: Repo, sha: str) -> list[dict[str, Any]]:
@@ -312,10 +316,8 @@ def _record_end(run: _Run, result: AgentResult | None, totals: EgressTotals,
         diffstat=collected.diffstat if collected else None,
         refused=refused[:300] if refused else None,
     )  # fmt: skip
-    extra = (
-        _commit_subject(run.repo, collected.candidate) if collected and collected.candidate else []
-    )
-    return run.record(end, extra)
+    made = collected.candidate if collected else None
+    return run.record.append(end, _commit_subject(run.repo, made) if made else [])
 
 
 def _outcome(run: _Run, result: AgentResult, totals: EgressTotals, collected: Collected,

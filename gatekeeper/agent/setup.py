@@ -14,14 +14,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sandbox.agent import AgentLimits, AgentProfile, host_secret_paths
-
 from evidence import state_root
 from gatekeeper.agent import inside
 from gatekeeper.agent.kinds import KindSetup
 from gatekeeper.agent.payloads import EgressMode
 from gatekeeper.repo.git import Repo
 from policy import AgentPolicy
+from sandbox.agent import AgentLimits, AgentProfile, host_secret_paths
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Copied from oms' environment when set: how the terminal looks, nothing else.
