@@ -91,8 +91,11 @@ def parse_json() -> ParseJson:
 def oms_json(run_oms: RunOms) -> Callable[..., tuple[int, dict[str, Any]]]:
     """Run `oms ARGS --json`; return (exit code, the single JSON object)."""
 
-    def run(args: list[str] | tuple[str, ...], **kwargs: Any) -> tuple[int, dict[str, Any]]:
-        proc = run_oms([*args, "--json"], **kwargs)
+    def run(
+        args: list[str] | tuple[str, ...], *, json_flag: bool = True, **kwargs: Any
+    ) -> tuple[int, dict[str, Any]]:
+        # json_flag=False: the caller placed `--json` itself (before a `--`).
+        proc = run_oms([*args, "--json"] if json_flag else list(args), **kwargs)
         return proc.returncode, parse_single_json(proc)
 
     return run

@@ -14,6 +14,7 @@ from typing import Any
 RUN_DIR = "/run/oms"
 MARKER = f"{RUN_DIR}/run.json"  # {"run_id": ..., "socket": ..., "relay_port": ...}
 SOCKET = f"{RUN_DIR}/broker.sock"  # the one socket bound in: the broker outside
+BIN = f"{RUN_DIR}/bin"  # `oms` inside: this oms, whatever the agent's PATH holds
 WORKSPACE = "/workspace"
 HOME = "/home/agent"
 TMP = "/tmp"  # noqa: S108 # nosec B108 -- the sandbox's own capped tmpfs

@@ -37,7 +37,13 @@ from gatekeeper.agent.payloads import (
     EgressTotals,
     run_subject,
 )
-from gatekeeper.agent.setup import agent_env, hidden_paths, limits_of, write_marker
+from gatekeeper.agent.setup import (
+    agent_env,
+    hidden_paths,
+    limits_of,
+    write_marker,
+    write_oms_shim,
+)
 from gatekeeper.agent.tunnel import Tunnel, connect_overrides
 from gatekeeper.agent.workspace import Collected, Workspace, collect, create_workspace, new_run_id
 from gatekeeper.digest import Sha256Digest
@@ -188,6 +194,7 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
                         oms_mcp_argv=inside_oms_argv("mcp"),
                         search_path=os.environ.get("PATH", os.defpath))  # fmt: skip
     write_marker(run_dir / "oms" / "run.json", run_id)
+    write_oms_shim(run_dir / "oms" / "bin", inside_oms_argv())
     canary = plant_canary(run_id)
     return _Run(req, repo, store, loaded, run_id, egress, bw, run_dir, ws, kind, canary,
                 _Recorder(store, run_id))  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,9 +29,9 @@ TERMINAL_ENV = ("TERM", "COLORTERM", "LANG")
 
 def agent_env(run_id: str, egress: EgressMode, kind: KindSetup, env_allow: Sequence[str],
               environ: Mapping[str, str]) -> dict[str, str]:  # fmt: skip
-    # oms' own bin first: `oms mcp` inside is this oms (its interpreter's directory).
+    # oms' shim first: `oms` inside is this very oms (see write_oms_shim).
     env = {
-        "PATH": f"{Path(sys.executable).parent}:{SYSTEM_PATH}",
+        "PATH": f"{inside.BIN}:{SYSTEM_PATH}",
         "HOME": inside.HOME,
         "USER": "agent",
         "LOGNAME": "agent",
@@ -65,6 +65,16 @@ def hidden_paths(repo: Repo, profile: AgentProfile, environ: Mapping[str, str]) 
 def limits_of(pol: AgentPolicy) -> AgentLimits:
     return AgentLimits(wall_s=pol.wall_s, memory_mb=pol.memory_mb, max_procs=pol.max_procs,
                        tmpfs_mb=pol.tmpfs_mb, output_bytes=pol.output_bytes)  # fmt: skip
+
+
+def write_oms_shim(bin_dir: Path, argv: Sequence[str]) -> None:
+    """`oms` inside: a shell script that runs `argv` (this oms' interpreter and source,
+    oms' own paths only) with the caller's arguments. The agent cannot change it: it lies
+    in the read-only /run/oms."""
+    bin_dir.mkdir(mode=0o755)
+    shim = bin_dir / "oms"
+    shim.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n')
+    os.chmod(shim, 0o755)  # noqa: S103 # nosec B103 -- the agent runs it, read-only
 
 
 def write_marker(path: Path, run_id: str) -> None:

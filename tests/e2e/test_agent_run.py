@@ -27,7 +27,9 @@ def _init(oms_json: OmsJson, repo: Path) -> None:
 
 
 def _run(oms_json: OmsJson, repo: Path, script: str, *extra: str) -> tuple[int, dict[str, Any]]:
-    return oms_json(["agent", "run", "--repo", str(repo), *extra, *_sh(script)], timeout=180)
+    # `--json` before `--`: after it, it would be CMD's own argument.
+    return oms_json(["agent", "run", "--repo", str(repo), "--json", *extra, *_sh(script)],
+                    timeout=180, json_flag=False)  # fmt: skip
 
 
 def _ref(repo: Path, name: str) -> str | None:
@@ -89,9 +91,9 @@ def test_nothing_changed_means_no_candidate(oms_json: OmsJson, git_repo: Path) -
 def test_the_exit_code_is_the_commands_own(oms_json: OmsJson, git_repo: Path) -> None:
     _init(oms_json, git_repo)
     code, out = oms_json(
-        ["agent", "run", "--repo", str(git_repo), "--", "/bin/sh", "-c", "echo oms-start; exit 7"],
-        timeout=180,
-    )
+        ["agent", "run", "--repo", str(git_repo), "--json", "--", "/bin/sh", "-c",
+         "echo oms-start; exit 7"], timeout=180, json_flag=False,
+    )  # fmt: skip
     assert code == 1 and out["exit_code"] == 7
     assert "oms-start" in out["stdout"]
 
