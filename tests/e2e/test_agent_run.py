@@ -12,7 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.repos import git
+
+from gatekeeper.agent import run as agent_run_module
+from gatekeeper.agent.run import AgentRunRequest
+from gatekeeper.errors import Unavailable
+from gatekeeper.gates.records import init, open_store
+from sandbox.agent_probe import AgentProbe
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 
@@ -159,3 +166,23 @@ def test_output_is_bounded_under_json(oms_json: OmsJson, git_repo: Path) -> None
     code, out = _run(oms_json, git_repo, "head -c 3000000 /dev/zero | tr '\\0' x")
     assert code == 0
     assert len(out["stdout"]) < 100_000 and "bytes not shown" in out["stdout"]
+
+
+def test_a_failed_probe_is_exit_4_and_the_command_never_starts(
+    git_repo: Path, oms_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """In process: the probe's own checks are tested in test_agent_containment; here, that
+    its failure stops the run before CMD and before any start entry."""
+    init(git_repo)
+    monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
+    failed = AgentProbe(ok=False, failures=("host path /x is visible",),
+                        mountinfo_digest="sha256:" + "0" * 64,
+                        namespaces_digest="sha256:" + "0" * 64, duration_s=0.0)  # fmt: skip
+    monkeypatch.setattr(agent_run_module, "probe_agent", lambda *a, **k: failed)
+    req = AgentRunRequest(repo_dir=git_repo, cmd=("/bin/sh", "-c", "echo ran > ran.txt"),
+                          capture=True)  # fmt: skip
+    with pytest.raises(Unavailable, match="probe failed: host path /x is visible"):
+        agent_run_module.agent_run(req)
+    assert not list((tmp_path / "work").glob("*/ran.txt"))
+    _, store = open_store(git_repo)
+    assert store.entries(["agent.run.start", "agent.run.end"]) == []
