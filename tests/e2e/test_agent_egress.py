@@ -556,14 +556,18 @@ while True:
 
 
 def test_the_relay_forwards_signals_to_the_command() -> None:
-    p = relay(["--", sys.executable, "-c", TRAPPER])
+    p = relay(["--", sys.executable, "-c", TRAPPER], start_new_session=True)
     assert p.stdout is not None
+    # A lost signal must fail the test, not hang it: the watchdog kills relay and CMD.
+    watchdog = threading.Timer(WAIT_S, os.killpg, (p.pid, signal.SIGKILL))
+    watchdog.start()
     assert p.stdout.readline() == "ready\n"
     for sig in (signal.SIGHUP, signal.SIGWINCH, signal.SIGINT):
         p.send_signal(sig)
         assert p.stdout.readline() == f"got {sig.name}\n"
     p.send_signal(signal.SIGTERM)
     rest, _ = p.communicate(timeout=WAIT_S)
+    watchdog.cancel()
     assert rest == "got SIGTERM\n" and p.returncode == 9
 
 
