@@ -8,20 +8,25 @@ here; the brokered egress has its own tests).
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.oms import parse_single_json
 from support.repos import git
+from support.tls import make_test_ca, tls_http_server
 
 from gatekeeper.agent import run as agent_run_module
+from gatekeeper.agent.payloads import TunnelConnection
 from gatekeeper.agent.run import AgentRunRequest
 from gatekeeper.errors import Unavailable
 from gatekeeper.gates.records import init, open_store
 from sandbox.agent_probe import AgentProbe
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
+RunOms = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def _sh(script: str) -> list[str]:
@@ -186,3 +191,39 @@ def test_a_failed_probe_is_exit_4_and_the_command_never_starts(
     assert not list((tmp_path / "work").glob("*/ran.txt"))
     _, store = open_store(git_repo)
     assert store.entries(["agent.run.start", "agent.run.end"]) == []
+
+
+def test_egress_tunnel_carries_tls_to_a_provider_host_and_records_it(
+    run_oms: RunOms, git_repo: Path, oms_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`--egress tunnel` through the real command: curl inside, with HTTPS_PROXY as oms sets
+    it, does real TLS (test CA) to "api.anthropic.com", which the tunnel connects to a
+    loopback stand-in (a real provider is never contacted); another host is refused."""
+    ca = make_test_ca(git_repo / "ca")
+    git(git_repo, "add", "ca/ca.pem", env=oms_env)
+    git(git_repo, "commit", "-qm", "test ca", env=oms_env)
+    assert run_oms(["init", "--repo", str(git_repo)]).returncode == 0
+    curl = "curl -q -sS --max-time 60 --cacert ca/ca.pem"
+    script = (f"{curl} https://api.anthropic.com/v1/models; echo got=$?; "
+              f"{curl} https://example.com/ >/dev/null 2>&1; echo other=$?")  # fmt: skip
+    with tls_http_server(ca) as server:
+        host, port = server.server_address[:2]
+        proc = run_oms(
+            ["agent", "run", "--repo", str(git_repo), "--egress", "tunnel", "--json",
+             *_sh(script)],
+            env_extra={"OMS_EGRESS_TUNNEL_CONNECT": f"api.anthropic.com={host}:{port}"},
+            timeout=180,
+        )  # fmt: skip
+    out = parse_single_json(proc)
+    assert out["exit_code"] == 0, out
+    assert "hello from the fake provider" in out["stdout"] and "got=0" in out["stdout"]
+    assert "other=0" not in out["stdout"] and "oms-end" in out["stdout"]
+    assert server.seen_sni == ["api.anthropic.com"]
+    assert out["egress_mode"] == "tunnel"
+    _, store = open_store(git_repo)
+    tunnels = sorted((p for _, p in store.payloads(TunnelConnection)), key=lambda t: t.host)
+    assert [(t.host, t.action) for t in tunnels] == [
+        ("api.anthropic.com", "connected"),
+        ("example.com", "refused"),
+    ]
+    assert tunnels[0].bytes_down > 0
