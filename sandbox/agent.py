@@ -85,6 +85,7 @@ class AgentProfile:
     limits: AgentLimits
     ro_paths: tuple[tuple[str, str], ...]  # (host real path, inside path)
     env: tuple[tuple[str, str], ...]  # the whole environment inside
+    masked: tuple[str, ...] = ()  # below a ro_path, covered by an empty read-only tmpfs
 
     def canonical(self) -> dict[str, Any]:
         """Binds, limits, env *names*, flags and the seccomp filter's digest."""
@@ -103,6 +104,7 @@ class AgentProfile:
             "flags": ["die-with-parent", "clearenv", "disable-userns", "cap-drop-all"],
             "seccomp": seccomp.filter_digest(),
             "tmpfs": ["/tmp", HOME, "/dev/shm"],  # noqa: S108 # nosec B108
+            "masked": list(self.masked),
             "root": {"readonly": True},
         }
 
@@ -165,6 +167,7 @@ def agent_profile(
     environ: Mapping[str, str] | None = None,
     *,
     placeholders: Collection[str] = (),
+    masked: Sequence[str] = (),
 ) -> AgentProfile:
     """The agent profile. `never`: paths to refuse ($OMS_HOME, the key, the repository).
 
@@ -177,9 +180,14 @@ def agent_profile(
         for reserved in RESERVED_INSIDE:
             if _overlaps(inside, reserved):
                 raise ProfileError(f"agent ro_path {inside} would cover {reserved}")
-    resolved = resolve_ro_paths(ro_paths, env_in, never, staged=True)
+    real_masks = [os.path.realpath(m) for m in masked]
+    resolved = resolve_ro_paths(ro_paths, env_in, never, staged=True, masked=real_masks)
+    for mask in real_masks:
+        if not os.path.isdir(mask) or not any(_within(mask, r) and mask != r for r, _ in resolved):
+            raise ProfileError(f"agent masked path {mask} is not a directory below a ro_path")
     seccomp.filter_digest()  # fail now, not at the first run, without libseccomp
-    return AgentProfile(limits, resolved, check_env(env, env_in, placeholders))
+    return AgentProfile(limits, resolved, check_env(env, env_in, placeholders),
+                        tuple(real_masks))  # fmt: skip
 
 
 def _overlaps(a: str, b: str) -> bool:
@@ -217,6 +225,29 @@ def oms_install_paths() -> list[str]:
             continue
         out.append(path)
     return out
+
+
+def oms_masked_paths() -> list[str]:
+    """Below `oms_install_paths()`, what the agent does not need: the base interpreter's own
+    site-packages when oms' venv does not use it (a pyenv's can hold tens of thousands of
+    files, each walked for sockets at every run)."""
+    if sys.prefix == sys.base_prefix or _venv_uses_system_site():
+        return []
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = Path(os.path.realpath(sys.base_prefix)) / "lib" / version / "site-packages"
+    return [str(site)] if site.is_dir() else []
+
+
+def _venv_uses_system_site() -> bool:
+    try:
+        cfg = (Path(sys.prefix) / "pyvenv.cfg").read_text()
+    except OSError:
+        return True  # unknown: keep it visible
+    for line in cfg.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "include-system-site-packages":
+            return value.strip().lower() == "true"
+    return False
 
 
 def host_secret_paths(environ: Mapping[str, str]) -> list[str]:
@@ -313,6 +344,8 @@ def build_agent_argv(
     argv += ["--size", str(profile.limits.tmpfs_mb * 1024 * 1024), "--tmpfs", HOME]
     for fd, (_, inside) in zip(ro_fds, profile.ro_paths, strict=True):
         argv += ["--ro-bind-fd", str(fd), inside]
+    for mask in profile.masked:  # an empty, read-only directory in place of what lies there
+        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", mask, "--remount-ro", mask]
     for name in home_dirs(run_dir):
         argv += ["--bind", str(run_dir / "home" / name), f"{HOME}/{name}"]
     argv += ["--bind", str(workspace), WORKSPACE]

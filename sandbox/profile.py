@@ -15,7 +15,7 @@ import glob
 import hashlib
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,8 +123,12 @@ def resolve_ro_paths(
     never: Sequence[Path],
     *,
     staged: bool = False,
+    masked: Collection[str] = (),
 ) -> tuple[tuple[str, str], ...]:
     """Check policy `ro_paths`: each must exist and must not expose a forbidden path.
+
+    `masked`: real paths below a ro_path that the profile covers with an empty tmpfs (so
+    nothing below them is visible, and they are not walked for sockets).
 
     A toolchain below $HOME or /root (a pyenv, a venv) is allowed, but never one that
     contains $HOME, /root, /run, $OMS_HOME or the repository, nor one inside
@@ -147,16 +151,18 @@ def resolve_ro_paths(
                 raise ProfileError(f"sandbox ro_path {given} lies inside {bad}")
         if os.geteuid() == 0 and not staged:  # the agent runner stages what others cannot reach
             _check_reachable(real, given)
-        _refuse_sockets(real, given)
+        _refuse_sockets(real, given, frozenset(masked))
         out.append((str(real), given))
     return tuple(out)
 
 
-def _refuse_sockets(real: Path, given: str) -> None:
+def _refuse_sockets(real: Path, given: str, masked: frozenset[str] = frozenset()) -> None:
     """A unix socket below a toolchain path would let a check talk to whatever listens on it."""
     stack, seen = [str(real)], 0
     while stack:
         top = stack.pop()
+        if top in masked:
+            continue
         try:
             mode = os.lstat(top).st_mode
         except OSError as exc:

@@ -54,7 +54,7 @@ from gatekeeper.repo.refs import default_branch
 from gatekeeper.scan.canary import canary_tokens, plant_canary
 from policy import LoadedPolicy
 from sandbox import Bwrap, SandboxError, find_bwrap
-from sandbox.agent import AgentProfile, agent_profile, oms_install_paths
+from sandbox.agent import AgentProfile, agent_profile, oms_install_paths, oms_masked_paths
 from sandbox.agent_probe import AgentProbe, probe_agent
 from sandbox.agent_runner import AgentResult, run_agent
 
@@ -223,7 +223,8 @@ def _profile(run: _Run) -> AgentProfile:
     ro = [*oms_install_paths(), *run.kind.ro_paths, *pol.ro_paths]
     never = [state_root(), run.repo.top, run.repo.common_dir]
     try:
-        return agent_profile(limits_of(pol), ro, env, never, placeholders=run.kind.placeholders)
+        return agent_profile(limits_of(pol), ro, env, never, placeholders=run.kind.placeholders,
+                             masked=oms_masked_paths())  # fmt: skip
     except SandboxError as exc:
         raise refusal(exc) from None
 

@@ -309,3 +309,45 @@ def test_the_fixed_places_match_the_ones_oms_uses_inside() -> None:
     """sandbox cannot import gatekeeper: the two copies of the places must agree."""
     assert (ag.WORKSPACE, ag.HOME, ag.RUN_DIR) == (inside.WORKSPACE, inside.HOME, inside.RUN_DIR)
     assert inside.MARKER.startswith(ag.RUN_DIR + "/") and inside.SOCKET.startswith(ag.RUN_DIR)
+
+
+# ------------------------------------------------------------------ masks ---
+
+
+def _tree_with_socket(tmp_path: Path) -> tuple[Path, Path]:
+    import socket
+
+    root = tmp_path / "prefix"
+    masked = root / "lib" / "site-packages"
+    masked.mkdir(parents=True)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(masked / "daemon.sock"))
+    sock.close()
+    return root, masked
+
+
+def test_a_socket_below_a_ro_path_is_refused_unless_a_mask_hides_it(tmp_path: Path) -> None:
+    root, masked = _tree_with_socket(tmp_path)
+    with pytest.raises(ProfileError, match="holds a unix socket"):
+        ag.agent_profile(LIMITS, [str(root)], BASE_ENV, [], {})
+    p = ag.agent_profile(LIMITS, [str(root)], BASE_ENV, [], {}, masked=[str(masked)])
+    assert p.masked == (str(masked),)
+    assert p.canonical()["masked"] == [str(masked)]
+
+
+def test_a_mask_becomes_an_empty_read_only_tmpfs_after_the_binds(tmp_path: Path) -> None:
+    root, masked = _tree_with_socket(tmp_path)
+    run_dir = tmp_path / "run"
+    (run_dir / "oms").mkdir(parents=True)
+    p = ag.agent_profile(LIMITS, [str(root)], BASE_ENV, [], {}, masked=[str(masked)])
+    argv = ag.build_agent_argv(p, BW, workspace=tmp_path / "ws", run_dir=run_dir,
+                               cmd=["/bin/true"], seccomp_fd=7, ro_fds=[9])  # fmt: skip
+    at = argv.index(str(masked), argv.index("--ro-bind-fd"))
+    assert argv[at - 1] == "--tmpfs"
+    assert argv[at + 1 : at + 3] == ["--remount-ro", str(masked)]
+
+
+def test_a_mask_outside_every_ro_path_is_refused(tmp_path: Path) -> None:
+    _, masked = _tree_with_socket(tmp_path)
+    with pytest.raises(ProfileError, match="not a directory below a ro_path"):
+        ag.agent_profile(LIMITS, [], BASE_ENV, [], {}, masked=[str(masked)])
