@@ -44,31 +44,6 @@ class Check(_Model):
         return cmd
 
 
-class SandboxPolicy(_Model):
-    """Limits and the few host paths a check may read."""
-
-    ro_paths: list[Annotated[str, Field(min_length=1)]] = []
-    env_allow: list[str] = []
-    wall_s: Annotated[int, Field(ge=1, le=86_400)] = 3600
-    cpu_s: Annotated[int, Field(ge=1, le=86_400)] = 1800
-    memory_mb: Annotated[int, Field(ge=64, le=65_536)] = 4096
-    max_procs: Annotated[int, Field(ge=8, le=4096)] = 512
-    file_size_mb: Annotated[int, Field(ge=1, le=65_536)] = 1024
-    open_files: Annotated[int, Field(ge=32, le=65_536)] = 1024
-    tmpfs_mb: Annotated[int, Field(ge=1, le=65_536)] = 512
-    output_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
-
-    @field_validator("ro_paths")
-    @classmethod
-    def _absolute(cls, paths: list[str]) -> list[str]:
-        return _absolute_paths(paths)
-
-    @field_validator("env_allow")
-    @classmethod
-    def _env_names(cls, names: list[str]) -> list[str]:
-        return _env_names(names)
-
-
 def _absolute_paths(paths: list[str]) -> list[str]:
     for path in paths:
         if not path.startswith("/") or "\x00" in path or "/../" in f"{path}/":
@@ -85,23 +60,11 @@ def _env_names(names: list[str]) -> list[str]:
     return names
 
 
-class EgressPolicy(_Model):
-    """`[agent.egress]`: what the broker does with a secret in a request to a provider."""
-
-    on_secret: Literal["redact", "block"] = "redact"  # noqa: S105 # nosec B105 (an action)
-
-
-class AgentPolicy(_Model):
-    """`[agent]`: the agent profile of `oms agent run` (read-only toolchains, limits), egress."""
+class _HostAccess(_Model):
+    """What of the host a sandbox may see: read-only toolchain paths and environment names."""
 
     ro_paths: list[Annotated[str, Field(min_length=1)]] = []
     env_allow: list[str] = []
-    wall_s: Annotated[int, Field(ge=1, le=7 * 86_400)] = 4 * 3600
-    memory_mb: Annotated[int, Field(ge=256, le=262_144)] = 8192
-    max_procs: Annotated[int, Field(ge=32, le=16_384)] = 2048
-    tmpfs_mb: Annotated[int, Field(ge=16, le=65_536)] = 2048
-    output_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
-    egress: EgressPolicy = EgressPolicy()
 
     @field_validator("ro_paths")
     @classmethod
@@ -112,6 +75,36 @@ class AgentPolicy(_Model):
     @classmethod
     def _env_names(cls, names: list[str]) -> list[str]:
         return _env_names(names)
+
+
+class SandboxPolicy(_HostAccess):
+    """Limits and the few host paths a check may read."""
+
+    wall_s: Annotated[int, Field(ge=1, le=86_400)] = 3600
+    cpu_s: Annotated[int, Field(ge=1, le=86_400)] = 1800
+    memory_mb: Annotated[int, Field(ge=64, le=65_536)] = 4096
+    max_procs: Annotated[int, Field(ge=8, le=4096)] = 512
+    file_size_mb: Annotated[int, Field(ge=1, le=65_536)] = 1024
+    open_files: Annotated[int, Field(ge=32, le=65_536)] = 1024
+    tmpfs_mb: Annotated[int, Field(ge=1, le=65_536)] = 512
+    output_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
+
+
+class EgressPolicy(_Model):
+    """`[agent.egress]`: what the broker does with a secret in a request to a provider."""
+
+    on_secret: Literal["redact", "block"] = "redact"  # noqa: S105 # nosec B105 (an action)
+
+
+class AgentPolicy(_HostAccess):
+    """`[agent]`: the agent profile of `oms agent run` (read-only toolchains, limits), egress."""
+
+    wall_s: Annotated[int, Field(ge=1, le=7 * 86_400)] = 4 * 3600
+    memory_mb: Annotated[int, Field(ge=256, le=262_144)] = 8192
+    max_procs: Annotated[int, Field(ge=32, le=16_384)] = 2048
+    tmpfs_mb: Annotated[int, Field(ge=16, le=65_536)] = 2048
+    output_bytes: Annotated[int, Field(ge=1024, le=1 << 30)] = 16 << 20
+    egress: EgressPolicy = EgressPolicy()
 
 
 class ScannersPolicy(_Model):

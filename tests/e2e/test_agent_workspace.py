@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.markers import MarkerScripts
 from support.oms import parse_single_json, run_oms
 from support.repos import git, make_repo
 
@@ -45,7 +46,7 @@ DIGEST = "sha256:" + "0" * 64
 
 
 @dataclass
-class Lab:
+class Lab(MarkerScripts):
     root: Path
     repo_dir: Path
     env: dict[str, str]
@@ -65,21 +66,6 @@ class Lab:
         if check:
             assert proc.returncode == 0, proc.stderr.decode(errors="replace")
         return proc.stdout.decode(errors="replace").strip()
-
-    def marker_script(self, name: str, passthrough: bool = False) -> Path:
-        """An executable that records that it ran (as a filter it prints FILTERED)."""
-        path = self.root / f"run-{name}"
-        tail = "echo FILTERED\n" if passthrough else "exit 0\n"
-        path.write_text(f"#!/bin/sh\ntouch {self.markers}/{name}\n{tail}")
-        path.chmod(0o755)
-        return path
-
-    def ran(self) -> list[str]:
-        return sorted(os.listdir(self.markers))
-
-    def clear(self) -> None:
-        for m in os.listdir(self.markers):
-            os.unlink(self.markers / m)
 
     def refs(self) -> dict[str, str]:
         out = self.user_git("for-each-ref", "--format=%(refname) %(objectname)")
@@ -398,7 +384,7 @@ def _plant_fsmonitor(lab: Lab, ws: Workspace) -> None:
 
 
 def _plant_clean_filter(lab: Lab, ws: Workspace) -> None:
-    script = lab.marker_script("filter", passthrough=True)
+    script = lab.marker_script("filter", tail="echo FILTERED")
     lab.agent_git(ws, "config", "filter.evil.clean", str(script))
     lab.agent_git(ws, "config", "filter.evil.smudge", str(script))
     (ws.path / ".gitattributes").write_text("* filter=evil\n")

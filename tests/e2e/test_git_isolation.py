@@ -11,7 +11,6 @@ refs, grafts, binary drivers, thresholds, encodings) must not change oms' answer
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.markers import MarkerScripts
 from support.oms import parse_single_json, run_oms
 from support.repos import git, make_repo
 from support.secrets import fake_aws_key
@@ -28,7 +28,7 @@ CHECK_POLICY = 'version = 1\n\n[[checks]]\nname = "true"\ncmd = ["/bin/true"]\nt
 
 
 @dataclass
-class Lab:
+class Lab(MarkerScripts):
     root: Path
     repo: Path
     remote: Path
@@ -41,21 +41,6 @@ class Lab:
         if check:
             assert proc.returncode == 0, proc.stderr.decode(errors="replace")
         return proc.stdout.decode(errors="replace").strip()
-
-    def marker_script(self, name: str, passthrough: bool = False) -> Path:
-        """An executable that records that it ran (as a filter, it passes data through)."""
-        path = self.root / f"run-{name}"
-        tail = "cat\n" if passthrough else "exit 0\n"
-        path.write_text(f"#!/bin/sh\ntouch {self.markers}/{name}\n{tail}")
-        path.chmod(0o755)
-        return path
-
-    def ran(self) -> list[str]:
-        return sorted(os.listdir(self.markers))
-
-    def clear(self) -> None:
-        for m in os.listdir(self.markers):
-            os.unlink(self.markers / m)
 
     def oms(self, *args: str, timeout: float = 120) -> tuple[int, dict[str, Any]]:
         cut = args.index("--") if "--" in args else len(args)
@@ -134,7 +119,7 @@ Live = Callable[[Lab], None]
 
 def _filter_attrs(where: str) -> Plant:
     def plant(lab: Lab) -> None:
-        s = lab.marker_script("filter", passthrough=True)
+        s = lab.marker_script("filter", tail="cat")
         lab.git("config", "filter.evil.clean", str(s))
         lab.git("config", "filter.evil.smudge", str(s))
         lab.git("config", "filter.evil.required", "false")

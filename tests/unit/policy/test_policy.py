@@ -62,6 +62,8 @@ def assert_one_line(message: str) -> None:
             "transfer.autopilot.0.max_byte",
         ),
         ("version = 1\n[sandboxx]\nwall_s = 10\n", "sandboxx"),
+        ("version = 1\n[agent]\nro_path = []\n", "agent.ro_path"),
+        ("version = 1\n[agent.egress]\non_secrets = 'block'\n", "agent.egress.on_secrets"),
     ],
 )
 def test_unknown_keys_are_rejected_with_their_key_path(text: str, key_path: str) -> None:
@@ -69,6 +71,22 @@ def test_unknown_keys_are_rejected_with_their_key_path(text: str, key_path: str)
     assert message.startswith(f"{ORIGIN}: {key_path}: "), message
     assert "unknown key" in message
     assert_one_line(message)
+
+
+def test_the_agent_section_is_read_and_checked_like_the_sandbox_one() -> None:
+    loaded = parse_policy(
+        b'version = 1\n[agent]\nro_paths = ["/opt/node"]\nwall_s = 60\n'
+        b'[agent.egress]\non_secret = "block"\n',
+        ORIGIN,
+    )
+    assert loaded.policy.agent.ro_paths == ["/opt/node"]
+    assert loaded.policy.agent.egress.on_secret == "block"
+    assert parse_policy(b"version = 1\n", ORIGIN).policy.agent.egress.on_secret == "redact"
+    assert "absolute" in policy_error(b'version = 1\n[agent]\nro_paths = ["rel"]\n')
+    assert "secret-looking" in policy_error(b'version = 1\n[agent]\nenv_allow = ["GH_TOKEN"]\n')
+    assert "agent.egress.on_secret" in policy_error(
+        b'version = 1\n[agent.egress]\non_secret = "warn"\n'
+    )
 
 
 def test_the_same_keys_spelled_right_are_accepted() -> None:
