@@ -8,13 +8,15 @@ findings are rule and fingerprint, bodies are their SHA-256 and size.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidence import Payload
 
-RunId = Annotated[str, Field(pattern=r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")]
+RUN_ID_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
+RunId = Annotated[str, Field(pattern=f"^{RUN_ID_RE.pattern}$")]
 Sha = Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 AgentKind = Literal["claude-code", "codex", "command"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar, TypeVarTuple
+from typing import Any, TypeVar, TypeVarTuple
 
 import anyio
 
@@ -24,6 +24,9 @@ class ToolContext:
 
     repo: Repo
     policies: PolicyCache
+    # Set when this server was started by `oms agent run`'s broker for a run's `oms mcp`:
+    # the entries it writes name the run (an extra subject), so the log says who asked.
+    requested_by: tuple[Mapping[str, Any], ...] = ()
 
     def store(self) -> EvidenceStore:
         return EvidenceStore.open(state_root(), self.repo.repo_id, common_dir=self.repo.common_dir)

@@ -9,12 +9,15 @@ repository it was started for. The tools live in `tools/`, one module per group.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 
+from gatekeeper.agent.payloads import RUN_ID_RE, run_subject
 from gatekeeper.mcp.context import ToolContext
 from gatekeeper.mcp.listing import listed_digest
 from gatekeeper.mcp.policy_cache import PolicyCache
@@ -29,10 +32,18 @@ INSTRUCTIONS = (
 TOOL_GROUPS = (doctor, policy, transfer, result, evidence, repo)
 
 
+def requested_by(environ: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
+    """The agent run this server answers for: `OMS_AGENT_RUN_ID`, which the broker of
+    `oms agent run` sets for the `oms mcp` it starts outside (a malformed id is no run)."""
+    run_id = environ.get("OMS_AGENT_RUN_ID", "")
+    return tuple(run_subject(run_id)) if RUN_ID_RE.fullmatch(run_id) else ()
+
+
 def build_server(repo_dir: Path) -> MCPServer[Any]:
     """The server for the repository at `repo_dir`, with every tool group registered."""
     served = open_repo(repo_dir)
-    ctx = ToolContext(repo=served, policies=PolicyCache(served.top))
+    ctx = ToolContext(repo=served, policies=PolicyCache(served.top),
+                      requested_by=requested_by(os.environ))  # fmt: skip
     server: MCPServer[Any] = MCPServer(name="oms", instructions=INSTRUCTIONS)
     for group in TOOL_GROUPS:
         group.register(server, ctx)

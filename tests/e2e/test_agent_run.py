@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp.types import LATEST_PROTOCOL_VERSION
 from support.oms import parse_single_json
 from support.repos import git
 from support.tls import make_test_ca, tls_http_server
@@ -227,3 +229,43 @@ def test_egress_tunnel_carries_tls_to_a_provider_host_and_records_it(
         ("example.com", "refused"),
     ]
     assert tunnels[0].bytes_down > 0
+
+
+MCP_CLIENT = r"""
+import json, subprocess, sys
+p = subprocess.Popen(["oms", "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def send(o):
+    p.stdin.write(json.dumps(o) + "\n"); p.stdin.flush()
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": sys.argv[1], "capabilities": {},
+    "clientInfo": {"name": "agent", "version": "1"}}})
+p.stdout.readline()
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+    "name": "oms_transfer_preview", "arguments": {"to": "anthropic:claude-sonnet",
+    "purpose": "summarise", "context": "paths", "paths": ["README.md"]}}})
+print("answer", p.stdout.readline().strip())
+p.stdin.close(); p.wait()
+"""
+
+
+def test_oms_mcp_inside_previews_in_the_real_log_under_the_runs_name(
+    run_oms: RunOms, git_repo: Path
+) -> None:
+    """The agent's `oms mcp` reaches the server outside: its transfer preview lands in the
+    repository's real log, with the run as a subject; approving stays impossible inside."""
+    assert run_oms(["init", "--repo", str(git_repo)]).returncode == 0
+    proc = run_oms(
+        ["agent", "run", "--repo", str(git_repo), "--json", "--", sys.executable, "-I", "-c",
+         MCP_CLIENT, LATEST_PROTOCOL_VERSION],
+        timeout=180,
+    )  # fmt: skip
+    out = parse_single_json(proc)
+    assert out["exit_code"] == 0, out
+    answer = json.loads(out["stdout"].split("answer ", 1)[1].splitlines()[0])
+    assert "result" in answer, answer
+    _, store = open_store(git_repo)
+    previews = store.entries("transfer.preview")
+    assert len(previews) == 1
+    names = [s.name for s in previews[0].subject]
+    assert f"agent-run:{out['run_id']}" in names, names

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,6 +209,8 @@ class GateRequest:
     ticket: str | None = None
     attempt: int | None = None
     delivery: DeliveryRequest = field(default_factory=DeliveryRequest)
+    # Who asked, when it was an agent run's `oms mcp` (its run subject), added to the entries.
+    requested_by: tuple[Mapping[str, Any], ...] = ()
 
 
 def _begin(req: GateRequest) -> tuple[GateRun, DeliveryPlan | None]:
@@ -231,7 +233,8 @@ def _begin(req: GateRequest) -> tuple[GateRun, DeliveryPlan | None]:
                         candidate=candidate, tree=tree, policy_digest=loaded.digest,
                         plan_digest=loaded.plan_digest, ticket=req.ticket,
                         attempt=req.attempt)  # fmt: skip
-    subject = [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": candidate}}]
+    subject = [{"name": f"git+file://{repo.top}", "digest": {"gitCommit": candidate}},
+               *(dict(s) for s in req.requested_by)]  # fmt: skip
     with _signals_deferred():
         entry = store.append(Draft.of(start, subject=subject, policy=loaded.digest))
     state.clock.lap("evidence")
@@ -264,7 +267,9 @@ def process_result(
     deliver_branch: str | None = None,
     push_remote: str | None = None,
     draft_pr: bool = False,
+    requested_by: Sequence[Mapping[str, Any]] = (),
 ) -> Verdict:
     """`oms process-result` and the MCP tool: the gate, and delivery when asked."""
     delivery = DeliveryRequest(deliver_branch, push_remote, draft_pr)
-    return gate(GateRequest(repo_dir, candidate_ref, base_ref, ticket, attempt, delivery))
+    return gate(GateRequest(repo_dir, candidate_ref, base_ref, ticket, attempt, delivery,
+                            tuple(requested_by)))  # fmt: skip

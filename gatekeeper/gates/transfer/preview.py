@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -189,7 +190,8 @@ def _manifest(b: Basis, out: Outgoing, excluded: list[tuple[str, str]], visible:
     return m.model_copy(update={"autopilot_rule": approving_rule(tp, m)})
 
 
-def _record(store: EvidenceStore, repo: Repo, m: Manifest, loaded: LoadedPolicy) -> Previewed:
+def _record(store: EvidenceStore, repo: Repo, m: Manifest, loaded: LoadedPolicy,
+            requested_by: Sequence[Mapping[str, Any]] = ()) -> Previewed:  # fmt: skip
     """Sign and keep the manifest, then record its preview entry."""
     key = store.key
     canonical = m.canonical()
@@ -201,8 +203,8 @@ def _record(store: EvidenceStore, repo: Repo, m: Manifest, loaded: LoadedPolicy)
                            destination=f"{d.provider}:{d.model}", bytes=m.totals.bytes,
                            items=m.totals.items, autopilot_rule=m.autopilot_rule)  # fmt: skip
     blobs = [m.payload_blob] if m.payload_blob else []
-    entry = store.append(Draft.of(record, subject=subject_of(digest), blobs=blobs,
-                                  policy=loaded.digest))  # fmt: skip
+    subject = [*subject_of(digest), *requested_by]
+    entry = store.append(Draft.of(record, subject=subject, blobs=blobs, policy=loaded.digest))
     return Previewed(digest, m, entry.seq, packet(m, digest))
 
 
@@ -213,7 +215,8 @@ def _context(context: str) -> Context:
 
 
 def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str],
-            base_ref: str | None, redact: bool, kind: str = "api") -> Previewed:  # fmt: skip
+            base_ref: str | None, redact: bool, kind: str = "api",
+            requested_by: Sequence[Mapping[str, Any]] = ()) -> Previewed:  # fmt: skip
     repo = open_repo(repo_dir)
     store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     store.key  # noqa: B018 -- fail before reading anything when the key is gone
@@ -231,4 +234,4 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     # and only for a manifest that can be approved: a blocked one may hold secrets.
     pack = None if out.block_reasons else store.blobs.put(b"".join(d for _, d, _ in out.sent))
     m = _manifest(basis, out, excluded, visibility(repo, selected), pack, loaded)
-    return _record(store, repo, m, loaded)
+    return _record(store, repo, m, loaded, requested_by)

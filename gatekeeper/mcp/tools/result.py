@@ -50,7 +50,9 @@ def _verdict(ctx: ToolContext, candidate: str, ticket: str | None,
              attempt: int | None) -> dict[str, Any]:  # fmt: skip
     """The gate's verdict with each check's output cut to its tail."""
     base = recorded_base(ctx.repo, candidate)  # an agent run's: from evidence, not the caller
-    out = result_gate.process_result(ctx.repo.top, candidate, base, ticket, attempt).to_json()
+    verdict = result_gate.process_result(ctx.repo.top, candidate, base, ticket, attempt,
+                                         requested_by=ctx.requested_by)  # fmt: skip
+    out = verdict.to_json()
     for c in out["checks"]:
         c["stdout_tail"] = c["stdout_tail"][-TAIL_CHARS:]
         c["stderr_tail"] = c["stderr_tail"][-TAIL_CHARS:]

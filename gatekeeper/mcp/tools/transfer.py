@@ -28,7 +28,8 @@ def _preview(
     redact: bool,
 ) -> dict[str, Any]:
     """`oms transfer preview`, shaped to what fits one tool result."""
-    data = preview_transfer(ctx.repo.top, to, purpose, context, paths or [], base, redact).to_json()
+    data = preview_transfer(ctx.repo.top, to, purpose, context, paths or [], base, redact,
+                            requested_by=ctx.requested_by).to_json()  # fmt: skip
     m = data["manifest"]
     return {"digest": data["digest"], "status": data["status"],
             "visibility": m["visibility"], "totals": m["totals"],
