@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -159,7 +161,8 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
         probed = _probe(run, profile)
         start_seq = _record_start(run, profile, probed)
         try:
-            result = _execute(run, profile)
+            with _interrupts_refused():
+                result = _execute(run, profile)
             collected = collect(run.repo, run.ws)
         except Exception as exc:
             end_seq = _record_end(run, None, _stop_egress(run), None, refused=str(exc))
@@ -169,6 +172,31 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
         end_seq = _record_end(run, result, totals, collected)
         return _outcome(run, result, totals, collected, end_seq)
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
+
+
+class AgentInterrupted(Unavailable):
+    """SIGTERM or SIGHUP reached oms while the agent ran: the agent was stopped, nothing of
+    its workspace is collected, and the end entry says so."""
+
+
+@contextmanager
+def _interrupts_refused() -> Iterator[None]:
+    """While CMD runs, SIGTERM and SIGHUP raise AgentInterrupted in the main thread, so that
+    the sandbox is torn down and `agent.run.end` is written (the default would just die)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        raise AgentInterrupted(f"interrupted by {signal.Signals(signum).name}; the agent "
+                               "was stopped and nothing was collected")  # fmt: skip
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:

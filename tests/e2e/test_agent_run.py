@@ -8,20 +8,23 @@ here; the brokered egress has its own tests).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp.types import LATEST_PROTOCOL_VERSION
-from support.oms import parse_single_json
+from support.oms import OMS, parse_single_json
+from support.oms import run_oms as run_oms_in
 from support.repos import git
 from support.tls import make_test_ca, tls_http_server
 
 from gatekeeper.agent import run as agent_run_module
-from gatekeeper.agent.payloads import TunnelConnection
+from gatekeeper.agent.payloads import AgentRunEnd, TunnelConnection
 from gatekeeper.agent.run import AgentRunRequest
 from gatekeeper.errors import Unavailable
 from gatekeeper.gates.records import init, open_store
@@ -269,3 +272,30 @@ def test_oms_mcp_inside_previews_in_the_real_log_under_the_runs_name(
     assert len(previews) == 1
     names = [s.name for s in previews[0].subject]
     assert f"agent-run:{out['run_id']}" in names, names
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_oms_stops_the_agent_and_still_writes_the_end_entry(
+    git_repo: Path, oms_env: dict[str, str], oms_home: Path, signum: int
+) -> None:
+    assert run_oms_in(["init", "--repo", str(git_repo)], env=oms_env).returncode == 0
+    proc = subprocess.Popen(
+        [*OMS, "agent", "run", "--repo", str(git_repo), "--json", "--", "/bin/sh", "-c",
+         "echo x > started.txt; sleep 120"],
+        env=oms_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    work = Path(oms_env["HOME"]) / ".local" / "share" / "oms" / "work"
+    for _ in range(600):  # the agent has started once its file is in the workspace
+        if list(work.glob("*/started.txt")) or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert list(work.glob("*/started.txt")), proc.communicate()
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, (out, err)
+    data = json.loads(out)
+    assert data["error"]["kind"] == "unavailable" and "interrupted" in data["error"]["message"]
+    _, store = open_store(git_repo)
+    [(_, end)] = store.payloads(AgentRunEnd)
+    assert end.refused and "interrupted" in end.refused
+    assert end.candidate is None and end.run_id == data["run_id"]

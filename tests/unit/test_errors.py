@@ -109,6 +109,7 @@ KINDS = {
     "ChangeTooLarge": "blocked", "FileRefused": "usage", "Missing": "usage",
     "LinkRefused": "usage", "NotRegular": "usage", "TooLarge": "usage",
     "ScannerUnavailable": "unavailable", "GateInterrupted": "unavailable",
+    "AgentInterrupted": "unavailable",
 }  # fmt: skip
 
 
