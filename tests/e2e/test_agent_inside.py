@@ -100,13 +100,15 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 def bwrap_inside(w: World, *, with_socket: bool) -> list[str]:
     """A minimal agent-like sandbox: the real profile is box's; this one holds the marker."""
+    # The tmpfs mounts first: a checkout (and its venv) below /tmp must not be hidden.
     argv = [BWRAP, "--unshare-all", "--die-with-parent", "--new-session",
+            "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", inside.HOME,
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
             "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
             "--ro-bind", str(BASE), str(BASE), "--ro-bind", str(VENV), str(VENV),
             "--ro-bind", str(WORKTREE), str(WORKTREE),
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-            "--tmpfs", inside.HOME, "--ro-bind", str(w.marker), inside.MARKER]  # fmt: skip
+            "--proc", "/proc", "--dev", "/dev",
+            "--ro-bind", str(w.marker), inside.MARKER]  # fmt: skip
     if with_socket:
         argv += ["--bind", str(w.sock), inside.SOCKET]
     return [*argv, "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
