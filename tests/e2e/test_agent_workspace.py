@@ -689,7 +689,7 @@ def test_the_mcp_tool_takes_a_run_refs_base_from_evidence(
         def to_json(self) -> dict[str, Any]:
             return {"checks": []}
 
-    def fake_gate(top: Path, candidate: str, base: str | None, *_: Any) -> _Verdict:
+    def fake_gate(top: Path, candidate: str, base: str | None, *_: Any, **__: Any) -> _Verdict:
         seen.append(base)
         return _Verdict()
 
