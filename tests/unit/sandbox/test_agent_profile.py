@@ -320,9 +320,14 @@ def _tree_with_socket(tmp_path: Path) -> tuple[Path, Path]:
     root = tmp_path / "prefix"
     masked = root / "lib" / "site-packages"
     masked.mkdir(parents=True)
-    sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(masked / "daemon.sock"))
-    sock.close()
+    here = os.getcwd()
+    os.chdir(masked)  # bound by a relative name: a socket path is limited to 107 bytes
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind("daemon.sock")
+        sock.close()
+    finally:
+        os.chdir(here)
     return root, masked
 
 
