@@ -53,7 +53,7 @@ from gatekeeper.errors import Unavailable, UsageError, refusal
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import default_branch
-from gatekeeper.scan.canary import canary_tokens, plant_canary
+from gatekeeper.scan.canary import canary_dir, canary_tokens, plant_canary
 from policy import LoadedPolicy
 from sandbox import Bwrap, SandboxError, find_bwrap
 from sandbox.agent import AgentProfile, agent_profile, oms_install_paths, oms_masked_paths
@@ -141,6 +141,15 @@ class _Run:
     record: _Recorder
     broker: Broker | None = None
     totals: EgressTotals | None = None
+    started: bool = False  # the start entry is written
+
+
+def _unless_started(run: _Run) -> None:
+    """A run refused before its start entry leaves nothing behind: no workspace (the agent
+    never ran in it), no canary (no run of that id exists to leak it)."""
+    if not run.started:
+        shutil.rmtree(run.ws.path, ignore_errors=True)
+        (canary_dir() / run.run_id).unlink(missing_ok=True)
 
 
 def _stop_egress(run: _Run) -> EgressTotals:
@@ -160,6 +169,7 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
         _start_egress(run, stack)
         probed = _probe(run, profile)
         start_seq = _record_start(run, profile, probed)
+        run.started = True  # from here on, the workspace and the canary are the run's
         try:
             with _interrupts_refused():
                 result = _execute(run, profile)
@@ -216,16 +226,18 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
     stack.callback(shutil.rmtree, run_dir, True)
     (run_dir / "oms").mkdir()
     (run_dir / "home").mkdir()
-    ws = create_workspace(repo, req.base_ref, run_id)
     kind = prepare_kind(req.agent, req.cmd, run_dir=run_dir, egress=egress,
                         relay_url=f"http://127.0.0.1:{inside.RELAY_PORT}",
                         oms_mcp_argv=inside_oms_argv("mcp"),
                         search_path=os.environ.get("PATH", os.defpath))  # fmt: skip
     write_marker(run_dir / "oms" / "run.json", run_id)
     write_oms_shim(run_dir / "oms" / "bin", inside_oms_argv())
-    canary = plant_canary(run_id)
-    return _Run(req, repo, store, loaded, run_id, egress, bw, run_dir, ws, kind, canary,
-                _Recorder(store, run_id))  # fmt: skip
+    ws = create_workspace(repo, req.base_ref, run_id)
+    run = _Run(req, repo, store, loaded, run_id, egress, bw, run_dir, ws, kind, "",
+               _Recorder(store, run_id))  # fmt: skip
+    stack.callback(_unless_started, run)
+    run.canary = plant_canary(run_id)
+    return run
 
 
 def _egress_mode(req: AgentRunRequest) -> EgressMode:

@@ -194,6 +194,9 @@ def test_a_failed_probe_is_exit_4_and_the_command_never_starts(
     with pytest.raises(Unavailable, match="probe failed: host path /x is visible"):
         agent_run_module.agent_run(req)
     assert not list((tmp_path / "work").glob("*/ran.txt"))
+    # A run refused before its start leaves no workspace and no canary behind.
+    assert not [p for p in (tmp_path / "work").iterdir() if p.is_dir()]
+    assert not list((oms_home / "canaries").glob("*"))
     _, store = open_store(git_repo)
     assert store.entries(["agent.run.start", "agent.run.end"]) == []
 
