@@ -35,7 +35,9 @@ class Demo:
     def oms(
         self, *args: str, expect: int = 0, show: bool = True, keys: tuple[str, ...] = ()
     ) -> dict[str, object]:
-        argv = [*args, "--json"]
+        # `--json` before a `--`: after it, it would be CMD's own argument.
+        cut = args.index("--") if "--" in args else len(args)
+        argv = [*args[:cut], "--json", *args[cut:]]
         print(f"\n$ oms {shlex.join(argv)}")
         proc = subprocess.run(
             [*OMS, *argv], cwd=self.repo, env=self.env, capture_output=True, text=True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -51,3 +52,16 @@ def test_smoke_script_passes_on_this_machine() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "smoke: ok" in proc.stdout
+
+
+def test_the_demo_answers_as_expected_at_every_step(tmp_path: Path) -> None:
+    """`make demo` end to end (its own temporary OMS_HOME, work dir and sample repository):
+    every step must answer as the demo expects, the contained agent's step included."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMS_", "GIT_", "XDG_"))}
+    env["HOME"] = str(tmp_path)  # the system temp dir stays: the sandbox uid must reach it
+    proc = subprocess.run([sys.executable, str(ROOT / "ci" / "demo.py")], capture_output=True,
+                          text=True, env=env, timeout=600, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "demo: every step answered as expected" in proc.stdout
+    assert "agent: oms state is not here" in proc.stdout
+    assert "oms transfer approve exited 4" in proc.stdout
