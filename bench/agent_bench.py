@@ -12,13 +12,13 @@ Anchors and goals (issue 12):
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from agent_broker_bench import bench_broker
+from sandbox_bench import median_ms
 
 from gatekeeper.agent.run import AgentRunRequest, agent_run
 from gatekeeper.gates.records import init
@@ -26,15 +26,6 @@ from sandbox import find_bwrap
 
 ROUNDS = 9 if "--quick" in sys.argv else 21
 GOAL_MS = 150.0
-
-
-def _median_ms(fn: Callable[[], object], n: int) -> float:
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
 
 
 def _repo(root: Path, files: int) -> Path:
@@ -57,7 +48,7 @@ def _bare_bwrap_ms() -> float:
             "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
             "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
             "--", "/bin/true"]  # fmt: skip
-    return _median_ms(lambda: subprocess.run(argv, check=True), ROUNDS)
+    return median_ms(lambda: subprocess.run(argv, check=True), ROUNDS)
 
 
 def bench_startup() -> list[str]:
@@ -72,7 +63,7 @@ def bench_startup() -> list[str]:
         init(repo)
         req = AgentRunRequest(repo_dir=repo, cmd=("true",), egress="none", capture=True)
         agent_run(req)  # warm: the mirror, bwrap's feature probe, imports
-        run_ms = _median_ms(lambda req=req: agent_run(req), ROUNDS)  # type: ignore[misc]
+        run_ms = median_ms(lambda req=req: agent_run(req), ROUNDS)  # type: ignore[misc]
         over = run_ms - bare
         verdict = "met" if over <= GOAL_MS else "NOT MET"
         lines.append(f"oms agent run --egress none -- true, {files} files (warm process): "
@@ -80,7 +71,7 @@ def bench_startup() -> list[str]:
                      f"(anchor 6.75 ms check profile + a clone): {verdict}")  # fmt: skip
     cli = [sys.executable, "-m", "gatekeeper", "agent", "run", "--repo", str(base / "repo10"),
            "--egress", "none", "--json", "--", "true"]  # fmt: skip
-    cold = _median_ms(lambda: subprocess.run(cli, check=True, capture_output=True), 5)
+    cold = median_ms(lambda: subprocess.run(cli, check=True, capture_output=True), 5)
     lines.append(f"the whole CLI (interpreter start and imports included): {cold:.1f} ms, "
                  f"{cold - bare:.1f} ms beyond bare bwrap")  # fmt: skip
     return lines
@@ -89,11 +80,6 @@ def bench_startup() -> list[str]:
 def main() -> int:
     for line in bench_startup():
         print(line)
-    try:
-        from agent_broker_bench import bench_broker
-    except ImportError:
-        print("broker bench: not present")
-        return 0
     bench_broker()  # prints its own figures beside their anchors
     return 0
 

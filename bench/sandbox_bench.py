@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gatekeeper.repo.scratch import copy_commit
@@ -20,7 +21,8 @@ from policy import SandboxPolicy
 from sandbox import check_profile, find_bwrap, run
 
 
-def _median_ms(fn, n: int) -> float:  # type: ignore[no-untyped-def]
+def median_ms(fn: Callable[[], object], n: int) -> float:
+    """The median wall time of `n` calls of `fn`, in ms (agent_bench uses it too)."""
     times = []
     for _ in range(n):
         t = time.perf_counter()
@@ -81,12 +83,12 @@ def main() -> int:
         tmp = Path(d)
         scratch = tmp / "scratch"
         scratch.mkdir()
-        plain = _median_ms(lambda: subprocess.run(["true"], check=True), n)
+        plain = median_ms(lambda: subprocess.run(["true"], check=True), n)
         raw_argv = [bw.path, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
                     "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
                     "--symlink", "usr/lib64", "/lib64", "--", "/bin/true"]  # fmt: skip
-        raw = _median_ms(lambda: subprocess.run(raw_argv, check=True), n)
-        sandboxed = _median_ms(lambda: run(profile, scratch, ["/bin/true"], bw=bw), n)
+        raw = median_ms(lambda: subprocess.run(raw_argv, check=True), n)
+        sandboxed = median_ms(lambda: run(profile, scratch, ["/bin/true"], bw=bw), n)
         print(f"`true` unsandboxed:           {plain:6.2f} ms (median of {n})")
         print(f"`true` in raw bwrap:          {raw:6.2f} ms   anchor: raw bwrap 7.5-8.5 ms")
         print(

@@ -25,6 +25,7 @@ from .agent import HOME, RUN_DIR, WORKSPACE, AgentProfile
 from .agent_runner import Launched, launch, outcome
 from .bwrap import Bwrap
 from .errors import SandboxUnavailable
+from .probe import interfaces_failure, sections
 from .profile import SYSTEM_DIRS
 
 PROBE_WALL_S = 30
@@ -78,27 +79,15 @@ def _sha256(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _sections(text: str) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    current = ""
-    for line in text.splitlines():
-        if line.startswith("@") and " " not in line:
-            current = line[1:]
-            out[current] = []
-        elif current:
-            out[current].append(line)
-    return out
-
-
 def check_inside(text: str, profile: AgentProfile, hidden: Sequence[str]) -> list[str]:
     """The reasons the probe's output shows the profile not holding (empty: it holds)."""
-    s = _sections(text)
+    s = sections(text)
     if "wait" not in s:
         return ["the probe did not finish"]
     fails = []
-    ifaces = [ln.split(":")[0].strip() for ln in s.get("net", [])[2:] if ":" in ln]
-    if ifaces != ["lo"]:
-        fails.append(f"network interfaces visible: {ifaces}")
+    net = interfaces_failure(s.get("net", []))
+    if net:
+        fails.append(net)
     if s.get("route"):
         fails.append("a network route exists inside")
     want_env = {"PWD": WORKSPACE, **dict(profile.env)}  # bwrap sets PWD after --chdir

@@ -50,11 +50,13 @@ class ProbeResult:
     duration_s: float = 0.0
 
 
-def _sections(text: str) -> dict[str, list[str]]:
+def sections(text: str) -> dict[str, list[str]]:
+    """A probe script's output by section: a line `@name` (no space) starts section `name`.
+    The agent profile's probe speaks the same format."""
     out: dict[str, list[str]] = {}
     current = ""
     for line in text.splitlines():
-        if line.startswith("@"):
+        if line.startswith("@") and " " not in line:
             current = line[1:]
             out[current] = []
         elif current:
@@ -62,15 +64,21 @@ def _sections(text: str) -> dict[str, list[str]]:
     return out
 
 
+def interfaces_failure(net: list[str]) -> str | None:
+    """From the `/proc/net/dev` section: why the network is not loopback only (None: it is)."""
+    ifaces = [ln.split(":")[0].strip() for ln in net[2:] if ":" in ln]
+    return None if ifaces == ["lo"] else f"network interfaces visible: {ifaces}"
+
+
 def check_output(text: str, profile: Profile, hidden: Sequence[str]) -> list[str]:
     """The reasons the probe output shows the sandbox not holding (empty: it holds)."""
-    s = _sections(text)
+    s = sections(text)
     if "end" not in s:
         return ["the probe did not finish"]
     failures = []
-    ifaces = [ln.split(":")[0].strip() for ln in s.get("net", [])[2:] if ":" in ln]
-    if ifaces != ["lo"]:
-        failures.append(f"network interfaces visible: {ifaces}")
+    net = interfaces_failure(s.get("net", []))
+    if net:
+        failures.append(net)
     allowed = {name for name, _ in profile.env} | {"PWD", "SHLVL", "_", "OLDPWD"}
     names = {ln.split("=", 1)[0] for ln in s.get("env", []) if "=" in ln}
     if names - allowed:
