@@ -27,6 +27,8 @@ from .model import (
     ProtectedPolicy,
     SandboxPolicy,
     ScannersPolicy,
+    Toolchain,
+    ToolchainKind,
     TransferPolicy,
 )
 
@@ -49,6 +51,8 @@ __all__ = [
     "ProtectedPolicy",
     "SandboxPolicy",
     "ScannersPolicy",
+    "Toolchain",
+    "ToolchainKind",
     "TransferPolicy",
     "check_limits",
     "default_policy",

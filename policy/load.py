@@ -50,12 +50,21 @@ def _digest(obj: Any) -> str:
     return "sha256:" + hashlib.sha256(rfc8785.dumps(obj)).hexdigest()
 
 
+def _check_json(check: Check) -> dict[str, Any]:
+    # `toolchain` is left out when unset: a plan's digest is what it was before toolchains.
+    return check.model_dump(mode="json", exclude_none=True)
+
+
 def policy_digest(policy: Policy) -> str:
-    return _digest(policy.model_dump(mode="json"))
+    data = policy.model_dump(mode="json")
+    data["checks"] = [_check_json(c) for c in policy.checks]
+    if not policy.toolchains:
+        del data["toolchains"]  # as for `toolchain`: a policy without them keeps its digest
+    return _digest(data)
 
 
 def plan_digest(checks: list[Check]) -> str:
-    return _digest([c.model_dump(mode="json") for c in checks])
+    return _digest([_check_json(c) for c in checks])
 
 
 _TOML_POS = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")

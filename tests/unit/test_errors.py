@@ -109,7 +109,7 @@ KINDS = {
     "ChangeTooLarge": "blocked", "FileRefused": "usage", "Missing": "usage",
     "LinkRefused": "usage", "NotRegular": "usage", "TooLarge": "usage",
     "ScannerUnavailable": "unavailable", "GateInterrupted": "unavailable",
-    "AgentInterrupted": "unavailable",
+    "AgentInterrupted": "unavailable", "ToolchainUnavailable": "unavailable",
 }  # fmt: skip
 
 
