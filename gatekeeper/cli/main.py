@@ -51,6 +51,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.scan:scan",
         "Secrets in PATHs, a commit range or stdin, from Gitleaks and detect-secrets (exit 3).",
     ),
+    "toolchain": (
+        "gatekeeper.cli.toolchain:toolchain",
+        "Trusted toolchains: built from the base's lockfiles, bound read-only into checks.",
+    ),
     "transfer": (
         "gatekeeper.cli.transfer:transfer",
         "The data boundary: preview, approve, release, show, list.",

@@ -9,18 +9,25 @@ from gatekeeper.repo.git import Repo, git
 from policy import POLICY_FILE, LoadedPolicy, PolicyError, default_policy, parse_policy
 
 
-def read_policy_at(top: Path | Repo, sha: str) -> LoadedPolicy:
-    """The policy committed at `sha` (never the worktree); absent means the defaults.
+def read_committed_file(top: Path | Repo, sha: str, path: str) -> bytes | None:
+    """The bytes of `path` as committed at `sha` (never the worktree); None when absent.
 
-    A policy path that is not a regular file in that commit (a symlink, a
-    submodule, a directory) is refused: it cannot be read as trusted data.
+    A path that is not a regular file in that commit (a symlink, a submodule, a
+    directory) is refused: it cannot be read as trusted data.
     """
-    listing = git(top, "ls-tree", "-z", "--full-tree", sha, "--", POLICY_FILE)
+    listing = git(top, "ls-tree", "-z", "--full-tree", sha, "--", path)
     if not listing:
-        return default_policy()
+        return None
     meta, _, _ = listing.partition(b"\t")
     mode, kind, obj = meta.decode().split()
     if kind != "blob" or mode not in ("100644", "100755"):
-        raise PolicyError(f"{sha[:12]}:{POLICY_FILE} is not a regular file (mode {mode})")
-    data = git(top, "cat-file", "blob", obj)
+        raise PolicyError(f"{sha[:12]}:{path} is not a regular file (mode {mode})")
+    return git(top, "cat-file", "blob", obj)
+
+
+def read_policy_at(top: Path | Repo, sha: str) -> LoadedPolicy:
+    """The policy committed at `sha` (never the worktree); absent means the defaults."""
+    data = read_committed_file(top, sha, POLICY_FILE)
+    if data is None:
+        return default_policy()
     return parse_policy(data, f"{sha[:12]}:{POLICY_FILE}")

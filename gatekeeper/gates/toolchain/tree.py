@@ -30,6 +30,7 @@ class TreeDigest:
     digest: str  # "sha256:<hex>"
     files: int
     bytes: int
+    links: tuple[tuple[str, str], ...] = ()  # (absolute path of a symlink, its text)
 
 
 def _file_digest(path: str) -> str:
@@ -61,6 +62,7 @@ def tree_digest(root: Path) -> TreeDigest:
     """The digest of the tree at `root` (ToolchainUnavailable if it cannot be read)."""
     h = hashlib.sha256(b"oms-toolchain-tree-v1\n")
     files = size = 0
+    links: list[tuple[str, str]] = []
     try:
         entries = sorted(_entries(root), key=lambda e: e[0])
         for rel, st, path in entries:
@@ -68,7 +70,9 @@ def tree_digest(root: Path) -> TreeDigest:
             if stat.S_ISDIR(mode):
                 line = b"d " + rel
             elif stat.S_ISLNK(mode):
-                line = b"l " + rel + b" -> " + os.fsencode(os.readlink(path))
+                text = os.readlink(path)
+                links.append((path, text))
+                line = b"l " + rel + b" -> " + os.fsencode(text)
             elif stat.S_ISREG(mode):
                 x = b"x" if mode & 0o111 else b"-"
                 digest = _file_digest(path).encode()
@@ -81,7 +85,7 @@ def tree_digest(root: Path) -> TreeDigest:
         raise ToolchainUnavailable(
             f"cannot read toolchain tree {root}: {exc.strerror or exc}"
         ) from None
-    return TreeDigest("sha256:" + h.hexdigest(), files, size)
+    return TreeDigest("sha256:" + h.hexdigest(), files, size, tuple(links))
 
 
 def freeze(root: Path) -> None:
