@@ -205,7 +205,10 @@ def result_lines(verdict: Data) -> list[str]:
         f"{verdict['decision']}: {verdict['commit'][:12]} (base {verdict['base'][:12]}), "
         f"evidence seq {verdict['evidence_seq']}"
     )
-    return [head, *(f"  - {sanitize(r)}" for r in verdict["reasons"])]
+    notes = [f"  note: the candidate changes {sanitize(t['lock'])}; its checks ran with the "
+             f"base's toolchain {sanitize(t['name'])}"
+             for t in verdict.get("toolchains", ()) if t["lock_changed"]]  # fmt: skip
+    return [head, *(f"  - {sanitize(r)}" for r in verdict["reasons"]), *notes]
 
 
 # ------------------------------------------------------------------ transfer ---

@@ -11,6 +11,11 @@ from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, command, result_lines
 from gatekeeper.gates.result import pipeline
 from gatekeeper.repo.git import open_repo
+from gatekeeper.text import sanitize
+
+
+def _progress(line: str) -> None:
+    click.echo(f"oms: {sanitize(line)}", err=True)  # stderr: stdout is the verdict
 
 
 @click.command("process-result")
@@ -40,7 +45,15 @@ def process_result(
     if base is None:  # an agent run's result: the base its evidence recorded
         base = recorded_base(open_repo(repo), candidate)
     verdict = pipeline.process_result(
-        repo, candidate, base, ticket, attempt, deliver_branch, push_remote, draft_pr
+        repo,
+        candidate,
+        base,
+        ticket,
+        attempt,
+        deliver_branch,
+        push_remote,
+        draft_pr,
+        progress=_progress,
     )
     data = verdict.to_json()
     return Outcome(data, code=verdict.exit_code, lines=result_lines(data))

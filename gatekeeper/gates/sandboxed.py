@@ -22,7 +22,7 @@ from gatekeeper.errors import Unavailable, UsageError
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import resolve_commit
-from gatekeeper.repo.scratch import copy_commit, remove_tree, sweep_stale
+from gatekeeper.repo.scratch import add_links, copy_commit, remove_tree, sweep_stale
 from policy import LoadedPolicy
 from sandbox import (
     Bwrap,
@@ -106,8 +106,10 @@ def run_in_scratch(
     bw: Bwrap,
     cmd: Sequence[str],
     deadline: Deadline | None = None,
+    links: Sequence[tuple[str, str]] = (),
 ) -> RunResult:
     """`cmd` on a fresh copy of `sha`, within `deadline` (default: the profile's wall time).
+    `links`: symlinks a toolchain needs in the copy (see `scratch.add_links`).
 
     Unavailable if the budget runs out (during the copy or the check) or the sandbox
     cannot start the command; the copy is removed, or ScratchCleanupError says why not.
@@ -118,6 +120,7 @@ def run_in_scratch(
     except SandboxUnavailable as exc:
         raise Unavailable(str(exc)) from None
     try:
+        add_links(scratch, links)
         wall = within(deadline, profile.limits.wall_s, "before a check could start")
         clamped = wall < profile.limits.wall_s
         if clamped:

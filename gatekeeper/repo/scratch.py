@@ -29,6 +29,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -300,3 +301,31 @@ def sweep_stale(parents: list[Path] | None = None) -> list[Path]:
                 remove_tree(Path(entry.path))
                 removed.append(Path(entry.path))
     return removed
+
+
+def add_links(root: Path, links: Sequence[tuple[str, str]]) -> list[str]:
+    """Make each (repo-relative path, target) symlink in the copy at `root` where the
+    candidate has nothing at that path and every directory above it is a real directory
+    of the copy (never through a symlink the candidate planted). The paths made."""
+    made = []
+    for rel, target in links:
+        *parents, name = rel.split("/")
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            for part in parents:
+                try:
+                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                                  | os.O_CLOEXEC, dir_fd=fd)  # fmt: skip
+                except OSError:
+                    break  # absent, a file or a symlink: no link here
+                os.close(fd)
+                fd = nxt
+            else:
+                try:
+                    os.symlink(target, name, dir_fd=fd)
+                    made.append(rel)
+                except FileExistsError:
+                    pass  # the candidate has its own: its own code under test
+        finally:
+            os.close(fd)
+    return made

@@ -20,6 +20,7 @@ from gatekeeper.gates.result.verdict import (
     ScannerUsed,
     SecretFinding,
 )
+from gatekeeper.gates.toolchain.bind import ToolchainUsed
 
 
 class _Judged(Payload):
@@ -66,7 +67,9 @@ class Vsa(BaseModel):
 
 
 # Recorded only once the stage that finds them has run.
-_STAGE_KEYS = ("protected", "changed_files", "commits", "scanners", "profile_digest")
+_STAGE_KEYS = (
+    "protected", "changed_files", "commits", "scanners", "profile_digest", "toolchains",
+)  # fmt: skip
 
 
 class ResultRecord(_Judged):
@@ -79,6 +82,7 @@ class ResultRecord(_Judged):
     commits: int | None = None
     scanners: tuple[ScannerUsed, ...] | None = None
     profile_digest: str | None = None
+    toolchains: tuple[ToolchainUsed, ...] | None = None  # the trees the checks ran with
     decision: Decision
     reasons: tuple[str, ...]
     checks: tuple[CheckResult, ...]

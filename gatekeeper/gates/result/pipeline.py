@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +76,9 @@ class GateRun:
             commits=None if s.change is None else len(s.change.commits),
             scanners=s.scanners,
             profile_digest=None if s.profile is None else s.profile.digest,
+            toolchains=None
+            if s.toolchains is None
+            else tuple(t.used for t in s.toolchains.values()),
             decision=decision,
             reasons=tuple(s.reasons[:MAX_LISTED]),
             checks=tuple(s.checks),
@@ -98,6 +101,7 @@ class GateRun:
                                    commit=s.candidate, base=s.base, evidence_seq=entry.seq,
                                    checks=tuple(s.checks), findings=tuple(s.findings),
                                    protected_changes=s.protected or (),
+                                   toolchains=tuple(t.used for t in (s.toolchains or {}).values()),
                                    timings_ms=dict(s.clock.laps))  # fmt: skip
         return self.verdict
 
@@ -211,6 +215,8 @@ class GateRequest:
     delivery: DeliveryRequest = field(default_factory=DeliveryRequest)
     # Who asked, when it was an agent run's `oms mcp` (its run subject), added to the entries.
     requested_by: tuple[Mapping[str, Any], ...] = ()
+    # Lines on what the gate is doing that takes long (an auto-prepared toolchain).
+    progress: Callable[[str], None] | None = None
 
 
 def _begin(req: GateRequest) -> tuple[GateRun, DeliveryPlan | None]:
@@ -227,7 +233,8 @@ def _begin(req: GateRequest) -> tuple[GateRun, DeliveryPlan | None]:
     loaded = read_policy_at(repo.top, policy_commit)
     plan = plan_delivery(repo, req.delivery, candidate) if req.delivery.wanted else None
     budget = sandboxing.gate_deadline(loaded)  # one budget: copies, scanners, checks
-    state = GateState(repo, store, loaded, base, candidate, budget, clock=clock)
+    state = GateState(repo, store, loaded, base, candidate, budget, clock=clock,
+                      policy_commit=policy_commit, progress=req.progress)  # fmt: skip
     state.clock.lap("resolve")
     start = ResultStart(repo_id=repo.repo_id, base=base, policy_commit=policy_commit,
                         candidate=candidate, tree=tree, policy_digest=loaded.digest,
@@ -268,8 +275,9 @@ def process_result(
     push_remote: str | None = None,
     draft_pr: bool = False,
     requested_by: Sequence[Mapping[str, Any]] = (),
+    progress: Callable[[str], None] | None = None,
 ) -> Verdict:
     """`oms process-result` and the MCP tool: the gate, and delivery when asked."""
     delivery = DeliveryRequest(deliver_branch, push_remote, draft_pr)
     return gate(GateRequest(repo_dir, candidate_ref, base_ref, ticket, attempt, delivery,
-                            tuple(requested_by)))  # fmt: skip
+                            tuple(requested_by), progress))  # fmt: skip

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from evidence import EvidenceStore
+from evidence import EvidenceStore, state_root
 from gatekeeper.gates import sandboxed as sandboxing
 from gatekeeper.gates.result.protected import protected_changes
 from gatekeeper.gates.result.verdict import (
@@ -24,6 +24,12 @@ from gatekeeper.gates.result.verdict import (
     ScannerUsed,
     SecretFinding,
 )
+from gatekeeper.gates.toolchain.bind import (
+    BoundToolchain,
+    ready_toolchains,
+    with_toolchain,
+)
+from gatekeeper.gates.toolchain.prepare import Progress
 from gatekeeper.repo.change import Change, read_change, scan_set
 from gatekeeper.repo.git import Repo
 from gatekeeper.scan import ScanItem
@@ -69,6 +75,9 @@ class GateState:
     scanners: tuple[ScannerUsed, ...] | None = None
     profile: Profile | None = None
     bwrap: Bwrap | None = None
+    policy_commit: str = ""
+    progress: Progress | None = None
+    toolchains: dict[str, BoundToolchain] | None = None
 
 
 class Stage(Protocol):
@@ -141,11 +150,43 @@ class Plan:
         return None
 
 
-class SandboxReady:
-    """bwrap found and this very profile probed; Unavailable otherwise."""
+class Toolchains:
+    """Each toolchain the plan names: prepared for the base's inputs, its tree as recorded,
+    every path it needs bindable; Unavailable otherwise (nothing runs with a doubtful one)."""
 
     def run(self, s: GateState) -> Decision | None:
-        s.profile = sandboxing.profile_for(s.repo, s.loaded)
+        assert s.change is not None  # ProtectedPaths read it
+        names = [c.toolchain for c in s.loaded.policy.checks if c.toolchain is not None]
+        never = [state_root(), s.repo.top, s.repo.common_dir]
+        bound = ready_toolchains(s.repo, s.store, s.loaded, s.policy_commit, names, never,
+                                 s.progress or _no_progress)  # fmt: skip
+        changed = {f.path for f in s.change.files}
+        s.toolchains = {
+            name: replace(t, used=t.used.model_copy(
+                update={"lock_changed": any(p in changed for p in t.inputs)}))
+            for name, t in bound.items()
+        }  # fmt: skip
+        s.clock.lap("toolchains")
+        return None
+
+
+def _no_progress(_line: str) -> None:
+    return None
+
+
+def with_toolchains(profile: Profile, tools: Sequence[BoundToolchain]) -> Profile:
+    for tool in tools:
+        profile = with_toolchain(profile, tool)
+    return profile
+
+
+class SandboxReady:
+    """bwrap found and this very profile probed (every toolchain bound); Unavailable
+    otherwise."""
+
+    def run(self, s: GateState) -> Decision | None:
+        tools = list((s.toolchains or {}).values())
+        s.profile = with_toolchains(sandboxing.profile_for(s.repo, s.loaded), tools)
         s.bwrap = sandboxing.ready(s.repo, s.profile)
         s.clock.lap("probe")
         return None
@@ -158,8 +199,12 @@ class Checks:
         assert s.bwrap is not None  # SandboxReady found it
         for check in s.loaded.policy.checks:
             prof = sandboxing.profile_for(s.repo, s.loaded, timeout_s=check.timeout_s)
+            tool = (s.toolchains or {}).get(check.toolchain or "")
+            links: tuple[tuple[str, str], ...] = ()
+            if tool is not None:
+                prof, links = with_toolchain(prof, tool), tool.links
             r = sandboxing.run_in_scratch(s.repo, s.candidate, prof, s.bwrap, check.cmd,
-                                          s.budget)  # fmt: skip
+                                          s.budget, links)  # fmt: skip
             out, err = s.store.blobs.put(r.stdout.kept), s.store.blobs.put(r.stderr.kept)
             s.checks.append(CheckResult.of(check.name, r, out, err))
             if r.timed_out:
@@ -171,5 +216,5 @@ class Checks:
 
 
 STAGES: tuple[Stage, ...] = (
-    NotItsBase(), ProtectedPaths(), Secrets(), Plan(), SandboxReady(), Checks(),
+    NotItsBase(), ProtectedPaths(), Secrets(), Plan(), Toolchains(), SandboxReady(), Checks(),
 )  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gatekeeper.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE
+from gatekeeper.gates.toolchain.bind import ToolchainUsed
 from gatekeeper.repo.change import FileChange
 from gatekeeper.scan.interface import Finding, ScannerInfo
 from sandbox import RunResult
@@ -169,6 +170,7 @@ class Verdict(_Frozen):
     protected_changes: tuple[ProtectedChange, ...] = ()
     delivered: Delivery | None = None
     timings_ms: Mapping[str, int] = {}
+    toolchains: tuple[ToolchainUsed, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -186,4 +188,7 @@ class Verdict(_Frozen):
             "protected_changes": [p.model_dump(mode="json") for p in self.protected_changes],
             "delivered": None if self.delivered is None else self.delivered.to_json(),
             "timings_ms": dict(self.timings_ms),
-        }
+            # Only when the plan uses toolchains: a verdict without them keeps its shape.
+            **({"toolchains": [t.model_dump(mode="json") for t in self.toolchains]}
+               if self.toolchains else {}),
+        }  # fmt: skip
