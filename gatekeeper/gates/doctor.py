@@ -10,6 +10,7 @@ The report is a frozen `Doctor` of one small model per section; its `to_json()` 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,8 @@ from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_k
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.gates import authority as auth
 from gatekeeper.gates.sandboxed import hidden_paths, profile_for
+from gatekeeper.gates.toolchain.manage import ToolchainState, check_states
+from gatekeeper.gates.toolchain.prepare import base_policy
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import resolve_commit
@@ -179,6 +182,7 @@ class Doctor(_Section):
     kernel_memory: KernelMemory
     authority: auth.Authority
     egress: auth.Egress
+    toolchains: tuple[ToolchainState, ...] = ()  # of the base's policy; absent when none
     problems: tuple[str, ...]
     remedies: tuple[str, ...]
 
@@ -198,6 +202,8 @@ class Doctor(_Section):
             out["evidence"] = self.evidence.to_json()
         for name in ("kernel_memory", "authority", "egress"):
             out[name] = getattr(self, name).to_json()
+        if self.toolchains:
+            out["toolchains"] = [t.to_json() for t in self.toolchains]
         return {**out, "problems": list(self.problems), "remedies": list(self.remedies),
                 "ready": self.ready}  # fmt: skip
 
@@ -362,6 +368,26 @@ def _evidence(repo: Repo, key_ok: bool, p: _Problems) -> EvidenceSection:
                          first_bad_seq=rep.first_bad_seq, reason=rep.reason)  # fmt: skip
 
 
+def _toolchains(repo: Repo, head: LoadedPolicy, p: _Problems) -> tuple[ToolchainState, ...]:
+    """The base's toolchains that its plan uses: the next gate refuses any that is not
+    intact, unless the policy lets the gate prepare it first."""
+    if not head.policy.toolchains:
+        return ()  # nothing to build (and a repository without a default branch yet is fine)
+    try:
+        _, loaded = base_policy(repo)
+        used = {c.toolchain for c in loaded.policy.checks if c.toolchain}
+        _, states = check_states(repo)
+    except (OmsError, PolicyError) as exc:
+        p.add(f"toolchains unusable: {exc}")
+        return ()
+    for st in states:
+        auto = loaded.policy.toolchain(st.name).auto_prepare and st.state != "modified"
+        if st.name in used and st.state != "ok" and not auto:
+            p.add(f"toolchain {st.name} is {st.state}",
+                  f"oms toolchain prepare --repo {shlex.quote(str(repo.top))}")  # fmt: skip
+    return states
+
+
 def kernel_memory_status() -> KernelMemory:
     """Whether checks get a memory cgroup (tmpfs pages, inodes, dentries capped)."""
     found = cgroup_support()
@@ -381,6 +407,7 @@ def doctor(repo_dir: Path, here: auth.AgentSandbox) -> Doctor:
     gitleaks = _gitleaks(found.loaded, p)
     key = _key(p)
     evidence = _evidence(found.repo, isinstance(key, KeyOk), p) if found.repo else None
+    toolchains = _toolchains(found.repo, found.loaded, p) if found.repo and not here.inside else ()
     who = auth.authority(here)  # a readable key outside a sandbox is reported, never "not ready"
     if (problem := auth.breach(who)) is not None:
         p.add(problem)
@@ -397,6 +424,7 @@ def doctor(repo_dir: Path, here: auth.AgentSandbox) -> Doctor:
         kernel_memory=kernel_memory_status(),  # a warning, never "not ready"
         authority=who,
         egress=auth.egress(found.loaded),
+        toolchains=toolchains,
         problems=tuple(p.problems),
         remedies=tuple(p.remedies),
     )

@@ -95,12 +95,17 @@ def _state(spec: Spec, check: bool) -> ToolchainState:
     return ToolchainState(**base, state=state, tree_digest=record.tree_digest, actual_digest=actual)
 
 
+def check_states(repo: Repo, names: Sequence[str] = ()) -> tuple[str, tuple[ToolchainState, ...]]:
+    """(policy commit, the state of each named toolchain of the base's policy, all by
+    default), every tree recomputed against its record."""
+    commit, loaded = base_policy(repo)
+    return commit, tuple(_state(spec_of(repo, commit, t), True) for t in selected(loaded, names))
+
+
 def verify(repo_dir: Path, names: Sequence[str] = ()) -> Verified:
     """Every named toolchain of the base's policy (all by default) recomputed against its
     record; ToolchainUnavailable (exit 4, with the states) unless all are intact."""
-    repo = open_repo(repo_dir)
-    commit, loaded = base_policy(repo)
-    states = tuple(_state(spec_of(repo, commit, t), True) for t in selected(loaded, names))
+    commit, states = check_states(open_repo(repo_dir), names)
     out = Verified(
         policy_commit=commit, intact=all(s.state == "ok" for s in states), toolchains=states
     )
