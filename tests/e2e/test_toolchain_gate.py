@@ -257,4 +257,3 @@ def test_prepare_refuses_an_unknown_name_and_a_missing_lock(
     code, out = w.prepare()
     assert code == 2 and "requirements.lock does not exist" in out["error"]["message"], out
     assert not any(p for p in w.toolchains.glob("*") if not p.name.startswith("."))
-

@@ -492,3 +492,46 @@ def test_tomllib_failures_past_the_limits_are_one_line_policy_errors(
         parse_policy(b"version = 1\n", ORIGIN)
     assert str(info.value) == f"{ORIGIN}: policy too complex to parse ({error.__name__})"
     assert info.value.__suppress_context__ is True
+
+
+TOOLCHAIN = '[[toolchains]]\nname = "py"\nkind = "python-venv"\nlock = "requirements.lock"\n'
+TC_CHECK = '[[checks]]\nname = "t"\ncmd = ["pytest"]\ntoolchain = "py"\n'
+
+
+def test_a_toolchain_and_the_check_that_names_it_are_read() -> None:
+    loaded = parse_policy(f"version = 1\n{TOOLCHAIN}{TC_CHECK}".encode(), "oms.toml")
+    tc = loaded.policy.toolchain("py")
+    assert (tc.kind, tc.lock, tc.runtime, tc.allow_build, tc.auto_prepare) == (
+        "python-venv", "requirements.lock", "/usr/bin/python3", False, False)  # fmt: skip
+    assert loaded.policy.checks[0].toolchain == "py"
+
+
+def test_policies_without_toolchains_keep_their_digests() -> None:
+    # Pinned before toolchains existed: adding the section must not move old digests.
+    text = b'version = 1\n[[checks]]\nname = "t"\ncmd = ["x"]\n'
+    assert parse_policy(text, "x").digest == (
+        "sha256:e2481e41ae0a8429e82205d01a0314866872930df87d6d9df26fa5e2bcfbb917")  # fmt: skip
+    assert policy.default_policy().digest == (
+        "sha256:40529614f290560c438ea4cf92300fe0cca599a49280181eaef8aff4d0a33e2e")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (TC_CHECK, "names toolchain 'py', which no [[toolchains]] entry defines"),
+        (TOOLCHAIN.replace("requirements.lock", "../x.lock"), "relative to the repository"),
+        (TOOLCHAIN.replace("requirements.lock", "/etc/x.lock"), "relative to the repository"),
+        (TOOLCHAIN.replace("requirements.lock", "a//b"), "relative to the repository"),
+        (TOOLCHAIN.replace("python-venv", "go-mod"), "toolchains.0.kind"),
+        (TOOLCHAIN + 'node = "/usr/bin/node"\n', "`node` does not apply to python-venv"),
+        (TOOLCHAIN + 'python = "python3"\n', "absolute path"),
+        (TOOLCHAIN + 'cmd = ["x"]\n', "`cmd` is required for kind"),
+        (TOOLCHAIN.replace("python-venv", "command"), "`cmd` is required for kind"),
+        (TOOLCHAIN + TOOLCHAIN, "toolchain names must be unique"),
+        (TOOLCHAIN + "color = 1\n", "unknown key"),
+    ],
+)
+def test_bad_toolchains_are_refused_in_one_line(text: str, message: str) -> None:
+    with pytest.raises(PolicyError) as err:
+        parse_policy(f"version = 1\n{text}".encode(), "oms.toml")
+    assert message in str(err.value) and "\n" not in str(err.value)
