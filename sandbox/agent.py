@@ -33,7 +33,8 @@ from . import seccomp
 from .bwrap import Bwrap
 from .errors import ProfileError, SandboxUnavailable
 from .profile import INSIDE_UID, SYSTEM_DIRS, etc_entries, resolve_ro_paths, system_mounts
-from .runner import SANDBOX_HOST_UID, chown_tree, write_etc
+from .runner import SANDBOX_HOST_UID, write_etc
+from .staging import chown_tree
 
 AGENT_PROFILE_VERSION = 1
 # Fixed places inside (gatekeeper/agent/inside.py names the same; sandbox cannot import it).
