@@ -182,7 +182,7 @@ def agent_profile(
             if _overlaps(inside, reserved):
                 raise ProfileError(f"agent ro_path {inside} would cover {reserved}")
     real_masks = [os.path.realpath(m) for m in masked]
-    resolved = resolve_ro_paths(ro_paths, env_in, never, staged=True, masked=real_masks)
+    resolved = resolve_ro_paths(ro_paths, env_in, never, masked=real_masks)
     for mask in real_masks:
         if not os.path.isdir(mask) or not any(_within(mask, r) and mask != r for r, _ in resolved):
             raise ProfileError(f"agent masked path {mask} is not a directory below a ro_path")
