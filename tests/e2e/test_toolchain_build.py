@@ -141,3 +141,17 @@ def test_uv_missing_from_path_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert shutil.which("uv") is None
     with pytest.raises(ToolchainUnavailable, match=r"^toolchain u: uv not found on PATH"):
         runtime_of(Toolchain(name="u", kind="uv", lock="uv.lock"))
+
+
+def test_python_venv_refuses_a_lock_that_installs_pip(tmp_path: Path) -> None:
+    req = request(tmp_path, py_toolchain(), {"requirements.lock": data.python_lock_with_pip()})
+    with pytest.raises(ToolchainUnavailable, match=r"^toolchain py: the venv holds pip"):
+        build(req)
+
+
+def test_python_venv_without_allow_build_refuses_an_sdist_only_lock(tmp_path: Path) -> None:
+    req = request(tmp_path, py_toolchain(), {"requirements.lock": data.python_lock_sdist_only()})
+    with pytest.raises(ToolchainUnavailable) as exc:
+        build(req)
+    assert str(exc.value).startswith("toolchain py: pip install failed (exit 1): ERROR:")
+    assert not list(req.dest.glob("lib/python*/site-packages/six.py"))

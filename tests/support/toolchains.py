@@ -238,3 +238,22 @@ def python_lock_wrong_hash() -> str:
         skip = False
         out.append(line)
     return "\n".join(out) + "\n"
+
+
+# pip's own wheel: a lock that installs pip is refused (checks do not install).
+PIP_LINE = """\
+pip==24.0 \\
+    --hash=sha256:ba0d021a166865d2265246961bec0152ff124de910c5cc39f1156ce3fa7c69dc
+"""
+
+
+def python_lock_with_pip() -> str:
+    return PYTHON_LOCK + PIP_LINE
+
+
+def python_lock_sdist_only() -> str:
+    """six pinned by its sdist's hash only: buildable only with allow_build."""
+    return (
+        "six==1.17.0 \\\n"
+        "    --hash=sha256:ff70335d468e7eb6ec65b95b99d3a2836546063f63acc5171de367e834932a81\n"
+    )

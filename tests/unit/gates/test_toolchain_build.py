@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.gates.toolchain import kinds
-from gatekeeper.gates.toolchain.build import inputs_of, layout_of, runtime_of
+from gatekeeper.gates.toolchain.build import (
+    BuildRequest,
+    Runtime,
+    build,
+    inputs_of,
+    layout_of,
+    runtime_of,
+)
 from gatekeeper.gates.toolchain.tools import last_line, run_tool
 from gatekeeper.gates.toolchain.tree import ToolchainUnavailable
 from policy import Toolchain
@@ -154,3 +161,25 @@ def test_run_tool_times_out(tmp_path: Path) -> None:
 def test_run_tool_refuses_a_program_that_cannot_start(tmp_path: Path) -> None:
     with pytest.raises(ToolchainUnavailable, match=r"^toolchain py: cannot run /nonexistent/uv: "):
         run_tool("py", "uv", ["/nonexistent/uv"], cwd=tmp_path, env={}, timeout_s=30)
+
+
+def test_build_refuses_when_an_input_is_not_on_the_base(tmp_path: Path) -> None:
+    t = tc("uv", "uv.lock")
+    req = BuildRequest(toolchain=t, runtime=Runtime("/usr/bin/python3", "Python 3"),
+                       files={"uv.lock": b""}, dest=tmp_path, work=tmp_path, repo=None,  # type: ignore[arg-type]
+                       loaded=None, progress=print)  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(
+        ToolchainUnavailable, match=r"^toolchain t: pyproject.toml is not on the base$"
+    ):
+        build(req)
+
+
+def test_runtime_of_refuses_node_without_npm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = tmp_path / "node"
+    node.write_text("#!/bin/sh\necho v0\n")
+    node.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ToolchainUnavailable, match=r"^toolchain t: npm not found beside "):
+        runtime_of(tc("node-npm", "package-lock.json", node=str(node)))
