@@ -10,6 +10,7 @@ break the toolchain make their own world.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -75,10 +76,10 @@ class World:
     def prepare(self, *names: str) -> tuple[int, dict[str, Any]]:
         return self.json("toolchain", "prepare", "--repo", str(self.repo), *names)
 
-    def entries(self, kind: str) -> list[dict[str, Any]]:
-        code, out = self.json("evidence", "log", "--repo", str(self.repo))
-        assert code == 0, out
-        return [e for e in out["entries"] if e["kind"] == kind]
+    def entries(self, kind: str | None = None) -> list[dict[str, Any]]:
+        (log,) = Path(self.env["OMS_HOME"]).glob("repos/*/evidence/log.jsonl")
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        return [e for e in lines if kind is None or e["kind"] == kind]
 
 
 def make_world(root: Path, pip_cache: Path, extra: str = "") -> World:
@@ -206,7 +207,7 @@ def test_auto_prepare_builds_first_and_records_it(tmp_path: Path, pip_cache: Pat
     out = parse_single_json(proc)
     assert (proc.returncode, out["decision"]) == (0, READY), out
     assert "preparing it (auto_prepare)" in proc.stderr
-    kinds = [e["kind"] for e in w.json("evidence", "log", "--repo", str(w.repo))[1]["entries"]]
+    kinds = [e["kind"] for e in w.entries()]
     assert kinds.index("result.start") < kinds.index("toolchain.prepare") < kinds.index("result")
 
 

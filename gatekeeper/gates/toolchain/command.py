@@ -13,6 +13,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from evidence import state_root
 from gatekeeper.gates.sandboxed import profile_for, ready
 from sandbox import Profile, ProfileError, SandboxUnavailable
 from sandbox import run as sandbox_run
@@ -32,7 +33,7 @@ def build_profile(req: BuildRequest) -> Profile:
     """The base's check profile, plus the destination read-write and OMS_TOOLCHAIN_OUT."""
     try:
         profile = profile_for(req.repo, req.loaded)
-        never = [req.repo.top, req.repo.common_dir]
+        never = [state_root(), req.repo.top, req.repo.common_dir]
         rw = resolve_rw_paths([str(req.dest)], os.environ, never)
     except ProfileError as exc:
         raise ToolchainUnavailable(f"toolchain {req.toolchain.name}: {exc}") from None
