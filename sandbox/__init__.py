@@ -15,7 +15,7 @@ from .bwrap import Bwrap, find_bwrap
 from .deadline import BudgetExpired, Deadline
 from .errors import ProfileError, SandboxError, SandboxUnavailable
 from .probe import ProbeResult, probe
-from .profile import WORKDIR, Limits, Profile, build_argv, check_profile
+from .profile import WORKDIR, Limits, Profile, build_argv, check_profile, resolve_rw_paths
 from .runner import RunResult, Stream, run
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "prepare_run_dir",
     "probe",
     "probe_agent",
+    "resolve_rw_paths",
     "run",
     "run_agent",
 ]

@@ -33,7 +33,8 @@ from . import seccomp
 from .bwrap import Bwrap
 from .errors import ProfileError, SandboxUnavailable
 from .profile import INSIDE_UID, SYSTEM_DIRS, etc_entries, resolve_ro_paths, system_mounts
-from .runner import SANDBOX_HOST_UID, chown_tree, write_etc
+from .runner import SANDBOX_HOST_UID, write_etc
+from .staging import chown_tree
 
 AGENT_PROFILE_VERSION = 1
 # Fixed places inside (gatekeeper/agent/inside.py names the same; sandbox cannot import it).
@@ -181,7 +182,7 @@ def agent_profile(
             if _overlaps(inside, reserved):
                 raise ProfileError(f"agent ro_path {inside} would cover {reserved}")
     real_masks = [os.path.realpath(m) for m in masked]
-    resolved = resolve_ro_paths(ro_paths, env_in, never, staged=True, masked=real_masks)
+    resolved = resolve_ro_paths(ro_paths, env_in, never, masked=real_masks)
     for mask in real_masks:
         if not os.path.isdir(mask) or not any(_within(mask, r) and mask != r for r, _ in resolved):
             raise ProfileError(f"agent masked path {mask} is not a directory below a ro_path")

@@ -15,8 +15,6 @@ document on bwrap's status descriptor means the command never ran: SandboxUnavai
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import fcntl
 import os
 import resource
@@ -30,12 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from . import cgroup, seccomp
+from . import cgroup, seccomp, staging
 from .agent import AgentProfile, build_agent_argv, prepare_run_dir
 from .agent_pty import HungUp, Terminal, install_handlers, relay
 from .bwrap import Bwrap
 from .errors import ProfileError, SandboxUnavailable
-from .profile import unreachable_dir
 from .runner import (
     SANDBOX_HOST_UID,
     Capture,
@@ -71,96 +68,11 @@ class Launched:
     cmd0: str
 
 
-@dataclass(frozen=True)
-class _Stage:
-    """A read-only path the sandbox uid cannot reach (e.g. a pyenv under /root, as root):
-    the child, still root, binds `source_fd` onto `target` in a mount namespace of its own,
-    and bwrap binds `target` (bwrap resolves every bind source as the unprivileged uid)."""
-
-    source_fd: int
-    source: bytes
-    target: bytes
-    bind_fd: int  # the fd number in bwrap's argv: re-pointed at the bound target
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_CLONE_NEWNS = 0x0002_0000
-_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x4_0000
-
-
-def _mount_stages(stages: Sequence[_Stage]) -> None:
-    """In the child, as root: a private mount namespace holding the staged binds."""
-    if _libc.unshare(_CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
-    if _libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
-        raise OSError(ctypes.get_errno(), "mount --make-rprivate /")
-    for st in stages:
-        # The checked fd belongs to the old mount namespace (bind refuses it): open the path
-        # again here and bind that only if it is still the very inode that was checked.
-        fd = os.open(st.source, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-        was, now = os.fstat(st.source_fd), os.fstat(fd)
-        if (was.st_dev, was.st_ino) != (now.st_dev, now.st_ino):
-            raise OSError(errno.ESTALE, "a read-only path changed since it was checked")
-        ok = _libc.mount(b"/proc/self/fd/%d" % fd, st.target, None, _MS_BIND | _MS_REC, None)
-        if ok != 0:
-            raise OSError(ctypes.get_errno(), "mount --bind", st.target)
-        os.close(fd)
-        os.close(st.source_fd)  # never inherited by bwrap, let alone the agent
-        # bwrap checks that --ro-bind-fd's fd is what it mounted: the target as now bound.
-        bound = os.open(st.target, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-        os.dup2(bound, st.bind_fd)
-        os.close(bound)
-
-
-def _stage(
-    run_dir: Path, profile: AgentProfile, ro_fds: list[int], opened: list[int]
-) -> tuple[list[int], list[_Stage]]:
-    """(the fds bwrap binds, the stages): as root, unreachable paths go by `run_dir/ro/<i>`."""
-    bind_fds, stages = list(ro_fds), []
-    for i, (real, _) in enumerate(profile.ro_paths):
-        if os.geteuid() != 0 or unreachable_dir(Path(real)) is None:
-            continue
-        target = run_dir / "ro" / str(i)
-        try:
-            target.parent.mkdir(mode=0o755, exist_ok=True)
-            if os.path.isdir(real):
-                target.mkdir(mode=0o755, exist_ok=True)
-            else:
-                target.touch(mode=0o644)
-            fd = os.open(target, os.O_PATH | os.O_CLOEXEC)
-        except OSError as exc:
-            raise SandboxUnavailable(f"cannot stage {real} for the sandbox: {exc}") from None
-        opened.append(fd)
-        bind_fds[i] = fd
-        stages.append(_Stage(ro_fds[i], os.fsencode(real), os.fsencode(target), fd))
-    return bind_fds, stages
-
-
-def _stage_workspace(
-    run_dir: Path, workspace: Path, opened: list[int]
-) -> tuple[Path, list[_Stage]]:
-    """(what bwrap binds at /workspace, its stage): as root, a workspace below a directory
-    the sandbox uid cannot search (a work dir under a 0700 home) goes by `run_dir/ws`."""
-    if os.geteuid() != 0 or unreachable_dir(workspace.parent) is None:
-        return workspace, []
-    target = run_dir / "ws"
-    try:
-        target.mkdir(mode=0o755, exist_ok=True)
-        source_fd = os.open(workspace, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-        opened.append(source_fd)
-        target_fd = os.open(target, os.O_PATH | os.O_CLOEXEC)
-        opened.append(target_fd)
-    except OSError as exc:
-        raise SandboxUnavailable(f"cannot stage the workspace {workspace}: {exc}") from None
-    stage = _Stage(source_fd, os.fsencode(workspace), os.fsencode(target), target_fd)
-    return target, [stage]
-
-
 def _child_setup(
     profile: AgentProfile,
     cg: cgroup.RunCgroup | None,
     ctty: bool,
-    stages: Sequence[_Stage],
+    stages: Sequence[staging.Stage],
 ) -> Callable[[], None]:
     lim = profile.limits
     values = [
@@ -177,11 +89,9 @@ def _child_setup(
         for which, value in values:
             resource.setrlimit(which, (value, value))
         if stages:
-            _mount_stages(stages)
+            staging.mount_stages(stages)
         if as_root:  # here, not Popen(user=): the stages need root first
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
+            staging.drop_to(uid)
         if ctty:  # after setsid: the pty on fd 0 becomes the controlling terminal
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -247,8 +157,8 @@ def launch(
     info_r = info_w = None
     cg = None
     try:
-        bind_fds, stages = _stage(run_dir, profile, ro_fds, opened)
-        workspace, ws_stage = _stage_workspace(run_dir, workspace, opened)
+        bind_fds, stages = staging.stage_ro_paths(run_dir, profile.ro_paths, ro_fds, opened)
+        workspace, ws_stage = staging.stage_dir(run_dir, workspace, "ws", opened)
         stages += ws_stage
         sfd = seccomp.filter_fd()
         opened.append(sfd)

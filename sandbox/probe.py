@@ -113,8 +113,17 @@ def check_output(text: str, profile: Profile, hidden: Sequence[str]) -> list[str
     return failures
 
 
+def not_bind_parents(hidden: Sequence[str], profile: Profile) -> list[str]:
+    """`hidden` without the parents of the profile's binds, read-only or read-write (e.g.
+    /root above a toolchain in /root/.cache): bwrap makes those as empty directories on
+    the way to the bind; their contents stay hidden."""
+    inside = [p for _, p in (*profile.ro_paths, *profile.rw_paths)]
+    return [h for h in hidden if not any(b.startswith(h.rstrip("/") + "/") for b in inside)]
+
+
 def probe(profile: Profile, bw: Bwrap, hidden: Sequence[str]) -> ProbeResult:
     """Run the probe; ProbeResult.ok only if every check holds."""
+    hidden = not_bind_parents(hidden, profile)
     scratch = Path(tempfile.mkdtemp(prefix=f"oms-probe-{os.getpid()}-"))
     try:
         try:

@@ -2,9 +2,10 @@
 
 Everything a check can see is listed here: system directories read-only, a few
 files from /etc, a minimal /dev and /proc, size-capped tmpfs for /tmp and HOME,
-the scratch copy read-write at /workspace, and toolchain paths from policy
-read-only. The root itself (bwrap's own tmpfs) is remounted read-only last, so
-nothing outside the capped mounts and /workspace is writable. Never bound: the
+the scratch copy read-write at /workspace, toolchain paths from policy
+read-only, and (for a `command` toolchain's build only) `rw_paths` read-write at
+their own path. The root itself (bwrap's own tmpfs) is remounted read-only last,
+so nothing outside the capped mounts, the rw_paths and /workspace is writable. Never bound: the
 real repository, $HOME, $OMS_HOME, /root, /run, $XDG_RUNTIME_DIR, or any
 socket (a toolchain path holding one is refused). The argv is always a list.
 """
@@ -15,7 +16,7 @@ import glob
 import hashlib
 import os
 import stat
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,13 @@ class Profile:
     limits: Limits
     ro_paths: tuple[tuple[str, str], ...]  # (host real path, path inside)
     env: tuple[tuple[str, str], ...] = field(default=())
+    # (host real path, path inside), read-write: a `command` toolchain's destination
+    rw_paths: tuple[tuple[str, str], ...] = field(default=())
 
     def canonical(self) -> dict[str, Any]:
-        """Binds, limits and env *names* (values can be host-specific, never secrets)."""
-        return {
+        """Binds, limits and env *names* (values can be host-specific, never secrets).
+        `rw_paths` only when there are some: every other profile's digest stays as it was."""
+        doc: dict[str, Any] = {
             "version": PROFILE_VERSION,
             "name": self.name,
             "system": [p for p in SYSTEM_DIRS if os.path.lexists(p)],
@@ -89,6 +93,9 @@ class Profile:
             "dev": {"shm_tmpfs": True, "readonly": True},
             "root": {"readonly": True},
         }
+        if self.rw_paths:
+            doc["rw_paths"] = [list(p) for p in self.rw_paths]
+        return doc
 
     @property
     def digest(self) -> str:
@@ -122,7 +129,6 @@ def resolve_ro_paths(
     environ: Mapping[str, str],
     never: Sequence[Path],
     *,
-    staged: bool = False,
     masked: Collection[str] = (),
 ) -> tuple[tuple[str, str], ...]:
     """Check policy `ro_paths`: each must exist and must not expose a forbidden path.
@@ -132,32 +138,63 @@ def resolve_ro_paths(
 
     A toolchain below $HOME or /root (a pyenv, a venv) is allowed, but never one that
     contains $HOME, /root, /run, $OMS_HOME or the repository, nor one inside
-    $OMS_HOME, the repository or a secrets folder such as ~/.ssh.
+    $OMS_HOME, the repository or a secrets folder such as ~/.ssh. As root, one the
+    sandbox uid cannot reach is staged by the runner (`staging.py`).
     """
-    roots = forbidden_roots(environ)
-    home = Path(os.path.realpath(environ.get("HOME") or os.path.expanduser("~")))
-    secrets = [home / d for d in SECRET_HOME_DIRS] + [Path("/root") / d for d in SECRET_HOME_DIRS]
-    never_real = [Path(os.path.realpath(p)) for p in never]
+    check = _path_checker(environ, never)
     out = []
     for given in paths:
-        real = Path(os.path.realpath(given))
-        if not real.exists():
-            raise ProfileError(f"sandbox ro_path does not exist: {given}")
-        for bad in [*roots, *never_real]:
-            if _is_within(bad, real):
-                raise ProfileError(f"sandbox ro_path {given} would expose {bad}")
-        for bad in [*never_real, *secrets]:
-            if _is_within(real, bad):
-                raise ProfileError(f"sandbox ro_path {given} lies inside {bad}")
-        if os.geteuid() == 0 and not staged:  # the agent runner stages what others cannot reach
-            _check_reachable(real, given)
-        _refuse_sockets(real, given, frozenset(masked))
+        real = check(given, "ro_path")
+        _refuse_sockets(real, f"sandbox ro_path {given}", frozenset(masked))
         out.append((str(real), given))
     return tuple(out)
 
 
-def _refuse_sockets(real: Path, given: str, masked: frozenset[str] = frozenset()) -> None:
-    """A unix socket below a toolchain path would let a check talk to whatever listens on it."""
+def resolve_rw_paths(
+    paths: Sequence[str], environ: Mapping[str, str], never: Sequence[Path]
+) -> tuple[tuple[str, str], ...]:
+    """Check read-write paths (a `command` toolchain's destination, written at its own
+    absolute path): each must be an existing directory, absolute, outside /workspace,
+    holding no unix socket, and pass every rule `resolve_ro_paths` applies."""
+    check = _path_checker(environ, never)
+    out = []
+    for given in paths:
+        if not os.path.isabs(given) or _is_within(Path(given), Path(WORKDIR)):
+            raise ProfileError(f"sandbox rw_path {given} must be absolute and not in {WORKDIR}")
+        real = check(given, "rw_path")
+        if not real.is_dir():
+            raise ProfileError(f"sandbox rw_path {given} is not a directory")
+        _refuse_sockets(real, f"sandbox rw_path {given}")
+        out.append((str(real), given))
+    return tuple(out)
+
+
+def _path_checker(environ: Mapping[str, str], never: Sequence[Path]) -> Callable[[str, str], Path]:
+    """A check of one bound path (its real path, or ProfileError naming `kind`): it exists,
+    contains no forbidden root and lies in neither a `never` path nor a secrets folder."""
+    roots = forbidden_roots(environ)
+    home = Path(os.path.realpath(environ.get("HOME") or os.path.expanduser("~")))
+    secrets = [home / d for d in SECRET_HOME_DIRS] + [Path("/root") / d for d in SECRET_HOME_DIRS]
+    never_real = [Path(os.path.realpath(p)) for p in never]
+
+    def check(given: str, kind: str) -> Path:
+        real = Path(os.path.realpath(given))
+        if not real.exists():
+            raise ProfileError(f"sandbox {kind} does not exist: {given}")
+        for bad in [*roots, *never_real]:
+            if _is_within(bad, real):
+                raise ProfileError(f"sandbox {kind} {given} would expose {bad}")
+        for bad in [*never_real, *secrets]:
+            if _is_within(real, bad):
+                raise ProfileError(f"sandbox {kind} {given} lies inside {bad}")
+        return real
+
+    return check
+
+
+def _refuse_sockets(real: Path, label: str, masked: frozenset[str] = frozenset()) -> None:
+    """A unix socket below a bound path would let a check talk to whatever listens on it.
+    `label` names the path in messages, e.g. "sandbox ro_path /opt/tc"."""
     stack, seen = [str(real)], 0
     while stack:
         top = stack.pop()
@@ -166,11 +203,9 @@ def _refuse_sockets(real: Path, given: str, masked: frozenset[str] = frozenset()
         try:
             mode = os.lstat(top).st_mode
         except OSError as exc:
-            raise ProfileError(
-                f"sandbox ro_path {given}: cannot read {top}: {exc.strerror}"
-            ) from None
+            raise ProfileError(f"{label}: cannot read {top}: {exc.strerror}") from None
         if stat.S_ISSOCK(mode):
-            raise ProfileError(f"sandbox ro_path {given} holds a unix socket: {top}")
+            raise ProfileError(f"{label} holds a unix socket: {top}")
         if not stat.S_ISDIR(mode):
             continue
         try:
@@ -179,7 +214,7 @@ def _refuse_sockets(real: Path, given: str, masked: frozenset[str] = frozenset()
                     seen += 1
                     if seen > MAX_RO_ENTRIES:
                         raise ProfileError(
-                            f"sandbox ro_path {given} has more than {MAX_RO_ENTRIES} entries "
+                            f"{label} has more than {MAX_RO_ENTRIES} entries "
                             "to check for sockets; name a smaller directory"
                         )
                     if entry.is_dir(follow_symlinks=False):
@@ -187,32 +222,9 @@ def _refuse_sockets(real: Path, given: str, masked: frozenset[str] = frozenset()
                     elif not entry.is_file(follow_symlinks=False) and stat.S_ISSOCK(
                         entry.stat(follow_symlinks=False).st_mode
                     ):
-                        raise ProfileError(
-                            f"sandbox ro_path {given} holds a unix socket: {entry.path}"
-                        )
+                        raise ProfileError(f"{label} holds a unix socket: {entry.path}")
         except OSError as exc:  # unreadable: it cannot be shown to hold no socket
-            raise ProfileError(
-                f"sandbox ro_path {given}: cannot read {top}: {exc.strerror}"
-            ) from None
-
-
-def unreachable_dir(real: Path) -> Path | None:
-    """The first directory on the way to `real` that other users cannot search, if any."""
-    for d in [*reversed(real.parents), real]:
-        if d.is_dir() and not d.stat().st_mode & 0o001:
-            return d
-    return None
-
-
-def _check_reachable(real: Path, given: str) -> None:
-    """As root the sandbox runs as an unprivileged uid, which must be able to reach the path."""
-    d = unreachable_dir(real)
-    if d is not None:
-        raise ProfileError(
-            f"sandbox ro_path {given} is not reachable by the sandbox user: {d} is not "
-            "searchable by others (oms runs checks as an unprivileged uid when run as "
-            "root); install the toolchain where other users can read it, e.g. /opt"
-        )
+            raise ProfileError(f"{label}: cannot read {top}: {exc.strerror}") from None
 
 
 def check_profile(
@@ -220,8 +232,11 @@ def check_profile(
     environ: Mapping[str, str] | None = None,
     never: Sequence[Path] = (),
     timeout_s: int | None = None,
+    *,
+    rw_paths: Sequence[str] = (),
 ) -> Profile:
-    """The `check` profile for a policy. `never`: paths to refuse ($OMS_HOME, the repo)."""
+    """The `check` profile for a policy. `never`: paths to refuse ($OMS_HOME, the repo);
+    `rw_paths`: directories bound read-write at their own path (`resolve_rw_paths`)."""
     env_in = os.environ if environ is None else environ
     wall = policy.wall_s if timeout_s is None else min(policy.wall_s, timeout_s)
     limits = Limits(
@@ -243,6 +258,7 @@ def check_profile(
         limits=limits,
         ro_paths=resolve_ro_paths(policy.ro_paths, env_in, never),
         env=tuple(sorted(env.items())),
+        rw_paths=resolve_rw_paths(rw_paths, env_in, never),
     )
 
 
@@ -276,13 +292,15 @@ def build_argv(
     cmd: Sequence[str],
     ro_fds: Sequence[int] = (),
     status_fd: int | None = None,
+    rw_fds: Sequence[int] = (),
 ) -> list[str]:
     """The full bwrap argv. `etc_dir` holds the synthetic passwd and group files.
 
-    `ro_fds` are O_PATH descriptors of `profile.ro_paths`, opened by oms: bwrap binds
-    exactly what was checked, and can reach a toolchain below a directory that the
-    (unprivileged) sandbox uid cannot traverse, such as /root. `status_fd` receives
-    bwrap's JSON status (an `exit-code` document only once the command ran).
+    `ro_fds` and `rw_fds` are O_PATH descriptors of `profile.ro_paths` and
+    `profile.rw_paths`, opened by oms (re-pointed at a staged copy where the sandbox uid
+    cannot reach the path: `staging.py`): bwrap binds exactly what was checked.
+    `status_fd` receives bwrap's JSON status (an `exit-code` document only once the
+    command ran).
     """
     if not cmd:
         raise ProfileError("no command to run")
@@ -296,10 +314,12 @@ def build_argv(
     argv += system_mounts(etc_dir, profile.limits.tmpfs_mb)
     argv += ["--size", tmpfs_bytes, "--tmpfs", HOME]
     # Toolchains after the tmpfs mounts, so that one below /tmp is not hidden by them.
-    if len(ro_fds) != len(profile.ro_paths):
+    if len(ro_fds) != len(profile.ro_paths) or len(rw_fds) != len(profile.rw_paths):
         raise ProfileError("toolchain paths were not opened")
     for fd, (_, inside) in zip(ro_fds, profile.ro_paths, strict=True):
         argv += ["--ro-bind-fd", str(fd), inside]
+    for fd, (_, inside) in zip(rw_fds, profile.rw_paths, strict=True):
+        argv += ["--bind-fd", str(fd), inside]
     argv += ["--bind", str(scratch), WORKDIR, "--chdir", WORKDIR]
     # Last mount operation: bwrap's root tmpfs (uncapped) becomes read-only.
     argv += ["--remount-ro", "/"]

@@ -32,10 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cgroup
+from . import cgroup, staging
 from .bwrap import Bwrap, find_bwrap
 from .errors import SandboxUnavailable
 from .profile import HOME, INSIDE_UID, Profile, build_argv
+from .staging import chown_tree
 
 # When oms runs as root, the sandbox runs as this otherwise unused uid/gid.
 SANDBOX_HOST_UID = 2_147_480_000
@@ -104,7 +105,12 @@ class Capture:
         return Stream(bytes(self.head), bytes(self.tail), self.total, bytes(self.kept))
 
 
-def _limits_setter(profile: Profile, cg: cgroup.RunCgroup | None) -> Callable[[], None]:
+def _child_setup(
+    profile: Profile,
+    cg: cgroup.RunCgroup | None,
+    stages: Sequence[staging.Stage],
+    as_root: bool,
+) -> Callable[[], None]:
     lim = profile.limits
     mb = 1024 * 1024
     values = [
@@ -119,6 +125,12 @@ def _limits_setter(profile: Profile, cg: cgroup.RunCgroup | None) -> Callable[[]
     def apply() -> None:  # runs in the child between fork and exec: syscalls only
         if cg is not None:
             cg.join()  # before exec, so that every process bwrap starts is inside
+        if stages:
+            staging.mount_stages(stages)
+        if as_root:  # here, not Popen(user=): the stages need root first
+            staging.drop_to(SANDBOX_HOST_UID)
+        # Last: RLIMIT_AS (sized for the command) could starve this Python code, and it is
+        # the order Popen(user=) had (the uid changed first).
         for which, value in values:
             resource.setrlimit(which, (value, value))
 
@@ -136,14 +148,6 @@ def write_etc(etc: Path, user: str = "sandbox", home: str = HOME) -> None:
         os.chmod(etc / f, 0o444)
 
 
-def chown_tree(root: Path, uid: int, gid: int) -> None:
-    """Hand a tree oms made to the sandbox uid (symlinks themselves, never their targets)."""
-    os.lchown(root, uid, gid)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), uid, gid)
-
-
 def run(
     profile: Profile,
     scratch: Path,
@@ -154,8 +158,10 @@ def run(
     """Run `cmd` in the sandbox on `scratch` (bound read-write at /workspace).
 
     `scratch` must be a private directory that oms created; when oms runs as
-    root it is handed to the sandbox uid. Raises SandboxUnavailable if bwrap
-    cannot start; the command's own failures are in the result.
+    root it is handed to the sandbox uid, and so is each of `profile.rw_paths` for
+    the run (then back to oms' own uid and gid, on every way out). As root, what the
+    sandbox uid cannot reach is staged (`staging.py`). Raises SandboxUnavailable if
+    bwrap cannot start; the command's own failures are in the result.
     """
     bw = bw or find_bwrap()
     as_root = os.geteuid() == 0
@@ -168,21 +174,39 @@ def run(
             chown_tree(scratch, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
             # The sandbox uid must reach the synthetic /etc files.
             chown_tree(run_dir, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
-        fds = open_ro_paths(profile.ro_paths)
-        status = StatusPipe()
-        cg = None
-        try:
-            argv = build_argv(profile, bw, scratch, etc, cmd, fds, status_fd=status.write_fd)
-            cg = cgroup.create(profile.limits)
-            return _execute(argv, profile, as_root, fds, cg, status)
-        finally:
-            for fd in fds:
-                os.close(fd)
-            status.close()
-            if cg is not None:
-                cgroup.destroy(cg)
+        with staging.lend_trees(
+            [r for r, _ in profile.rw_paths] if as_root else [], SANDBOX_HOST_UID
+        ):
+            return _run_in(profile, bw, scratch, run_dir, cmd, as_root)
     finally:
         remove_dir(run_dir)
+
+
+def _run_in(
+    profile: Profile, bw: Bwrap, scratch: Path, run_dir: Path, cmd: Sequence[str], as_root: bool
+) -> RunResult:
+    ro_fds = open_ro_paths(profile.ro_paths)
+    opened = list(ro_fds)
+    status = StatusPipe()
+    cg = None
+    try:
+        rw_fds = open_ro_paths(profile.rw_paths)  # O_PATH: the same opening serves both
+        opened += rw_fds
+        bind_ro, stages = staging.stage_ro_paths(run_dir, profile.ro_paths, ro_fds, opened)
+        bind_rw, rw_stages = staging.stage_rw_paths(run_dir, profile.rw_paths, rw_fds, opened)
+        workspace, ws_stages = staging.stage_dir(run_dir, scratch, "ws", opened)
+        stages += rw_stages + ws_stages
+        argv = build_argv(profile, bw, workspace, run_dir / "etc", cmd, bind_ro,
+                          status_fd=status.write_fd, rw_fds=bind_rw)  # fmt: skip
+        cg = cgroup.create(profile.limits)
+        fds = sorted({*ro_fds, *rw_fds, *bind_ro, *bind_rw})
+        return _execute(argv, profile, _child_setup(profile, cg, stages, as_root), fds, status)
+    finally:
+        for fd in opened:
+            os.close(fd)
+        status.close()
+        if cg is not None:
+            cgroup.destroy(cg)
 
 
 def remove_dir(path: Path) -> None:
@@ -314,16 +338,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 def _execute(
     argv: list[str],
     profile: Profile,
-    as_root: bool,
-    pass_fds: Sequence[int] = (),
-    cg: cgroup.RunCgroup | None = None,
+    setup: Callable[[], None],
+    pass_fds: Sequence[int],
     status: StatusPipe | None = None,
 ) -> RunResult:
     cap = profile.limits.output_bytes
     out, err = Capture(cap), Capture(cap)
     start = time.monotonic()
     deadline = start + profile.limits.wall_s
-    uid = SANDBOX_HOST_UID if as_root else None
     try:
         proc = subprocess.Popen(
             argv,
@@ -334,10 +356,7 @@ def _execute(
             close_fds=True,
             pass_fds=(*pass_fds, *([status.write_fd] if status else [])),
             start_new_session=True,
-            preexec_fn=_limits_setter(profile, cg),
-            user=uid,
-            group=uid,
-            extra_groups=[] if as_root else None,
+            preexec_fn=setup,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         raise SandboxUnavailable(f"cannot start bwrap: {exc}") from None

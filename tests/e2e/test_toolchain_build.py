@@ -1,0 +1,157 @@
+"""Toolchain builds with the real pip, uv and npm against the real registries (PyPI,
+registry.npmjs.org), and the `command` kind in the real check sandbox."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import toolchains as data
+
+from gatekeeper.gates.toolchain.build import BuildRequest, build, runtime_of
+from gatekeeper.gates.toolchain.tree import ToolchainUnavailable
+from policy import Toolchain
+
+# uv comes with oms' test extra, in the interpreter's own bin directory.
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _package_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One pip, uv and npm cache for the session: repeated builds download nothing."""
+    root = tmp_path_factory.mktemp("tool-caches")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PIP_CACHE_DIR", str(root / "pip"))
+        mp.setenv("UV_CACHE_DIR", str(root / "uv"))
+        mp.setenv("npm_config_cache", str(root / "npm"))
+        mp.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
+        yield
+
+
+def request(tmp_path: Path, tc: Toolchain, files: dict[str, str]) -> BuildRequest:
+    dest, work = tmp_path / "dest", tmp_path / "work"
+    dest.mkdir()
+    work.mkdir()
+    steps: list[str] = []
+    return BuildRequest(
+        toolchain=tc, runtime=runtime_of(tc), files={k: v.encode() for k, v in files.items()},
+        dest=dest, work=work, repo=None, loaded=None, progress=steps.append,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def py_toolchain() -> Toolchain:
+    return Toolchain(name="py", kind="python-venv", lock="requirements.lock")
+
+
+def test_python_venv_builds_from_the_lock_with_a_symlinked_interpreter_and_no_pip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "leak"))  # must not reach the build
+    req = request(tmp_path, py_toolchain(), {"requirements.lock": data.python_lock()})
+    build(req)
+    python = req.dest / "bin" / "python"
+    assert python.is_symlink() and os.path.realpath(python) == req.runtime.path
+    out = subprocess.run(
+        [str(python), "-I", "-c", "import six, idna, pytest; print('ok', pytest.__version__)"],
+        capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert out.stdout.strip() == "ok 8.4.2"
+    assert (req.dest / "bin" / "pytest").exists()
+    assert not list(req.dest.glob("lib/python*/site-packages/pip"))
+    assert not (req.dest / "bin" / "pip").exists()
+    assert not list(req.dest.rglob("*leak*"))
+
+
+def test_python_venv_refuses_a_lock_line_whose_hash_does_not_match(tmp_path: Path) -> None:
+    req = request(tmp_path, py_toolchain(), {"requirements.lock": data.python_lock_wrong_hash()})
+    with pytest.raises(ToolchainUnavailable) as exc:
+        build(req)
+    msg = str(exc.value)
+    assert msg.startswith("toolchain py: pip install failed (exit 1): ERROR: THESE PACKAGES DO")
+    assert "MATCH THE HASHES" in msg and len(msg) < 400 and "\n" not in msg
+
+
+def test_python_venv_refuses_a_lock_without_hashes(tmp_path: Path) -> None:
+    req = request(
+        tmp_path, py_toolchain(), {"requirements.lock": data.python_lock_without_hashes()}
+    )
+    with pytest.raises(
+        ToolchainUnavailable, match=r"toolchain py: pip install failed .*Hashes are required"
+    ):
+        build(req)
+    assert not list(req.dest.glob("lib/python*/site-packages/six.py"))
+
+
+def test_node_npm_builds_and_the_package_resolves_through_node_path(tmp_path: Path) -> None:
+    pkg, lock = data.node_project()
+    tc = Toolchain(name="web", kind="node-npm", lock="app/package-lock.json")
+    req = request(tmp_path, tc, {"app/package-lock.json": lock, "app/package.json": pkg})
+    assert req.runtime.version.startswith("node v") and "; npm " in req.runtime.version
+    build(req)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = subprocess.run(
+        [req.runtime.path, "-e", "console.log(require('is-number')(7))"], cwd=elsewhere,
+        capture_output=True, text=True, check=True,
+        env={"PATH": "/usr/bin:/bin", "NODE_PATH": str(req.dest / "node_modules")},
+    )  # fmt: skip
+    assert out.stdout.strip() == "true"
+
+
+def test_node_npm_refuses_a_lock_whose_integrity_does_not_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("npm_config_fetch_retries", "0")  # npm retries a mismatch for minutes
+    pkg, lock = data.node_project()
+    bad = lock.replace("sha512-41Cifkg6e8Ty", "sha512-00Cifkg6e8Ty")
+    tc = Toolchain(name="web", kind="node-npm", lock="package-lock.json")
+    req = request(tmp_path, tc, {"package-lock.json": bad, "package.json": pkg})
+    with pytest.raises(ToolchainUnavailable) as exc:
+        build(req)
+    assert str(exc.value).startswith("toolchain web: npm ci failed (exit 1): npm error")
+    assert "integrity" in str(exc.value).lower()
+    assert not (req.dest / "node_modules" / "is-number").exists()
+
+
+def test_uv_builds_the_locked_project_with_its_dev_group(tmp_path: Path) -> None:
+    pyproject, lock = data.uv_project()
+    tc = Toolchain(name="u", kind="uv", lock="uv.lock")
+    req = request(tmp_path, tc, {"uv.lock": lock, "pyproject.toml": pyproject})
+    assert req.runtime.version.startswith("uv 0.") or req.runtime.version.startswith("uv ")
+    build(req)
+    python = req.dest / "bin" / "python"
+    assert os.path.realpath(python) == req.runtime.path
+    out = subprocess.run(
+        [str(python), "-I", "-c", "import six, idna, pytest; print('ok')"],
+        capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert out.stdout.strip() == "ok"
+    assert not list(req.dest.glob("lib/python*/site-packages/pip"))
+
+
+def test_uv_missing_from_path_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert shutil.which("uv") is None
+    with pytest.raises(ToolchainUnavailable, match=r"^toolchain u: uv not found on PATH"):
+        runtime_of(Toolchain(name="u", kind="uv", lock="uv.lock"))
+
+
+def test_python_venv_refuses_a_lock_that_installs_pip(tmp_path: Path) -> None:
+    req = request(tmp_path, py_toolchain(), {"requirements.lock": data.python_lock_with_pip()})
+    with pytest.raises(ToolchainUnavailable, match=r"^toolchain py: the venv holds pip"):
+        build(req)
+
+
+def test_python_venv_without_allow_build_refuses_an_sdist_only_lock(tmp_path: Path) -> None:
+    req = request(tmp_path, py_toolchain(), {"requirements.lock": data.python_lock_sdist_only()})
+    with pytest.raises(ToolchainUnavailable) as exc:
+        build(req)
+    assert str(exc.value).startswith("toolchain py: pip install failed (exit 1): ERROR:")
+    assert not list(req.dest.glob("lib/python*/site-packages/six.py"))
