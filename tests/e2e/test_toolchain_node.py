@@ -51,9 +51,10 @@ test('esm: the locked package is imported', () => {
 Json = Callable[..., tuple[int, dict[str, Any]]]
 
 
-def _candidate(repo: Path, run_git: Callable[..., str], branch: str, expect: str) -> None:
+def _candidate(repo: Path, run_git: Callable[..., str], branch: str, cjs_expect: str) -> None:
     run_git(repo, "checkout", "-q", "-b", branch, "main")
-    write_files(repo, {"test/cjs.test.js": CJS_TEST.replace("{expect}", expect)})
+    write_files(repo, {"test/cjs.test.js": CJS_TEST.replace("{expect}", cjs_expect),
+                       "lib.js": f"// {branch}\nmodule.exports = 1;\n"})  # fmt: skip
     run_git(repo, "add", "-A")
     run_git(repo, "commit", "-qm", f"candidate {branch}")
     run_git(repo, "checkout", "-q", "main")
