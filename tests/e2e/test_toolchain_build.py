@@ -12,9 +12,13 @@ from pathlib import Path
 
 import pytest
 from support import toolchains as data
+from support.repos import make_repo
 
 from gatekeeper.gates.toolchain.build import BuildRequest, build, runtime_of
 from gatekeeper.gates.toolchain.tree import ToolchainUnavailable
+from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import resolve_commit
 from policy import Toolchain
 
 # uv comes with oms' test extra, in the interpreter's own bin directory.
@@ -155,3 +159,55 @@ def test_python_venv_without_allow_build_refuses_an_sdist_only_lock(tmp_path: Pa
         build(req)
     assert str(exc.value).startswith("toolchain py: pip install failed (exit 1): ERROR:")
     assert not list(req.dest.glob("lib/python*/site-packages/six.py"))
+
+
+LOCK = "deps/tool.lock"
+# Prints its markers into the output (the build returns no stdout): proof that it ran inside.
+BUILD = (
+    'echo start > "$OMS_TOOLCHAIN_OUT/start"; mkdir -p "$OMS_TOOLCHAIN_OUT/bin" && '
+    'cp tool.lock "$OMS_TOOLCHAIN_OUT/bin/lock-copy" && env > "$OMS_TOOLCHAIN_OUT/env" && '
+    'pwd > "$OMS_TOOLCHAIN_OUT/pwd"; touch "$OMS_TOOLCHAIN_OUT/../escaped" 2>/dev/null; '
+    'echo end > "$OMS_TOOLCHAIN_OUT/end"'
+)
+
+
+def command_request(tmp_path: Path, script: str) -> BuildRequest:
+    top = make_repo(tmp_path / "repo", {LOCK: "locked bytes in the worktree\n"})
+    repo = open_repo(top)
+    loaded = read_policy_at(repo, resolve_commit(top, "HEAD"))
+    tc = Toolchain(name="cmdtc", kind="command", lock=LOCK, cmd=["/bin/sh", "-c", script])
+    (tmp_path / "out").mkdir()
+    dest, work = tmp_path / "out" / "dest", tmp_path / "work"
+    dest.mkdir()
+    work.mkdir()
+    return BuildRequest(
+        toolchain=tc, runtime=runtime_of(tc), files={LOCK: b"base lock bytes\n"}, dest=dest,
+        work=work, repo=repo, loaded=loaded, progress=lambda _line: None,
+    )  # fmt: skip
+
+
+@pytest.mark.usefixtures("oms_home")
+def test_command_builds_in_the_sandbox_from_the_base_lock_into_dest_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMS_TEST_HOST_ONLY", "host-value")
+    req = command_request(tmp_path, BUILD)
+    build(req)
+    out = req.dest
+    assert (out / "start").read_text() == "start\n" and (out / "end").read_text() == "end\n"
+    assert (out / "bin" / "lock-copy").read_bytes() == b"base lock bytes\n"  # not the worktree's
+    env = (out / "env").read_text()
+    assert f"OMS_TOOLCHAIN_OUT={out}" in env and "OMS_TEST_HOST_ONLY" not in env
+    assert (out / "pwd").read_text().strip() == "/workspace"
+    assert not (tmp_path / "out" / "escaped").exists()
+    assert (out / "bin").stat().st_uid == os.geteuid()  # handed back after the run
+
+
+@pytest.mark.usefixtures("oms_home")
+def test_command_that_exits_1_is_refused_with_its_last_stderr_line(tmp_path: Path) -> None:
+    req = command_request(
+        tmp_path, "echo start; echo 'first' >&2; echo 'cannot build: no go' >&2; exit 1"
+    )
+    with pytest.raises(ToolchainUnavailable) as exc:
+        build(req)
+    assert str(exc.value) == "toolchain cmdtc: build command failed (exit 1): cannot build: no go"

@@ -18,6 +18,7 @@ from gatekeeper.repo.git import Repo
 from policy import LoadedPolicy, Toolchain
 
 from . import kinds
+from .command import build_command
 from .tools import PROBE_TIMEOUT_S, run_tool
 from .tree import ToolchainUnavailable
 
@@ -140,13 +141,6 @@ def layout_of(tc: Toolchain, dest: Path) -> Layout:
             links=((kinds.beside_lock(tc.lock, "node_modules"), modules),),
         )
     return Layout(bin_dirs=(str(dest / "bin"),))
-
-
-def build_command(req: BuildRequest) -> None:
-    # Needs the sandbox's read-write binds (Profile.rw_paths), landing on tc-stage.
-    raise ToolchainUnavailable(
-        f"toolchain {req.toolchain.name}: kind command cannot be built by this oms yet"
-    )
 
 
 _BUILDERS = {
