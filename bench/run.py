@@ -15,6 +15,7 @@ BENCHES = [
     "transfer_bench.py",
     "mcp_bench.py",
     "agent_bench.py",
+    "toolchain_bench.py",
 ]
 
 
