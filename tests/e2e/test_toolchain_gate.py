@@ -198,6 +198,14 @@ def test_a_missing_toolchain_is_unavailable_with_the_remedy(
     assert out["checks"] == []
     code, out = w.json("toolchain", "verify", "--repo", str(w.repo))
     assert code == 4 and out["toolchains"][0]["state"] == "missing", out
+    # doctor says "not ready" whenever the next gate would refuse, and how to fix it
+    _, report = w.json("doctor", "--repo", str(w.repo))
+    assert not report["ready"] and "toolchain py is missing" in report["problems"], report
+    assert any(r.startswith("oms toolchain prepare") for r in report["remedies"])
+    assert w.prepare()[0] == 0
+    _, report = w.json("doctor", "--repo", str(w.repo))
+    assert report["toolchains"][0]["state"] == "ok" and not any(
+        "toolchain" in p for p in report["problems"]), report  # fmt: skip
 
 
 def test_auto_prepare_builds_first_and_records_it(tmp_path: Path, pip_cache: Path) -> None:
