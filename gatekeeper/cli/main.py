@@ -33,13 +33,25 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.evidence:evidence",
         "The evidence store: audit, show, prove, export, note, key, repair.",
     ),
+    "hook": (
+        "gatekeeper.cli.hook:hook",
+        "Agent hooks in Claude Code's and Codex's protocols: deny secrets and protected writes.",
+    ),
     "init": (
         "gatekeeper.cli.init:init",
         "Create the state root, signing key and evidence log for a repository.",
     ),
+    "install": (
+        "gatekeeper.cli.install:install",
+        "Wire oms into Claude Code or Codex: MCP server, hooks and agent instructions.",
+    ),
     "mcp": (
         "gatekeeper.cli.mcp:mcp",
         "Serve MCP over stdio for one repository (`oms mcp`), or print client snippets.",
+    ),
+    "policy": (
+        "gatekeeper.cli.policy:policy",
+        "The policy file: init (a starter oms.toml), check (validate a file), show (effective).",
     ),
     "process-result": (
         "gatekeeper.cli.result:process_result",
