@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from gatekeeper.agent.records import recorded_base
+from gatekeeper.cli.formats import formatted
 from gatekeeper.cli.options import REPO_OPTION
-from gatekeeper.cli.render import Outcome, command, result_lines
+from gatekeeper.cli.render import Outcome, result_lines
 from gatekeeper.gates.result import pipeline
 from gatekeeper.repo.git import open_repo
 from gatekeeper.text import sanitize
@@ -30,7 +31,7 @@ def _progress(line: str) -> None:
 @click.option("--deliver-branch", help="On READY_FOR_HUMAN: create or fast-forward this branch.")
 @click.option("--push", "push_remote", help="With --deliver-branch: push it (never forced).")
 @click.option("--draft-pr", is_flag=True, help="With --deliver-branch: open a draft PR via gh.")
-@command
+@formatted("result")
 def process_result(
     repo: Path,
     candidate: str,

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
+from gatekeeper.cli.formats import formatted
 from gatekeeper.cli.options import REPO_OPTION
-from gatekeeper.cli.render import Outcome, command, scan_lines
+from gatekeeper.cli.render import Outcome, scan_lines
 from gatekeeper.gates import secrets
 
 
@@ -18,7 +19,7 @@ from gatekeeper.gates import secrets
 @click.option("--stdin", "use_stdin", is_flag=True, help="Scan standard input.")
 @click.option("--sarif", type=click.Path(dir_okay=False, path_type=Path), help="Write SARIF 2.1.0.")
 @REPO_OPTION
-@command
+@formatted("scan")
 def scan(
     paths: tuple[Path, ...], diff: str | None, use_stdin: bool, sarif: Path | None, repo: Path
 ) -> Outcome:

@@ -1,0 +1,194 @@
+"""`action.yml`: valid against SchemaStore's action schema, and its `run:` steps work.
+
+GitHub itself cannot run here, so this is a stand-in for the runner: it reads the
+composite action's steps, substitutes the `${{ }}` expressions of each step's `env:` (the
+only place they may appear: no `run:` script holds one, so an untrusted value can never
+become shell code), sets GITHUB_ACTION_PATH, GITHUB_WORKSPACE, GITHUB_STEP_SUMMARY,
+GITHUB_OUTPUT and RUNNER_TEMP, and runs each script as GitHub runs `shell: bash`
+(`bash --noprofile --norc -eo pipefail FILE`). `uses:` steps (setup-python, upload-sarif)
+are GitHub's own and are not run; the SARIF they would upload is validated instead.
+
+The install step runs for real: pip installs a copy of this checkout into a fresh venv
+whose dependencies come from the shared venv (a path entry, so nothing but the build
+backend is fetched, from PyPI). The gate runs on a real repository with a real candidate,
+with a default branch whose name would run a command if it were ever interpolated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from support.env import clean_env
+from support.repos import commit_on, git, make_repo
+from support.secrets import fake_aws_key
+
+ROOT = Path(__file__).parents[2]
+DATA = ROOT / "tests" / "data"
+ACTION_SCHEMA_SHA256 = "224326cc5a334bdb97b56b6fc320cd4381ba7d61b477b425ed506e6a420b52ba"
+EXPR = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
+HOSTILE_BRANCH = "base$(touch${IFS}PWNED)"  # a valid git branch name, and shell if expanded
+POLICY = """version = 1
+
+[[checks]]
+name = "unit"
+cmd = ["/usr/bin/python3", "-m", "unittest", "-q"]
+timeout_s = 60
+"""
+MOD = "def add(a, b):\n    return a + b\n"
+TEST = "import unittest\n\nimport mod\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n"
+TEST += "        self.assertEqual(mod.add(1, 2), 3)\n"
+
+
+def action() -> dict[str, Any]:
+    loaded = yaml.safe_load((ROOT / "action.yml").read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_action_yml_is_valid_against_the_github_action_schema() -> None:
+    raw = (DATA / "github-action.json").read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == ACTION_SCHEMA_SHA256  # the vendored copy
+    schema = json.loads(raw)
+    jsonschema.Draft7Validator.check_schema(schema)
+    jsonschema.Draft7Validator(schema).validate(action())
+    a = action()
+    assert a["runs"]["using"] == "composite"
+    assert {"base", "head", "python-version", "upload-sarif"} <= set(a["inputs"])
+    assert a["inputs"]["upload-sarif"]["default"] == "true"
+    uses = [s["uses"] for s in a["runs"]["steps"] if "uses" in s]
+    assert any(u.startswith("github/codeql-action/upload-sarif@") for u in uses)
+
+
+def test_no_run_script_interpolates_an_expression() -> None:
+    for step in action()["runs"]["steps"]:
+        if "run" in step:
+            assert "${{" not in step["run"], step.get("name")
+            assert step["shell"] == "bash"
+
+
+class Runner:
+    """Runs the action's `run:` steps in order, as GitHub would for a composite action."""
+
+    def __init__(self, tmp: Path, workspace: Path, action_dir: Path, env: Mapping[str, str]):
+        self.tmp, self.workspace, self.action_dir, self.env = tmp, workspace, action_dir, env
+        self.runner_temp = tmp / "runner-temp"
+        self.runner_temp.mkdir()
+        self.summary = tmp / "step-summary.md"
+        self.summary.write_text("")
+        self.outputs: dict[str, dict[str, str]] = {}
+
+    def value(self, expr: str, inputs: Mapping[str, str]) -> str:
+        known = {"github.action_path": str(self.action_dir),
+                 "github.workspace": str(self.workspace),
+                 "runner.temp": str(self.runner_temp)}  # fmt: skip
+        if expr.startswith("inputs."):
+            return inputs[expr.removeprefix("inputs.")]
+        if expr.startswith("steps."):
+            step, _, name = expr.removeprefix("steps.").partition(".outputs.")
+            return self.outputs.get(step, {}).get(name, "")
+        return known[expr]
+
+    def run(self, inputs: Mapping[str, str]) -> list[int]:
+        codes = []
+        for n, step in enumerate(action()["runs"]["steps"]):
+            if "run" not in step:
+                continue
+            env = {k: EXPR.sub(lambda m: self.value(m.group(1), inputs), str(v))
+                   for k, v in step.get("env", {}).items()}  # fmt: skip
+            codes.append(self.step(n, step, env))
+        return codes
+
+    def step(self, n: int, step: Mapping[str, Any], env: Mapping[str, str]) -> int:
+        script = self.tmp / f"step-{n}.sh"
+        script.write_text(step["run"])
+        out_file = self.tmp / f"output-{n}"
+        out_file.write_text("")
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            cwd=self.workspace,
+            env={**self.env, **env, "GITHUB_ACTION_PATH": str(self.action_dir),
+                 "GITHUB_WORKSPACE": str(self.workspace), "RUNNER_TEMP": str(self.runner_temp),
+                 "GITHUB_STEP_SUMMARY": str(self.summary), "GITHUB_OUTPUT": str(out_file)},
+            capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        if "id" in step:
+            pairs = (line.split("=", 1) for line in out_file.read_text().splitlines() if line)
+            self.outputs[step["id"]] = dict(pairs)
+        assert proc.returncode == 0 or step.get("name", "").startswith("Fail"), proc.stderr
+        return proc.returncode
+
+
+def venv_env(tmp: Path, home: Path) -> dict[str, str]:
+    """A fresh venv first on PATH, seeing the shared venv's packages as a path entry."""
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "shared-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = clean_env(home)
+    env.pop("PYTHONPATH", None)  # the installed copy, not this checkout, must run
+    env["PATH"] = f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def copy_of_checkout(dest: Path) -> Path:
+    """This checkout's files (tracked and new, as git lists them) without build debris."""
+    names = git(ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, names.split("\0")):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    root = tmp_path_factory.mktemp("action-repo")
+    env = clean_env(root)
+    files = {"oms.toml": POLICY, "mod.py": MOD, "test_mod.py": TEST}
+    repo = make_repo(root / "repo", files, env=env)
+    git(repo, "branch", "-m", "main", HOSTILE_BRANCH, env=env)
+    return repo, env
+
+
+def test_the_action_steps_gate_a_real_candidate(
+    tmp_path: Path, repo: tuple[Path, dict[str, str]]
+) -> None:
+    workspace, git_env = repo
+    key = fake_aws_key()
+    base = git(workspace, "rev-parse", "HEAD", env=git_env).strip()
+    ix = tmp_path / "ix"
+    head = commit_on(workspace, "pr", {"cloud.py": f'KEY = "{key}"\n'}, env=git_env, index=ix,
+                     parent=HOSTILE_BRANCH)  # fmt: skip
+    env = {**venv_env(tmp_path, tmp_path), **{k: v for k, v in git_env.items() if "GIT" in k}}
+    runner = Runner(tmp_path, workspace, copy_of_checkout(tmp_path / "action"), env)
+    inputs = {"base": base, "head": head, "default-branch": HOSTILE_BRANCH,
+              "python-version": "3.11", "upload-sarif": "true"}  # fmt: skip
+    install, gate, final = runner.run(inputs)
+    assert (install, gate, final) == (0, 0, 3)  # BLOCKED: the job fails with oms' code
+    assert (tmp_path / "venv" / "bin" / "oms").is_file()  # the step installed it
+    assert runner.outputs["gate"]["exit-code"] == "3"
+    assert not (workspace / "PWNED").exists() and not (tmp_path / "PWNED").exists()
+    summary = runner.summary.read_text()
+    assert summary.startswith("## oms result gate: ⛔ BLOCKED") and key not in summary
+    sarif_path = Path(runner.outputs["gate"]["sarif-file"])
+    sarif = json.loads(sarif_path.read_text())
+    schema = json.loads((DATA / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(schema).validate(sarif)
+    assert key not in sarif_path.read_text()
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for run in sarif["runs"] for r in run["results"]}  # fmt: skip
+    assert uris == {"cloud.py"}
