@@ -71,8 +71,9 @@ def preview_actions(tool: str, args: dict[str, Any], data: dict[str, Any]) -> li
     return []
 
 
-def _preview(ctx: ToolContext, tool: str, args: dict[str, Any]) -> Result:
-    """`oms transfer preview`, shaped to what fits one tool result; `ok` as its exit 0."""
+def _preview(ctx: ToolContext, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """`oms transfer preview`, shaped to what fits one tool result, and whether the CLI
+    would exit 0 (not blocked)."""
     data = preview_transfer(ctx.repo.top, args["to"], args["purpose"], args["context"],
                             args["paths"] or [], args["base"], args["redact"],
                             requested_by=ctx.requested_by).to_json()  # fmt: skip
@@ -84,7 +85,7 @@ def _preview(ctx: ToolContext, tool: str, args: dict[str, Any]) -> Result:
            "approval_packet": data["approval_packet"],
            "evidence_seq": data["evidence_seq"],
            "next_actions": listed(preview_actions(tool, shown, data))}  # fmt: skip
-    return bounded(out, ok=data["status"] != "blocked")
+    return out, data["status"] != "blocked"
 
 
 def register(server: MCPServer[Any], ctx: ToolContext) -> None:
@@ -97,9 +98,8 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                                redact: Redact = False) -> Result:  # fmt: skip
         args = {"to": to, "purpose": purpose, "context": context, "paths": paths, "base": base,
                 "redact": redact}  # fmt: skip
-        found = await in_thread(_preview, ctx, "oms_model_access", args)
-        return bounded({**found.data, "ready_to_send": False, "next_step": NEXT_STEP},
-                       ok=found.ok)  # fmt: skip
+        out, ok = await in_thread(_preview, ctx, "oms_model_access", args)
+        return bounded({**out, "ready_to_send": False, "next_step": NEXT_STEP}, ok=ok)
 
     @server.tool(description="Build and record a transfer manifest (as `oms transfer "
                  "preview`). Sends nothing.", annotations=RECORDS)  # fmt: skip
@@ -109,7 +109,8 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                                    redact: Redact = False) -> Result:  # fmt: skip
         args = {"to": to, "purpose": purpose, "context": context, "paths": paths, "base": base,
                 "redact": redact}  # fmt: skip
-        return await in_thread(_preview, ctx, "oms_transfer_preview", args)
+        out, ok = await in_thread(_preview, ctx, "oms_transfer_preview", args)
+        return bounded(out, ok=ok)
 
     @server.tool(description="State of one transfer manifest (previewed, approved, released, "
                  "expired, blocked).", annotations=READ_ONLY)  # fmt: skip
