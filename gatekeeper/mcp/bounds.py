@@ -1,8 +1,9 @@
 """What may leave the server in one tool result: bounded, paged, with no host path.
 
-Every tool returns a `Result` (`{ok, truncated, data}`) under `MAX_RESULT_BYTES` of the
-JSON text the SDK sends; long text is paged with `offset`/`next_offset`; an error is one
-clean line without traceback, `$OMS_HOME` or the home directory (docs/mcp.md).
+Every tool returns a `Result` (`{ok, truncated, data}`) as compact JSON text (and as
+structured content) under `MAX_RESULT_BYTES`; `ok` is what the CLI's exit code 0 means;
+long text is paged with `offset`/`next_offset`; an error is one clean line without
+traceback, `$OMS_HOME` or the home directory (docs/mcp.md).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from typing import Any, ParamSpec
 
 import pydantic_core
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict
 
 from evidence import state_root
-from gatekeeper.errors import classify
+from gatekeeper.errors import OmsError, classify
 from gatekeeper.text import sanitize
 
-MAX_RESULT_BYTES = 7600  # of the JSON text the SDK sends (indent=2), under 8 KiB
+MAX_RESULT_BYTES = 7600  # of the compact JSON text sent, under 8 KiB
 PAGE_BYTES = 5000  # JSON-encoded bytes of text per page (results stay under 8 KiB)
 ERROR_CHARS = 400
 LINE_CHARS = 300
@@ -78,35 +80,70 @@ def sanitize_lines(text: str) -> list[str]:
     return [sanitize(line, limit=LINE_CHARS) for line in text.splitlines()]
 
 
+def compact(result: Result) -> str:
+    """The text content of a result: JSON without indentation or spaces."""
+    return pydantic_core.to_json(result).decode()
+
+
 def _sent_size(result: Result) -> int:
-    """Bytes of the text content the SDK sends for a structured result (indent=2 JSON)."""
-    return len(pydantic_core.to_json(result, indent=2))
+    """Bytes of the text content sent for a result."""
+    return len(compact(result).encode())
 
 
-def bounded(data: dict[str, Any]) -> Result:
+# Keys a cut keeps: what the caller must do next is never replaced by the cut note.
+KEPT = frozenset({"next_actions"})
+
+
+def bounded(data: dict[str, Any], ok: bool = True) -> Result:
     """The result, or, when it would exceed the bound, the result with its largest fields
-    replaced by a note (tools that page keep their pages under the bound themselves)."""
-    result = Result(ok=True, truncated=bool(data.get("truncated", False)), data=data)
+    replaced by a note (tools that page keep their pages under the bound themselves).
+    `ok` is what exit code 0 means for the same command on the CLI."""
+    result = Result(ok=ok, truncated=bool(data.get("truncated", False)), data=data)
     if _sent_size(result) <= MAX_RESULT_BYTES:
         return result
     cut = dict(data)
-    for key in sorted(cut, key=lambda k: -len(json.dumps(cut[k], ensure_ascii=False))):
+    by_size = sorted(cut, key=lambda k: -len(json.dumps(cut[k], ensure_ascii=False)))
+    for key in [k for k in by_size if k not in KEPT] + [k for k in by_size if k in KEPT]:
         cut[key] = CUT_NOTE
-        result = Result(ok=True, truncated=True, data=cut)
+        result = Result(ok=ok, truncated=True, data=cut)
         if _sent_size(result) <= MAX_RESULT_BYTES:
             break
     return result
 
 
-def tool_errors(fn: Callable[P, Awaitable[Result]]) -> Callable[P, Awaitable[Result]]:
-    """Every failure of the tool `fn` as one clean line (`isError`), never a traceback."""
+def answer(result: Result) -> CallToolResult:
+    """What goes on the wire: the compact JSON text and the same document as structured
+    content (the SDK's own conversion would indent the text)."""
+    return CallToolResult(content=[TextContent(type="text", text=compact(result))],
+                          structured_content=result.model_dump(mode="json"))  # fmt: skip
+
+
+def refused(exc: OmsError) -> CallToolResult:
+    """A refusal that says what to do next: `isError` with its one clean line as text, and
+    `{ok: false, truncated, data}` (the refusal's data, with `next_actions`) as structured
+    content, for clients that read it."""
+    line = clean_error(exc)
+    doc = bounded(hide_paths_in({"error": line, **(exc.data or {})}), ok=False)
+    return CallToolResult(content=[TextContent(type="text", text=line)],
+                          structured_content=doc.model_dump(mode="json"),
+                          is_error=True)  # fmt: skip
+
+
+def tool_errors(fn: Callable[P, Awaitable[Result]]) -> Callable[P, Awaitable[CallToolResult]]:
+    """The tool `fn`'s result as `answer`, and every failure of it as one clean line
+    (`isError`), never a traceback. The SDK reads `fn`'s signature (`functools.wraps`), so
+    the output schema stays `Result`'s."""
 
     @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Result:
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
         try:
-            return await fn(*args, **kwargs)
+            return answer(await fn(*args, **kwargs))
         except ToolError:
             raise
+        except OmsError as exc:
+            if exc.data is not None and "next_actions" in exc.data:
+                return refused(exc)
+            raise ToolError(clean_error(exc)) from None
         except Exception as exc:  # every failure is one clean line (isError)
             raise ToolError(clean_error(exc)) from None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,15 @@ INSTRUCTIONS = (
 )
 # In this order: `tools/list` lists tools as they were registered.
 TOOL_GROUPS = (doctor, policy, transfer, result, evidence, repo)
+DISTRIBUTION = "oh-my-super-agent"
+
+
+def oms_version() -> str:
+    """The installed distribution's version (`oms --version`'s), for `serverInfo.version`."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # a source tree on the import path, never installed
+        return "0+unknown"
 
 
 def requested_by(environ: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
@@ -44,7 +54,8 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     served = open_repo(repo_dir)
     ctx = ToolContext(repo=served, policies=PolicyCache(served.top),
                       requested_by=requested_by(os.environ))  # fmt: skip
-    server: MCPServer[Any] = MCPServer(name="oms", instructions=INSTRUCTIONS)
+    server: MCPServer[Any] = MCPServer(name="oms", version=oms_version(),
+                                         instructions=INSTRUCTIONS)  # fmt: skip
     for group in TOOL_GROUPS:
         group.register(server, ctx)
     return server

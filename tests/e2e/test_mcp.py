@@ -361,10 +361,13 @@ def test_every_tool_answers_on_a_real_repository_with_progress(small: Small) -> 
 def test_result_gate_through_mcp_decides_as_the_cli_and_records_evidence(small: Small) -> None:
     w, s = small.world, small.server
     sha = w.commit("cand/broken", {"mod.py": "def add(a, b):\n    return a - b\n"})
-    via_mcp = s.ok("oms_process_result", {"candidate": "cand/broken"})
+    answer = s.call("oms_process_result", {"candidate": "cand/broken"})
+    assert not answer.is_error and answer.structured_content is not None
+    via_mcp = answer.structured_content["data"]
     code, via_cli = w.oms("process-result", "--repo", str(w.repo), "--candidate", "cand/broken")
     assert via_mcp["decision"] == via_cli["decision"] == "FAILED", (via_mcp, via_cli)
     assert code == 1
+    assert answer.structured_content["ok"] is via_cli["ok"] is False  # ok: exit code 0
     assert via_mcp["commit"] == via_cli["commit"] == sha
     assert via_mcp["base"] == via_cli["base"]
     assert via_mcp["reasons"] == via_cli["reasons"]

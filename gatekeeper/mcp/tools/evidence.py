@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from evidence import audit
 from gatekeeper.mcp.bounds import PAGE_BYTES, Result, bounded, hide_paths_in, page, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
-from gatekeeper.mcp.tools import READ_ONLY
+from gatekeeper.mcp.tools import READ_ONLY, Offset
+
+Seq = Annotated[int, Field(description="The evidence entry's seq (e.g. a verdict's "
+                           "evidence_seq).")]  # fmt: skip
+BlobDigest = Annotated[str, Field(description="A blob digest that entry references, "
+                                  "sha256:<64 hex> (e.g. a check's stderr_blob).")]  # fmt: skip
+Limit = Annotated[int, Field(description=f"Most bytes of text in this page (at most "
+                             f"{PAGE_BYTES}).")]  # fmt: skip
 
 
 def artifact_page(ctx: ToolContext, seq: int, digest: str, offset: int,
@@ -31,13 +39,14 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
         annotations=READ_ONLY,
     )
     @tool_errors
-    async def oms_read_artifact(seq: int, digest: str, offset: int = 0,
-                                limit: int = 6000) -> Result:  # fmt: skip
+    async def oms_read_artifact(seq: Seq, digest: BlobDigest, offset: Offset = 0,
+                                limit: Limit = 6000) -> Result:  # fmt: skip
         return bounded(await in_thread(artifact_page, ctx, seq, digest, offset, limit))
 
     @server.tool(description="Audit the evidence log offline (chain, Merkle root, checkpoint, "
                  "witness, blobs).", annotations=READ_ONLY)  # fmt: skip
     @tool_errors
     async def oms_evidence_audit() -> Result:
-        report = await in_thread(audit, ctx.audit_store())
-        return bounded(hide_paths_in(report.to_json()))
+        report = (await in_thread(audit, ctx.audit_store())).to_json()
+        # ok as on the CLI: `oms evidence audit` exits 0 only when the log is intact
+        return bounded(hide_paths_in(report), ok=report["intact"] is True)

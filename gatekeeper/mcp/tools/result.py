@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from evidence import Entry, EvidenceStore
 from gatekeeper.agent.records import recorded_base
 from gatekeeper.errors import Unavailable
 from gatekeeper.gates.result import pipeline as result_gate
-from gatekeeper.mcp.bounds import Result, bounded, clean_error, tool_errors
+from gatekeeper.mcp.actions import listed
+from gatekeeper.mcp.bounds import Result, bounded, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
 from gatekeeper.mcp.tools import READ_ONLY, RECORDS
+from gatekeeper.mcp.tools.verdicts import unavailable_actions, verdict_actions
 from gatekeeper.repo.refs import resolve_commit
 
 TAIL_CHARS = 600  # of each check's stdout and stderr
 RUN_KINDS = ("result", "transfer.preview", "transfer.release")
 SHOWN_KEYS = ("decision", "candidate", "digest", "destination", "bytes")
 MAX_RUNS = 50
+
+Candidate = Annotated[str, Field(description="The agent's commit to judge: a commit id or "
+                                 "any ref (branch, tag, refs/oms/runs/<id>).")]  # fmt: skip
+Ticket = Annotated[str | None, Field(description="Ticket id, recorded in evidence.")]
+Attempt = Annotated[int | None, Field(description="Attempt number (1 or more), recorded "
+                                      "in evidence.")]  # fmt: skip
+RunsLimit = Annotated[int, Field(description=f"How many entries, newest first (1 to {MAX_RUNS}).")]
 
 
 def _row(e: Entry) -> dict[str, Any]:
@@ -65,22 +74,31 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                  "sandbox, both secret scanners, signed evidence. Ends at READY_FOR_HUMAN at best; "
                  "never merges or pushes.", annotations=RECORDS)  # fmt: skip
     @tool_errors
-    async def oms_process_result(candidate: str, request: Context, ticket: str | None = None,
-                                 attempt: int | None = None) -> Result:  # fmt: skip
+    async def oms_process_result(candidate: Candidate, request: Context, ticket: Ticket = None,
+                                 attempt: Attempt = None) -> Result:  # fmt: skip
         # `request` (the SDK's Context, known by its type) carries progress; not in the schema
         await request.report_progress(0, 3, "resolving and scanning")
+        asked = {"candidate": candidate, "ticket": ticket, "attempt": attempt}
         try:
             out = await in_thread(_verdict, ctx, candidate, ticket, attempt)
         except Unavailable as exc:
             await request.report_progress(3, 3, "unavailable")
-            raise ToolError(clean_error(exc)) from None
+            recorded = exc.data or {}
+            data: dict[str, Any] = {k: recorded[k] for k in ("decision", "reasons", "evidence_seq")
+                                    if k in recorded}  # fmt: skip
+            data["next_actions"] = listed(unavailable_actions(ctx.repo.top, exc, asked))
+            # The same refusal with only what fits one result, and what to do about it.
+            raise Unavailable(str(exc), data=data) from exc
         await request.report_progress(3, 3, out["decision"])
-        return bounded(out)
+        actions = verdict_actions(ctx.repo.top, out, asked)
+        # ok as on the CLI: exit 0 only for READY_FOR_HUMAN
+        return bounded({**out, "next_actions": listed(actions)},
+                       ok=out["decision"] == "READY_FOR_HUMAN")  # fmt: skip
 
     @server.tool(description="Recent result-gate verdicts and transfers, newest first.",
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
-    async def oms_runs(limit: int = 20) -> Result:
+    async def oms_runs(limit: RunsLimit = 20) -> Result:
         limit = max(1, min(limit, MAX_RUNS))
         return bounded({"runs": await in_thread(_runs, ctx, RUN_KINDS, limit)})
 

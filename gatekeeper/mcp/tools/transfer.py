@@ -3,12 +3,15 @@ preflight and state. They record manifests; none can approve or release."""
 
 from __future__ import annotations
 
-from typing import Any
+import shlex
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
+from pydantic import Field
 
 from gatekeeper.gates.transfer.preview import preview as preview_transfer
 from gatekeeper.gates.transfer.state import show as show_transfer
+from gatekeeper.mcp.actions import NextAction, listed, oms_argv
 from gatekeeper.mcp.bounds import Result, bounded, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
 from gatekeeper.mcp.tools import READ_ONLY, RECORDS
@@ -16,26 +19,73 @@ from gatekeeper.mcp.tools import READ_ONLY, RECORDS
 EXCLUDED_SHOWN = 50
 NEXT_STEP = ("a human runs the copyable_text_block command at a terminal; "
              "this server cannot approve or release")  # fmt: skip
+PURPOSE_BLOCK = "the purpose text itself contains a secret"
+
+To = Annotated[str, Field(description="Destination as PROVIDER:MODEL, e.g. "
+                          "anthropic:claude-sonnet.")]  # fmt: skip
+Purpose = Annotated[str, Field(description="Why the context leaves; it is sent too and "
+                               "scanned like the files.")]  # fmt: skip
+ContextKind = Annotated[
+    Literal["repo", "diff", "paths", "none"],
+    Field(description="What leaves: the repository's files, the diff against `base`, the "
+          "files named in `paths`, or nothing but the purpose."),
+]  # fmt: skip
+Paths = Annotated[list[str] | None, Field(description="With context=paths: repository-"
+                                          "relative files or folders.")]  # fmt: skip
+Base = Annotated[str | None, Field(description="With context=diff: the base ref (default: "
+                                   "the default branch).")]  # fmt: skip
+Redact = Annotated[bool, Field(description="Replace lines with secret findings instead of "
+                               "blocking the transfer.")]  # fmt: skip
+Digest = Annotated[str, Field(description="The manifest digest, sha256:<64 hex>, as a "
+                              "preview returned it.")]  # fmt: skip
 
 
-def _preview(
-    ctx: ToolContext,
-    to: str,
-    purpose: str,
-    context: str,
-    paths: list[str] | None,
-    base: str | None,
-    redact: bool,
-) -> dict[str, Any]:
-    """`oms transfer preview`, shaped to what fits one tool result."""
-    data = preview_transfer(ctx.repo.top, to, purpose, context, paths or [], base, redact,
+def approve_action(block: str) -> NextAction:
+    """The packet's copyable command with this installation's absolute oms in front."""
+    words = shlex.split(block)
+    return NextAction(
+        action="approve_transfer", label="Approve this transfer at your terminal",
+        description="A human reads the packet and runs this in their own terminal (it asks "
+        "there, or an autopilot rule of the policy approves); this server cannot approve.",
+        owner="human", argv=(*oms_argv(), *words[1:]),
+    )  # fmt: skip
+
+
+def preview_actions(tool: str, args: dict[str, Any], data: dict[str, Any]) -> list[NextAction]:
+    """Approve (a human) when it can be approved; else preview again with `redact: true`
+    (the agent) when the files' findings are what blocks it."""
+    m = data["manifest"]
+    if data["status"] != "blocked":
+        return [approve_action(data["approval_packet"]["copyable_text_block"])]
+    if PURPOSE_BLOCK in m["block_reasons"]:
+        rest = {k: v for k, v in args.items() if k != "purpose"}
+        return [NextAction(action="rewrite_purpose", label="Preview again with another purpose",
+                           description="The purpose text holds a secret: write it without "
+                           "one and call the tool again.", owner="agent", tool=tool,
+                           arguments=rest)]  # fmt: skip
+    if m["totals"]["findings"] and not args.get("redact"):
+        return [NextAction(action="preview_redacted", label="Preview again with redact: true",
+                           description="Secret findings block it: the same preview with "
+                           "those lines replaced can be approved instead.", owner="agent",
+                           tool=tool, arguments={**args, "redact": True})]  # fmt: skip
+    return []
+
+
+def _preview(ctx: ToolContext, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """`oms transfer preview`, shaped to what fits one tool result, and whether the CLI
+    would exit 0 (not blocked)."""
+    data = preview_transfer(ctx.repo.top, args["to"], args["purpose"], args["context"],
+                            args["paths"] or [], args["base"], args["redact"],
                             requested_by=ctx.requested_by).to_json()  # fmt: skip
     m = data["manifest"]
-    return {"digest": data["digest"], "status": data["status"],
-            "visibility": m["visibility"], "totals": m["totals"],
-            "excluded": m["excluded"][:EXCLUDED_SHOWN],
-            "approval_packet": data["approval_packet"],
-            "evidence_seq": data["evidence_seq"]}  # fmt: skip
+    shown = {k: v for k, v in args.items() if v is not None}
+    out = {"digest": data["digest"], "status": data["status"],
+           "visibility": m["visibility"], "totals": m["totals"],
+           "excluded": m["excluded"][:EXCLUDED_SHOWN],
+           "approval_packet": data["approval_packet"],
+           "evidence_seq": data["evidence_seq"],
+           "next_actions": listed(preview_actions(tool, shown, data))}  # fmt: skip
+    return out, data["status"] != "blocked"
 
 
 def register(server: MCPServer[Any], ctx: ToolContext) -> None:
@@ -43,26 +93,34 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                  "visibility, what would leave and an approval packet for a human. Records a "
                  "signed manifest; sends nothing.", annotations=RECORDS)  # fmt: skip
     @tool_errors
-    async def oms_model_access(to: str, purpose: str, context: str = "none",
-                               paths: list[str] | None = None, base: str | None = None,
-                               redact: bool = False) -> Result:  # fmt: skip
-        data = await in_thread(_preview, ctx, to, purpose, context, paths, base, redact)
-        return bounded({**data, "ready_to_send": False, "next_step": NEXT_STEP})
+    async def oms_model_access(to: To, purpose: Purpose, context: ContextKind = "none",
+                               paths: Paths = None, base: Base = None,
+                               redact: Redact = False) -> Result:  # fmt: skip
+        args = {"to": to, "purpose": purpose, "context": context, "paths": paths, "base": base,
+                "redact": redact}  # fmt: skip
+        out, ok = await in_thread(_preview, ctx, "oms_model_access", args)
+        return bounded({**out, "ready_to_send": False, "next_step": NEXT_STEP}, ok=ok)
 
     @server.tool(description="Build and record a transfer manifest (as `oms transfer "
                  "preview`). Sends nothing.", annotations=RECORDS)  # fmt: skip
     @tool_errors
-    async def oms_transfer_preview(to: str, purpose: str, context: str = "none",
-                                   paths: list[str] | None = None, base: str | None = None,
-                                   redact: bool = False) -> Result:  # fmt: skip
-        return bounded(await in_thread(_preview, ctx, to, purpose, context, paths, base, redact))
+    async def oms_transfer_preview(to: To, purpose: Purpose, context: ContextKind = "none",
+                                   paths: Paths = None, base: Base = None,
+                                   redact: Redact = False) -> Result:  # fmt: skip
+        args = {"to": to, "purpose": purpose, "context": context, "paths": paths, "base": base,
+                "redact": redact}  # fmt: skip
+        out, ok = await in_thread(_preview, ctx, "oms_transfer_preview", args)
+        return bounded(out, ok=ok)
 
     @server.tool(description="State of one transfer manifest (previewed, approved, released, "
                  "expired, blocked).", annotations=READ_ONLY)  # fmt: skip
     @tool_errors
-    async def oms_transfer_status(digest: str) -> Result:
+    async def oms_transfer_status(digest: Digest) -> Result:
         data = (await in_thread(show_transfer, ctx.repo.top, digest)).to_json()
+        block = data["approval_packet"]["copyable_text_block"]
+        actions = [approve_action(block)] if data["status"] == "previewed" and block else []
         return bounded({"digest": digest, "status": data["status"],
                         "summary": data["approval_packet"]["summary"],
                         "approvals": len(data["approvals"]),
-                        "releases": len(data["releases"])})  # fmt: skip
+                        "releases": len(data["releases"]),
+                        "next_actions": listed(actions)})  # fmt: skip

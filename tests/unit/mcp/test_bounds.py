@@ -11,6 +11,7 @@ import anyio
 import pydantic_core
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
 
 from gatekeeper.errors import Blocked, Unavailable, UsageError
 from gatekeeper.mcp.bounds import (
@@ -20,6 +21,7 @@ from gatekeeper.mcp.bounds import (
     MAX_RESULT_BYTES,
     PAGE_BYTES,
     Result,
+    answer,
     bounded,
     clean_error,
     fit,
@@ -34,7 +36,8 @@ from policy import PolicyError
 
 
 def sent(result: Result) -> int:
-    return len(pydantic_core.to_json(result, indent=2))
+    """Bytes of the text content that goes out: the compact JSON of the result."""
+    return len(pydantic_core.to_json(result))
 
 
 # -- fit and page ---------------------------------------------------------------------------
@@ -240,8 +243,40 @@ def test_tool_errors_turns_every_failure_into_one_clean_tool_error(
     assert caught.value.__cause__ is None  # no traceback chain reaches the client
 
 
-def test_tool_errors_passes_a_result_through() -> None:
-    assert anyio.run(tool_errors(_ok)) == bounded({"a": 1})
+def test_tool_errors_passes_a_result_through_as_compact_json() -> None:
+    got = anyio.run(tool_errors(_ok))
+    assert got == answer(bounded({"a": 1}))
+    assert not got.is_error
+    assert got.structured_content == {"ok": True, "truncated": False, "data": {"a": 1}}
+    (text,) = got.content
+    assert isinstance(text, TextContent)
+    assert text.text == '{"ok":true,"truncated":false,"data":{"a":1}}'  # no indent, no spaces
+
+
+def test_bounded_keeps_ok_false_and_cuts_next_actions_last() -> None:
+    actions = [{"action": "fix_and_rerun", "description": "d" * 3000}]
+    result = bounded({"big": BIG, "next_actions": actions}, ok=False)
+    assert result.ok is False and result.truncated is True
+    assert result.data == {"big": CUT_NOTE, "next_actions": actions}
+    assert sent(result) <= MAX_RESULT_BYTES
+
+
+async def _unavailable_with_actions() -> Result:
+    data = {"decision": "UNAVAILABLE", "next_actions": [{"action": "x"}]}
+    raise Unavailable(f"toolchain py is not prepared under {os.environ['OMS_HOME']}", data=data)
+
+
+def test_a_refusal_with_next_actions_is_an_error_result_that_carries_them(
+    oms_home: Path,
+) -> None:
+    got = anyio.run(tool_errors(_unavailable_with_actions))
+    assert isinstance(got, CallToolResult) and got.is_error
+    line = "unavailable: toolchain py is not prepared under $OMS_HOME"
+    assert [c.text for c in got.content if isinstance(c, TextContent)] == [line]
+    assert got.structured_content == {
+        "ok": False, "truncated": False,
+        "data": {"error": line, "decision": "UNAVAILABLE", "next_actions": [{"action": "x"}]},
+    }  # fmt: skip
 
 
 def test_json_size_counts_utf8_bytes_of_the_json_text() -> None:

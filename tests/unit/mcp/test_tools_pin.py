@@ -1,4 +1,4 @@
-"""The tool definitions hosts pin: the restructured server lists exactly the old tools."""
+"""The tool definitions hosts pin: the server lists exactly these tools, with this digest."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import anyio
 
 from gatekeeper.mcp.server import tools_digest
 
-# `oms mcp tools-digest` before the server was split into tools/ modules. A change to a
-# tool's name, description, schema or annotations changes it: update it on purpose only.
-PINNED = "sha256:b0c3fe508fc499b3308833d3b42970e8e39d43f5b5c3eb572bd4d23f2761c68e"
+# A change to a tool's name, description, schema or annotations changes it: update it on
+# purpose only, and say so in docs/mcp.md. It was sha256:b0c3fe50… (the same tools before
+# the split into tools/ modules) until every parameter got a description and `context`
+# its enum.
+PINNED = "sha256:b551afb802923bfc73e33caa8cc734dedeba2d9b331401e6d64166859c4e5de9"
 NAMES = [
     "oms_doctor", "oms_evidence_audit", "oms_git_diff", "oms_git_status", "oms_model_access",
     "oms_policy", "oms_process_result", "oms_read_artifact", "oms_repo_read_file",
