@@ -47,11 +47,15 @@ def checkout_files() -> list[str]:
     return [p for p in proc.stdout.decode().split("\0") if p and (SOURCE / p).is_file()]
 
 
+# Read at import, before any fixture points HOME at a temporary directory.
+USER_PIP_CACHE = os.environ.get("PIP_CACHE_DIR") or os.path.expanduser("~/.cache/pip")
+
+
 @dataclass(frozen=True)
 class Built:
     source: Path  # the copy the wheel was built from
     wheel: Path
-    env: dict[str, str]  # a user's: private HOME, no PYTHONPATH, a pip cache of its own
+    env: dict[str, str]  # a user's: private HOME, no PYTHONPATH
     elsewhere: Path  # not the checkout, not the copy
 
 
@@ -66,7 +70,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     home.mkdir()
     env = clean_env(home, root / "oms-state")
     env.pop("PYTHONPATH", None)  # the tests' own path: a user has none
-    env["PIP_CACHE_DIR"] = str(root / "pip-cache")
+    # The user's pip cache (a cache, not configuration: pip checks what it takes from it), so
+    # that three installs of every dependency do not download them three times.
+    env["PIP_CACHE_DIR"] = USER_PIP_CACHE
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     dist = root / "dist"
     proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dist), str(source)],
