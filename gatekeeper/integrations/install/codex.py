@@ -153,6 +153,8 @@ def config_edit(path: Path, root: Path, prefix: Sequence[str], server: McpServer
     _set_server(doc, server if install else None, tool_timeout_s)
     _set_hooks(doc, prefix, hooks, install)
     text = tomlkit.dumps(doc)
+    if not install and text.strip():
+        text = text.rstrip("\n") + "\n"  # the blank line tomlkit put before oms' tables
     after: bytes | None = text.encode("utf-8")
     if after == (before or b""):
         after = before
