@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, command
-from gatekeeper.integrations.install import InstallRequest
+from gatekeeper.integrations.install import Client, InstallRequest, Scope
 from gatekeeper.integrations.install import install as run_install
 from gatekeeper.text import sanitize
 
@@ -48,8 +48,9 @@ def _options(fn: Any) -> Any:
                         "repository, to commit.")(fn)  # fmt: skip
 
 
-def _run(client: str, scope: str, repo: Path, dry_run: bool, uninstall: bool) -> Outcome:
-    request = InstallRequest(client, scope, repo, dry_run, uninstall)  # type: ignore[arg-type]
+def _run(client: Client, scope: str, repo: Path, dry_run: bool, uninstall: bool) -> Outcome:
+    # click.Choice has checked the scope; the cast only tells mypy so.
+    request = InstallRequest(client, cast(Scope, scope), repo, dry_run, uninstall)
     data = run_install(request).to_json()
     return Outcome(data, lines=install_lines(data))
 

@@ -169,7 +169,7 @@ def test_a_symlinked_config_path_is_refused_and_its_target_untouched(
     assert not (box.repo / "CLAUDE.md").exists()  # nothing written before the refusal
 
 
-def test_a_device_at_a_config_path_is_refused(box: Box) -> None:
+def test_a_config_path_linked_to_a_device_is_refused_and_the_device_kept(box: Box) -> None:
     (box.home / ".claude").mkdir()
     os.symlink("/dev/null", box.home / ".claude" / "settings.json")
     proc = box.text("install", "claude-code")

@@ -4,6 +4,7 @@ user's entries, comments and formatting, idempotency, exact uninstall, the marke
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import tomllib
 from pathlib import Path
@@ -220,3 +221,57 @@ def test_section_is_replaced_in_place_and_removed_exactly() -> None:
     assert again.count(instructions.BEGIN) == 1 and "oms_process_result" in again
     assert again.endswith("\nMore of mine.\n")
     assert instructions.without_section(once) == text
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (".claude.json", "[1, 2]\n", "does not hold a JSON object"),
+        (".claude.json", '{"mcpServers": []}\n', "`mcpServers` .* is not an object"),
+        (".claude/settings.json", '{"hooks": "no"}\n', "`hooks` in settings.json is not an object"),
+        (".claude/CLAUDE.md", b"\xff\xfe not text", "is not UTF-8 text"),
+    ],
+)
+def test_claude_files_oms_cannot_edit_faithfully_are_refused(
+    home: Path, name: str, content: str | bytes, message: str
+) -> None:
+    path = home / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(UsageError, match=message):
+        cc_edits(home)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("model = \n", "is not valid TOML"),
+        ('[mcp_servers.oms]\ncommand = "/usr/bin/other"\n', "does not start oms"),
+        ("mcp_servers = 3\n", "`mcp_servers` in config.toml is not a table"),
+        ('[hooks]\nStop = "x"\n', "`hooks.Stop` in config.toml is not an array of tables"),
+    ],
+)
+def test_codex_configs_oms_cannot_edit_faithfully_are_refused(
+    home: Path, content: str, message: str
+) -> None:
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(content)
+    with pytest.raises(UsageError, match=message):
+        cx_edits(home)
+    assert config.read_text() == content
+
+
+def test_a_fifo_at_a_config_path_is_refused_without_blocking(home: Path) -> None:
+    (home / ".claude").mkdir()
+    os.mkfifo(home / ".claude" / "settings.json")
+    with pytest.raises(UsageError, match="not a regular file"):
+        cc_edits(home)
+
+
+def test_a_file_changed_after_planning_is_not_overwritten(home: Path) -> None:
+    planned = cc_edits(home)
+    (home / ".claude.json").write_text('{"numStartups": 9}\n')  # the client wrote meanwhile
+    with pytest.raises(UsageError, match="changed while oms was editing it"):
+        apply(planned)
+    assert (home / ".claude.json").read_text() == '{"numStartups": 9}\n'
