@@ -13,6 +13,7 @@ import click
 from gatekeeper.cli import render
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, command
+from gatekeeper.errors import OmsError
 from gatekeeper.integrations import oms_command
 from gatekeeper.integrations.install import claude, codex, trusted_policy
 from gatekeeper.integrations.install.entries import (
@@ -30,7 +31,13 @@ from gatekeeper.mcp.server import serve, tools_digest
 def mcp(ctx: click.Context, repo: Path) -> None:
     """Serve MCP over stdio for one repository (`oms mcp`), or print client snippets."""
     if ctx.invoked_subcommand is None:
-        serve(repo)
+        try:
+            serve(repo)
+        except OmsError as err:
+            # A client started it outside a repository: one line on stderr, never a
+            # traceback, and nothing on stdout (the protocol's channel).
+            render.emit_error(False, err.exit_code, err.kind, err.message)
+            sys.exit(err.exit_code)
 
 
 def _claude_add(server: McpServer) -> str:

@@ -269,3 +269,18 @@ def test_mcp_config_codex_snippet_sets_the_gate_budget(box: Box) -> None:
     assert table["tool_timeout_sec"] >= 1500 + 2000
     assert table["env"] == {"OMS_HOME": box.env["OMS_HOME"]}
     assert sys.executable in out["snippets"]["codex"]["source_checkout"]
+
+
+def test_the_mcp_entry_started_outside_a_repository_refuses_in_one_line(
+    box: Box, tmp_path: Path
+) -> None:
+    assert box.oms("install", "codex")[0] == 0
+    table = tomllib.loads((box.home / ".codex" / "config.toml").read_text())["mcp_servers"]
+    entry = table["oms"]
+    elsewhere = tmp_path / "not-a-repo"
+    elsewhere.mkdir()
+    proc = subprocess.run([entry["command"], *entry["args"]], cwd=elsewhere, env=box.env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "not inside a git repository" in proc.stderr
