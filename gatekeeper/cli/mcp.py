@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -14,8 +13,16 @@ import click
 from gatekeeper.cli import render
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, command
+from gatekeeper.errors import OmsError
+from gatekeeper.integrations import oms_command
+from gatekeeper.integrations.install import claude, codex, trusted_policy
+from gatekeeper.integrations.install.entries import (
+    SERVER_NAME,
+    McpServer,
+    gate_budget_s,
+    mcp_server,
+)
 from gatekeeper.mcp.server import serve, tools_digest
-from gatekeeper.repo.git import open_repo
 
 
 @click.group(invoke_without_command=True)
@@ -24,27 +31,39 @@ from gatekeeper.repo.git import open_repo
 def mcp(ctx: click.Context, repo: Path) -> None:
     """Serve MCP over stdio for one repository (`oms mcp`), or print client snippets."""
     if ctx.invoked_subcommand is None:
-        serve(repo)
+        try:
+            serve(repo)
+        except OmsError as err:
+            # A client started it outside a repository: one line on stderr, never a
+            # traceback, and nothing on stdout (the protocol's channel).
+            render.emit_error(False, err.exit_code, err.kind, err.message)
+            sys.exit(err.exit_code)
 
 
-def snippets(top: str, python: str) -> dict[str, dict[str, Any]]:
-    """How Claude Code and Codex start `oms mcp` for the repository at `top`."""
-    installed = ["oms", "mcp", "--repo", top]
+def _claude_add(server: McpServer) -> str:
+    """`claude mcp add` at user scope: every repository, `oms mcp` serving the one it is
+    started in."""
+    env = [f"--env={k}={v}" for k, v in server.env]
+    argv = ["claude", "mcp", "add", "--scope", "user", *env, SERVER_NAME, "--",
+            server.command, *server.args]  # fmt: skip
+    return shlex.join(argv)
+
+
+def snippets(prefix: list[str], tool_timeout_s: int) -> dict[str, dict[str, Any]]:
+    """How Claude Code and Codex start `oms mcp`, as printed: this oms by absolute path,
+    `OMS_HOME` when set, no repository path (the server serves the one it is started in)."""
+    installed = mcp_server(prefix)
     # -P: the current directory (a repository, the agent's ground) is never on the import path.
-    source = [python, "-P", "-m", "gatekeeper", "mcp", "--repo", top]
+    source = mcp_server([str(Path(sys.executable)), "-P", "-m", "gatekeeper"])
     return {
         "claude-code": {
-            "installed": f"claude mcp add oms -- {shlex.join(installed)}",
-            "source_checkout": f"claude mcp add oms -- {shlex.join(source)}",
-            ".mcp.json": {"mcpServers": {"oms": {"command": "oms", "args": installed[1:]}}},
+            "installed": _claude_add(installed),
+            "source_checkout": _claude_add(source),
+            ".mcp.json": {"mcpServers": {SERVER_NAME: claude.server_json(installed)}},
         },
         "codex": {
-            "installed": "[mcp_servers.oms]\n"
-            f"command = {json.dumps('oms')}\n"
-            f"args = {json.dumps(installed[1:])}\n",
-            "source_checkout": "[mcp_servers.oms]\n"
-            f"command = {json.dumps(python)}\n"
-            f"args = {json.dumps(source[1:])}\n",
+            "installed": codex.server_snippet(installed, tool_timeout_s),
+            "source_checkout": codex.server_snippet(source, tool_timeout_s),
             "file": "~/.codex/config.toml",
         },
     }
@@ -56,8 +75,9 @@ def snippets(top: str, python: str) -> dict[str, dict[str, Any]]:
 @REPO_OPTION
 @command
 def mcp_config(client: str, repo: Path) -> Outcome:
-    """Registration snippets for Claude Code and Codex (installed package and source checkout)."""
-    every = snippets(str(open_repo(repo).top), str(Path(sys.executable)))
+    """Registration snippets for Claude Code and Codex that work as printed."""
+    policy = trusted_policy(repo, need_repo=True)[1]
+    every = snippets(oms_command(), gate_budget_s(policy))
     chosen = every if client == "json" else {client: every[client]}
     return Outcome({"snippets": chosen}, lines=render.snippet_lines(chosen))
 

@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import string
 import subprocess
@@ -685,17 +686,26 @@ def test_malformed_jsonrpc_lines_leave_the_server_alive_and_answering(small: Sma
 
 
 def test_mcp_config_prints_snippets_for_claude_code_codex_and_json(small: Small) -> None:
+    """Snippets that run as printed: this oms by absolute path, OMS_HOME passed on, no
+    repository path (`oms mcp` serves the repository it is started in), Codex's
+    tool_timeout_sec covering a whole result gate."""
     w = small.world
     top = str(w.repo)
+    oms = [str(Path(sys.executable).parent / "oms")]
+    if not Path(oms[0]).is_file():
+        oms = [sys.executable, "-P", "-m", "gatekeeper"]
     code, cc = w.oms("mcp", "config", "--client", "claude-code", "--repo", top)
     assert code == 0 and set(cc["snippets"]) == {"claude-code"}
     snip = cc["snippets"]["claude-code"]
-    assert snip["installed"].startswith("claude mcp add oms -- oms mcp --repo ")
-    assert top in snip["installed"]
-    assert snip["source_checkout"].startswith("claude mcp add oms -- ")
-    assert "-P -m gatekeeper mcp --repo" in snip["source_checkout"]
+    assert top not in json.dumps(snip)
+    assert shlex.split(snip["installed"]) == [
+        "claude", "mcp", "add", "--scope", "user", f"--env=OMS_HOME={w.env['OMS_HOME']}",
+        "oms", "--", *oms, "mcp"]  # fmt: skip
+    assert snip["source_checkout"].startswith("claude mcp add --scope user ")
+    assert snip["source_checkout"].endswith(" -P -m gatekeeper mcp")
     server = snip[".mcp.json"]["mcpServers"]["oms"]
-    assert server == {"command": "oms", "args": ["mcp", "--repo", top]}
+    assert server == {"type": "stdio", "command": oms[0], "args": [*oms[1:], "mcp"],
+                      "env": {"OMS_HOME": w.env["OMS_HOME"]}}  # fmt: skip
 
     code, cx = w.oms("mcp", "config", "--client", "codex", "--repo", top)
     assert code == 0 and set(cx["snippets"]) == {"codex"}
@@ -703,8 +713,10 @@ def test_mcp_config_prints_snippets_for_claude_code_codex_and_json(small: Small)
         toml = cx["snippets"]["codex"][key]
         assert toml.startswith("[mcp_servers.oms]\n"), toml
         parsed = tomllib.loads(toml)["mcp_servers"]["oms"]
-        assert parsed["args"][-3:] == ["mcp", "--repo", top], parsed
-        assert parsed["command"] == ("oms" if key == "installed" else sys.executable), parsed
+        assert parsed["args"][-1] == "mcp" and top not in toml, parsed
+        assert parsed["command"] == (oms[0] if key == "installed" else sys.executable), parsed
+        assert parsed["env"] == {"OMS_HOME": w.env["OMS_HOME"]}
+        assert parsed["tool_timeout_sec"] >= 600
 
     code, js = w.oms("mcp", "config", "--client", "json", "--repo", top)
     assert code == 0 and set(js["snippets"]) == {"claude-code", "codex"}
