@@ -8,13 +8,12 @@ copyable line, and `argv`), absolute so that it works from any directory.
 
 from __future__ import annotations
 
-import os
 import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gatekeeper.integrations import oms_command
 from gatekeeper.mcp.bounds import hide_paths
 
 Owner = Literal["human", "agent"]
@@ -25,13 +24,8 @@ OWNER_LABELS: Mapping[Owner, str] = {
 
 
 def oms_argv() -> list[str]:
-    """The argv prefix that runs this installation of oms: the `oms` script beside the
-    interpreter, else the interpreter with `-P -m gatekeeper` (the shared interface's
-    `gatekeeper.integrations.oms_command()`, copied here until that lands)."""
-    script = os.path.join(os.path.dirname(sys.executable), "oms")
-    if os.path.isfile(script) and os.access(script, os.X_OK):
-        return [script]
-    return [sys.executable, "-P", "-m", "gatekeeper"]
+    """The argv prefix that runs this installation of oms (the one the installer writes)."""
+    return oms_command()
 
 
 def copyable(argv: Sequence[str]) -> str:
