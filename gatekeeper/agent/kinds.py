@@ -31,8 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from gatekeeper.agent.inside import HOME, WORKSPACE
+import tomlkit
+
+from gatekeeper.agent.inside import BIN, HOME, WORKSPACE
 from gatekeeper.errors import InternalError, UsageError
+from gatekeeper.integrations.hooks.config import claude_hooks, codex_hooks
 
 Kind = Literal["claude-code", "codex", "command"]
 Egress = Literal["none", "api", "tunnel"]
@@ -59,7 +62,11 @@ CLAUDE_OWN_FLAGS = ("--setting-sources", "--mcp-config", "--strict-mcp-config")
 CLAUDE_BYPASS = ("--dangerously-skip-permissions", "--permission-mode=bypassPermissions")
 # Codex stops on a config.toml field it does not know, instead of ignoring it: a renamed
 # switch in a newer Codex cannot quietly turn analytics or retries back on.
-CODEX_OWN_FLAGS = ("--strict-config",)
+# Hook trust bypassed: the hooks it loads are oms' own, run in the agent's own sandbox.
+CODEX_OWN_FLAGS = ("--strict-config", "--dangerously-bypass-hook-trust")
+# `oms hook …` inside (docs/hooks.md): scanners only; Stop allows at once.
+INSIDE_OMS = (f"{BIN}/oms",)
+INSIDE_STOP_TIMEOUT_S = 60
 CODEX_TRIPLES = {"x86_64": "x86_64-unknown-linux-musl", "aarch64": "aarch64-unknown-linux-musl"}
 # The sandbox's own /tmp: a private capped tmpfs, not the host's.
 INSIDE_TMP = "/tmp"  # noqa: S108 # nosec B108
@@ -207,7 +214,8 @@ def _claude(
     conf = _fresh_dir(home / ".claude")
     inside = f"{HOME}/.claude"
     _write_json(conf / ".claude.json", _claude_state(key))
-    _write_json(conf / "settings.json", {"env": dict(CLAUDE_QUIET)})
+    hooks = claude_hooks(INSIDE_OMS, INSIDE_STOP_TIMEOUT_S)
+    _write_json(conf / "settings.json", {"env": dict(CLAUDE_QUIET), "hooks": hooks})
     _write_json(conf / "oms-mcp.json", {"mcpServers": {"oms": _mcp_entry(oms_mcp_argv)}})
     # --setting-sources ends --mcp-config's list of files (it takes several).
     flags = ("--strict-mcp-config", "--mcp-config", f"{inside}/oms-mcp.json",
@@ -337,7 +345,7 @@ def _codex(
         home_dirs=(".codex",),
         ro_paths=tuple(dict.fromkeys((str(pkg.root), str(plat)))),
         cli_version=pkg.version,
-        agent_flags=("sandbox_mode=danger-full-access",),
+        agent_flags=("sandbox_mode=danger-full-access", "hook_trust=bypassed"),
     )
 
 
@@ -366,10 +374,13 @@ def codex_config(egress: Egress, relay_url: str, oms_mcp_argv: Sequence[str]) ->
     lines += ["", "[features]", "plugins = false", "", "[mcp_servers.oms]"]
     lines.append(f"command = {_toml_str(oms_mcp_argv[0])}")
     lines.append("args = [" + ", ".join(_toml_str(a) for a in oms_mcp_argv[1:]) + "]")
-    text = "\n".join(lines) + "\n"
+    hooks = codex_hooks(INSIDE_OMS, INSIDE_STOP_TIMEOUT_S)
+    text = "\n".join(lines) + "\n\n" + tomlkit.dumps({"hooks": hooks})
     parsed = tomllib.loads(text)  # what codex will read is what was meant
     if parsed["mcp_servers"]["oms"] != {"command": oms_mcp_argv[0], "args": [*oms_mcp_argv[1:]]}:
         raise UsageError("the in-sandbox `oms mcp` command cannot be written as TOML")
+    if parsed["hooks"] != hooks:
+        raise InternalError("the in-sandbox hooks cannot be written as TOML")
     return text
 
 

@@ -118,8 +118,9 @@ def _usage(args: Sequence[str], message: str) -> NoReturn:
 
 # -- inside an oms agent sandbox (gatekeeper/agent/inside.py) -----------------------------
 
-# What still runs as usual inside: it answers about this process only.
-INSIDE_LOCAL = frozenset({"doctor"})
+# What still runs as usual inside: it answers about this process only (`oms hook` scans
+# with the built-in policy and needs no state: gatekeeper/integrations/hooks/checks.py).
+INSIDE_LOCAL = frozenset({"doctor", "hook"})
 NO_STATE_INSIDE = (
     "inside an oms agent sandbox there is no oms state to reach; oms mcp reaches the one outside"
 )
@@ -155,7 +156,7 @@ def _refuse_inside(args: Sequence[str]) -> NoReturn:
     sys.exit(err.exit_code)
 
 
-# Commands that reach the broker outside, each given the arguments after its name. `oms hook`,
+# Commands that reach the broker outside, each given the arguments after its name.
 # `oms worker result` and `oms conductor bridge` join `oms mcp` here (later issues).
 INSIDE_BROKERED: Mapping[str, Callable[[Sequence[str]], None]] = {"mcp": _inside_mcp}
 

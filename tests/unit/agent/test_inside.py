@@ -8,6 +8,7 @@ MCP client through the real relay) are in tests/e2e/test_agent_inside.py.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from gatekeeper.cli.main import NO_STATE_INSIDE, main
 from gatekeeper.gates import authority as auth
 from gatekeeper.gates import doctor as doctor_gate
 from gatekeeper.gates.authority import AgentSandbox, Authority
+from gatekeeper.integrations.hooks.stop import INSIDE_NOTE
 
 RUN_ID = "20261201T150000Z-0a1b2c3d"
 DIGEST = "sha256:" + "ab" * 32
@@ -56,7 +58,6 @@ REFUSED = [
     ["scan", "--stdin"],
     ["mcp", "tools-digest"],
     ["mcp", "--bogus"],
-    ["hook", "claude-code", "PreToolUse"],  # not a command yet: no state to reach either
     ["release", "status"],
 ]
 
@@ -95,6 +96,16 @@ def test_inside_oms_mcp_config_still_prints_snippets(
 ) -> None:
     assert _run(["mcp", "config", "--repo", str(git_repo), "--json"]) == 0
     assert "claude-code" in json.loads(capsys.readouterr().out)["snippets"]
+
+
+@pytest.mark.parametrize("client", ["claude-code", "codex"])
+def test_inside_oms_hook_runs_and_stop_says_the_gate_runs_outside(
+    marked: Path, client: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = json.dumps({"hook_event_name": "Stop", "session_id": "s", "cwd": "/"}).encode()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(body)))
+    assert _run(["hook", client, "Stop"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"systemMessage": INSIDE_NOTE}
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["mcp", "--help"]])

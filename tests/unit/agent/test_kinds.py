@@ -20,12 +20,14 @@ import pytest
 from gatekeeper.agent.inside import HOME, WORKSPACE
 from gatekeeper.agent.kinds import (
     CLAUDE_QUIET,
+    CODEX_OWN_FLAGS,
     CODEX_TRIPLES,
     KindSetup,
     codex_config,
     prepare_kind,
 )
 from gatekeeper.errors import InternalError, UsageError
+from gatekeeper.integrations.hooks.config import claude_hooks, codex_hooks
 
 RELAY = "http://127.0.0.1:47100"
 MCP = ("/opt/oms/venv/bin/python", "-m", "gatekeeper", "mcp")
@@ -122,6 +124,7 @@ def test_claude_code_config_dir_is_seeded_past_onboarding_trust_and_the_key_prom
     assert state["customApiKeyResponses"]["approved"] == [key[-20:]]
     assert state["projects"][WORKSPACE]["hasTrustDialogAccepted"] is True
     settings = json.loads((conf / "settings.json").read_text())
+    assert settings["hooks"] == claude_hooks(("/run/oms/bin/oms",), 60)
     assert settings["env"]["DISABLE_TELEMETRY"] == "1"
     assert settings["env"]["DISABLE_AUTOUPDATER"] == "1"
     assert oct(conf.stat().st_mode & 0o777) == "0o700"
@@ -191,7 +194,7 @@ def test_codex_runs_its_native_binary_with_the_wrappers_env(tmp_path: Path, npm:
     mods = npm.parent
     plat = next(mods.glob("@openai/codex-linux-*")).resolve()
     assert s.argv == (str(plat / "vendor" / TRIPLE / "bin/codex"), "--strict-config",
-                      "exec", "--json", "hi")  # fmt: skip
+                      "--dangerously-bypass-hook-trust", "exec", "--json", "hi")  # fmt: skip
     env = dict(s.env)
     assert env["CODEX_HOME"] == f"{HOME}/.codex" and env["TMPDIR"] == "/tmp"
     assert not f"{env['CODEX_HOME']}/".startswith(env["TMPDIR"] + "/")
@@ -201,7 +204,7 @@ def test_codex_runs_its_native_binary_with_the_wrappers_env(tmp_path: Path, npm:
     assert PLACEHOLDER.match(env["OPENAI_API_KEY"]) and s.placeholders == {"OPENAI_API_KEY"}
     assert s.ro_paths == (str((mods / "@openai/codex").resolve()), str(plat))
     assert s.home_dirs == (".codex",)
-    assert s.agent_flags == ("sandbox_mode=danger-full-access",)
+    assert s.agent_flags == ("sandbox_mode=danger-full-access", "hook_trust=bypassed")
 
 
 def test_codex_config_toml_is_the_relay_provider_quiet_and_oms_mcp(
@@ -221,6 +224,7 @@ def test_codex_config_toml_is_the_relay_provider_quiet_and_oms_mcp(
         "feedback": {"enabled": False},
         "features": {"plugins": False},
         "mcp_servers": {"oms": {"command": MCP[0], "args": list(MCP[1:])}},
+        "hooks": codex_hooks(("/run/oms/bin/oms",), 60),
     }  # fmt: skip
     assert "projects" not in conf  # an untrusted /workspace: its .codex/config.toml never loads
 
@@ -228,7 +232,7 @@ def test_codex_config_toml_is_the_relay_provider_quiet_and_oms_mcp(
 def test_codex_given_the_native_binary_itself_is_accepted(tmp_path: Path, npm: Path) -> None:
     native = next(npm.parent.glob("@openai/codex-linux-*")) / "vendor" / TRIPLE / "bin/codex"
     s = prep("codex", [str(native), "exec"], tmp_path, npm)
-    assert s.argv == (str(native.resolve()), "--strict-config", "exec")
+    assert s.argv == (str(native.resolve()), *CODEX_OWN_FLAGS, "exec")
     assert s.cli_version == "0.171.0-linux-x64"
 
 

@@ -1,0 +1,149 @@
+"""The decisions behind every hook, the same for both clients: a write with a secret or to a
+protected path, a refused shell command, a file that now holds a secret.
+
+The policy is the gates' own: `oms.toml` at the default branch's tip (no repository, or
+no commit yet: the built-in defaults). Inside an oms agent sandbox there is no state root
+and the workspace is the agent's, so the built-in defaults apply there. The scanners are
+the gates' (`scan_with_policy`: the pinned, digest-checked Gitleaks and detect-secrets);
+a scanner that cannot run raises, and the caller denies.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evidence import state_root
+from gatekeeper.errors import UsageError
+from gatekeeper.gates.result.protected import BUILTIN, matches
+from gatekeeper.gates.toolchain.prepare import base_policy
+from gatekeeper.integrations.hooks.bash import bash_refusal
+from gatekeeper.integrations.hooks.writes import PlannedWrite, inside, repo_top, roots, spellings
+from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.refs import resolve_commit
+from gatekeeper.scan.interface import Finding, ScanItem
+from gatekeeper.scan.policy import scan_with_policy
+from gatekeeper.text import path_text
+from policy import LoadedPolicy, default_policy
+
+# A file read back after a write is scanned up to this size (the gate scans the rest).
+READ_BACK_MAX = 4 << 20
+_SHOWN = 5  # findings named in one reason
+
+
+@dataclass(frozen=True)
+class Session:
+    """Where the hook runs: the client's cwd, its repository top, oms' state root."""
+
+    cwd: str
+    top: str | None
+    state_root: str | None  # None inside an agent sandbox: there is none to protect
+
+    @property
+    def in_sandbox(self) -> bool:
+        return self.state_root is None
+
+    @classmethod
+    def of(cls, cwd: str, *, in_sandbox: bool) -> Session:
+        """The session at `cwd` (the client's; else this process's). `in_sandbox`: oms runs
+        inside an agent sandbox (the CLI knows, from gatekeeper/agent/inside.py)."""
+        cwd = os.path.abspath(cwd or os.getcwd())
+        return cls(cwd, repo_top(cwd), None if in_sandbox else str(state_root()))
+
+
+def load_policy(session: Session) -> LoadedPolicy:
+    """The policy the gates would use for this repository (module docstring)."""
+    if session.state_root is None or session.top is None:
+        return default_policy()
+    try:
+        repo = open_repo(Path(session.top))
+        resolve_commit(repo.top, "HEAD")
+    except UsageError:
+        return default_policy()  # not a repository oms can open, or no commit yet
+    return base_policy(repo)[1]
+
+
+def _protected_reason(session: Session, path: str, extra: Sequence[str]) -> str | None:
+    for where in spellings(path, session.cwd):
+        if session.state_root is not None and inside(where, session.state_root) is not None:
+            return "it is inside oms' state root (keys, approvals, evidence)"
+        for top in roots(session.top) if session.top else ():
+            rel = inside(where, top)
+            if rel is None:
+                continue
+            pattern = matches(rel, (*BUILTIN, *extra)) if rel != "." else None
+            if pattern is not None:
+                return (f"{path_text(rel)} is a protected path ({path_text(pattern)}): the "
+                        "result gate blocks any change to it; ask the user to make it")  # fmt: skip
+    return None
+
+
+def _display(session: Session, path: str) -> str:
+    absolute = os.path.normpath(os.path.join(session.cwd, path))
+    rel = inside(absolute, session.top) if session.top else None
+    return rel if rel is not None else absolute
+
+
+def _secret_reason(findings: Iterable[Finding], what: str) -> str | None:
+    found = sorted({(f.file, f.line, f.rule, f.fingerprint) for f in findings})
+    if not found:
+        return None
+    shown = "; ".join(
+        f"{path_text(file)} line {line}: rule {path_text(rule)} (fingerprint {fp[:16]})"
+        for file, line, rule, fp in found[:_SHOWN]
+    )
+    more = f"; and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+    return (f"{what} a secret ({shown}{more}). Remove it and read it at run time from the "
+            "environment or a secret store; only the repository owner can allow a false "
+            "positive, by its fingerprint in oms.toml [scanners] allow_fingerprints")  # fmt: skip
+
+
+def check_writes(session: Session, writes: Sequence[PlannedWrite]) -> str | None:
+    """Why these writes are refused (a protected path, the state root, a secret in the
+    added lines), or None."""
+    loaded = load_policy(session)
+    for w in writes:
+        reason = _protected_reason(session, w.path, loaded.policy.protected.paths)
+        if reason is not None:
+            return f"oms refused writing {path_text(w.path)}: {reason}"
+    items = [ScanItem(_display(session, w.path), list(w.lines)) for w in writes if w.lines]
+    if not items:
+        return None
+    report = scan_with_policy(items, loaded)
+    return _secret_reason(report.blocking, "oms refused this write: the new text holds")
+
+
+def check_written(session: Session, paths: Sequence[str]) -> str | None:
+    """After a write: why the files now on disk need fixing (a secret), or None."""
+    items = []
+    for path in dict.fromkeys(paths):
+        text = _read_back(os.path.join(session.cwd, path))
+        if text is not None:
+            items.append(ScanItem.whole(_display(session, path), text))
+    if not items:
+        return None
+    report = scan_with_policy(items, load_policy(session))
+    return _secret_reason(report.blocking, "oms: the file just written now holds")
+
+
+def _read_back(path: str) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None  # deleted, a symlink, unreadable: nothing oms can vouch for here
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, READ_BACK_MAX)
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace")
+
+
+def check_command(session: Session, command: str) -> str | None:
+    """Why a shell command is refused, or None (bash.py: a short table, best effort)."""
+    reason = bash_refusal(command, session.state_root)
+    return None if reason is None else f"oms refused this command: {reason}"

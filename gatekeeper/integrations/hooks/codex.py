@@ -1,0 +1,24 @@
+"""Codex's side of the hooks: `apply_patch` writes files, `Bash` runs shell commands.
+
+Codex names its shell tool `Bash` in hook input and gives `apply_patch` its patch in
+`tool_input.command` (codex-rs/hooks: pre_tool_use.rs; https://developers.openai.com/codex/hooks).
+A shell command that pipes a patch into `apply_patch` is judged as that patch too.
+"""
+
+from __future__ import annotations
+
+from gatekeeper.integrations.hooks.events import ClientSpec
+from gatekeeper.integrations.hooks.writes import CODEX_PATCH, PlannedWrite, codex_writes
+
+SHELL_TOOLS = frozenset({"Bash"})
+WRITE_MATCHER = CODEX_PATCH
+PRE_MATCHER = f"Bash|{CODEX_PATCH}"
+
+
+def _writes(tool_name: str, tool_input: object) -> tuple[PlannedWrite, ...] | None:
+    if tool_name != CODEX_PATCH and tool_name not in SHELL_TOOLS:
+        return None
+    return codex_writes(tool_name, tool_input) or None
+
+
+CODEX = ClientSpec("codex", SHELL_TOOLS, _writes)

@@ -1,0 +1,134 @@
+"""The hook protocols of Claude Code and Codex: their stdin JSON as one frozen model, and
+oms' answer written in each client's own form (docs/hooks.md cites the references).
+
+Both clients send one JSON object on stdin and read the hook's exit code, stdout and
+stderr. Both block a tool call on exit 0 with `hookSpecificOutput.permissionDecision:
+"deny"` and a `permissionDecisionReason`, give feedback after a tool with `{"decision":
+"block", "reason"}`, keep the agent working at Stop with the same object, and take
+`hookSpecificOutput.additionalContext` at SessionStart. Exit 2 with the reason on stderr
+blocks in both, for every event that can block: oms uses it only where it cannot form the
+event's own JSON (an unknown event, an answer that cannot be written).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gatekeeper.errors import UsageError
+from gatekeeper.text import sanitize
+
+Client = Literal["claude-code", "codex"]
+CLIENTS: tuple[Client, ...] = ("claude-code", "codex")
+EVENTS = ("PreToolUse", "PostToolUse", "Stop", "SubagentStop", "SessionStart")
+# A Write of a large file arrives whole on stdin; more than this is refused, not truncated.
+STDIN_MAX = 32 << 20
+# Reasons the model reads: one paragraph, never a wall of text.
+REASON_MAX = 1500
+EXIT_BLOCK = 2  # both clients: "blocking error", stderr is the reason
+
+
+class HookInputError(UsageError):
+    """The client's hook JSON cannot be read: the hook denies rather than guess."""
+
+
+class HookInput(BaseModel):
+    """What oms reads of one hook call (the clients send more; the rest is ignored, since
+    each release adds fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    session_id: str = Field(default="", max_length=512)
+    cwd: str = Field(default="", max_length=4096)
+    hook_event_name: str = Field(default="", max_length=64)
+    tool_name: str = Field(default="", max_length=512)
+    tool_input: Any = None  # a mapping for every tool oms reads; anything for others
+    tool_response: Any = None
+    stop_hook_active: bool = False
+
+
+def parse_input(data: bytes, event: str) -> HookInput:
+    """The client's stdin as a HookInput; HookInputError on anything else.
+
+    The event named on the command line is the one answered; a body naming another event
+    means a miswired config, which is refused.
+    """
+    if len(data) > STDIN_MAX:
+        raise HookInputError(f"the hook input is over {STDIN_MAX >> 20} MiB")
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise HookInputError("the hook input on stdin is not JSON") from None
+    if not isinstance(raw, dict):
+        raise HookInputError("the hook input on stdin is not a JSON object")
+    try:
+        parsed = HookInput.model_validate(raw)
+    except ValidationError as exc:
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "input"
+        raise HookInputError(f"the hook input has an unusable field: {where}") from None
+    if parsed.hook_event_name and parsed.hook_event_name != event:
+        raise HookInputError(
+            f"the hook is installed for {event} but was sent {sanitize(parsed.hook_event_name)}"
+        )
+    return parsed
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    """What the hook process does: its exit code, stdout and stderr, in the client's form."""
+
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+def reason_text(reason: str) -> str:
+    """A reason as the model and the user will read it: sanitised, one bounded line."""
+    return sanitize(reason, REASON_MAX)
+
+
+def _json(obj: Mapping[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n"
+
+
+def allow() -> HookAnswer:
+    """No objection: exit 0, nothing on stdout (both clients then carry on as usual)."""
+    return HookAnswer()
+
+
+def deny_tool(reason: str) -> HookAnswer:
+    """PreToolUse: refuse this one tool call; the reason goes to the model."""
+    return HookAnswer(stdout=_json({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": reason_text(reason),
+    }}))  # fmt: skip
+
+
+def block(reason: str) -> HookAnswer:
+    """PostToolUse feedback, or Stop / SubagentStop kept going: `decision: block`."""
+    return HookAnswer(stdout=_json({"decision": "block", "reason": reason_text(reason)}))
+
+
+def stop_allowed(note: str | None = None) -> HookAnswer:
+    """Stop allowed; `note` is shown to the user (`systemMessage`), not to the model."""
+    if note is None:
+        return allow()
+    return HookAnswer(stdout=_json({"systemMessage": reason_text(note)}))
+
+
+def context(event: str, text: str) -> HookAnswer:
+    """SessionStart: text added to the agent's context."""
+    return HookAnswer(stdout=_json({"hookSpecificOutput": {
+        "hookEventName": event,
+        "additionalContext": reason_text(text),
+    }}))  # fmt: skip
+
+
+def blocking_error(reason: str) -> HookAnswer:
+    """Exit 2 with the reason on stderr: both clients' blocking error, for every event."""
+    return HookAnswer(exit_code=EXIT_BLOCK, stderr=reason_text(reason) + "\n")
