@@ -11,8 +11,9 @@ from gatekeeper.integrations.hooks.events import ClientSpec
 from gatekeeper.integrations.hooks.writes import CODEX_PATCH, PlannedWrite, codex_writes
 
 SHELL_TOOLS = frozenset({"Bash"})
-WRITE_MATCHER = CODEX_PATCH
-PRE_MATCHER = f"Bash|{CODEX_PATCH}"
+# Codex matchers are regular expressions: anchored, so that only these tool names match.
+WRITE_MATCHER = f"^{CODEX_PATCH}$"
+PRE_MATCHER = f"^(Bash|{CODEX_PATCH})$"
 
 
 def _writes(tool_name: str, tool_input: object) -> tuple[PlannedWrite, ...] | None:

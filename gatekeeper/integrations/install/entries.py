@@ -9,7 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from gatekeeper.integrations.hooks import claude, codex
+from gatekeeper.integrations.hooks.config import hook_command
 from policy import Policy
+
+__all__ = ["hook_command"]  # re-exported for the client writers
 
 SERVER_NAME = "oms"
 # How long a client waits for `oms mcp` to answer initialize and tools/list (Codex's
@@ -61,23 +65,17 @@ def scan_budget_s(policy: Policy) -> int:
 
 
 def hooks_for(client: str, policy: Policy) -> tuple[Hook, ...]:
-    """The events each client's docs define, with oms' matchers: Claude Code's file tools
-    and Bash; Codex's shell (reported as `Bash`) and `apply_patch`."""
-    tools = ("Write|Edit|MultiEdit|NotebookEdit|Bash" if client == "claude-code"
-             else "^(Bash|apply_patch)$")  # fmt: skip
+    """The events each client's docs define, with the hooks' own matchers (the ones `oms
+    agent run` writes too): before a file tool or the shell, after a file tool."""
+    kind = claude if client == "claude-code" else codex
     scan, gate = scan_budget_s(policy), gate_budget_s(policy)
     return (
-        Hook("PreToolUse", tools, scan),
-        Hook("PostToolUse", tools, scan),
+        Hook("PreToolUse", kind.PRE_MATCHER, scan),
+        Hook("PostToolUse", kind.WRITE_MATCHER, scan),
         Hook("Stop", None, gate),
         Hook("SubagentStop", None, gate),
         Hook("SessionStart", None, SESSION_START_TIMEOUT_S),
     )
-
-
-def hook_command(prefix: Sequence[str], client: str, event: str) -> str:
-    """The shell command line both clients run: `<absolute oms> hook CLIENT EVENT`."""
-    return shlex.join([*prefix, "hook", client, event])
 
 
 def is_oms_program(argv: Sequence[str]) -> bool:
