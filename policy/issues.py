@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .load import LoadedPolicy, PolicyError, _clean, parse_policy
+from .load import LoadedPolicy, PolicyError, _clean, check_limits, parse_policy
 from .model import Policy
 
 _WHERE = re.compile(r"^(?P<loc>\d+(?::\d+)?): (?P<msg>.*)$")
@@ -66,18 +66,19 @@ def check_policy_text(data: bytes, origin: str) -> PolicyReport:
 
 
 def _issues(data: bytes, origin: str, first: PolicyError) -> tuple[PolicyIssue, ...]:
-    # parse_policy succeeded as far as TOML only when the bytes load here too; then the
-    # fault is validation, and pydantic knows every error at once.
+    # Past the size, encoding and lexical limits and TOML syntax, the fault is validation,
+    # and pydantic knows every error at once; before that, parse_policy's line is all.
     try:
-        raw = tomllib.loads(data.decode("utf-8"))
-        Policy.model_validate(raw)
+        text = data.decode("utf-8")
+        check_limits(text, origin)
+        Policy.model_validate(tomllib.loads(text))
     except ValidationError as exc:
         return tuple(_issue(err) for err in exc.errors())
-    except (ValueError, RecursionError, MemoryError):
-        pass  # UnicodeDecodeError and TOMLDecodeError are ValueErrors: parse_policy's line
-    text = str(first).removeprefix(f"{origin}:").strip()
-    m = _WHERE.match(text)
-    return (PolicyIssue(m["loc"], m["msg"]) if m else PolicyIssue("", text),)
+    except (PolicyError, ValueError, RecursionError, MemoryError):
+        pass  # UnicodeDecodeError and TOMLDecodeError are ValueErrors
+    where = str(first).removeprefix(f"{origin}:").strip()
+    m = _WHERE.match(where)
+    return (PolicyIssue(m["loc"], m["msg"]) if m else PolicyIssue("", where),)
 
 
 def _issue(err: Any) -> PolicyIssue:

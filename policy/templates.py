@@ -79,7 +79,7 @@ timeout_s = 600
 
 GO = """
 # [[checks]]: the verification plan, run in order in the sandbox on an exact copy of the
-# candidate commit. The sandbox has no network and so no Go module proxy: a module with
+# candidate commit. The sandbox has no network, so no module proxy: a Go module with
 # dependencies needs them committed (`go mod vendor`) or built into a toolchain path, a
 # [[toolchains]] entry of kind "command" (docs/toolchains.md), named here by `toolchain`.
 [[checks]]

@@ -1,4 +1,4 @@
-"""`oms evidence …`: audit, show, prove, export, note, key and repair the evidence store."""
+"""`oms evidence …`: audit, show, log, blob, prove, export, verify, note, key and repair."""
 
 from __future__ import annotations
 
