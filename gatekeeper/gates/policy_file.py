@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -87,11 +88,12 @@ def _python_lock(top: Path) -> str | None:
 
 def _npm_test(top: Path) -> bool:
     """package.json names its own test script (not npm init's placeholder that fails)."""
+    path = top / "package.json"
     try:
-        script = json.loads((top / "package.json").read_bytes()[:_SNIFF_BYTES])["scripts"]["test"]
+        script = json.loads(path.read_bytes()[:_SNIFF_BYTES])["scripts"]["test"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return isinstance(script, str) and "no test specified" not in script
+    return _regular(path) and isinstance(script, str) and "no test specified" not in script
 
 
 def detect(top: Path, template: TemplateName | None) -> Project:
@@ -165,30 +167,40 @@ def init_policy(repo_dir: Path, template: TemplateName | None, force: bool) -> P
 # -- check ------------------------------------------------------------------------------
 
 
-def _read_file(path: Path) -> bytes:
+def _read_file(path: Path, follow: bool) -> bytes:
+    """At most the policy size limit (and one byte more) of a regular file; without
+    `follow`, never through a symlink. A FIFO or device is refused, never waited on."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        with open(path, "rb") as f:
-            return f.read(MAX_POLICY_BYTES + 1)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise UsageError(f"no {path}; write a starter with `oms policy init`") from None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise UsageError(f"{path} is not a regular file")
+        return f.read(MAX_POLICY_BYTES + 1)
+
+
+_SYMLINK = PolicyIssue("", "is a symlink; the gates refuse a policy that is not a regular file")
 
 
 def check_policy(file: Path | None, repo_dir: Path) -> PolicyChecked:
-    """Every issue of `file` (default: the worktree's oms.toml)."""
+    """Every issue of `file` (default: the worktree's oms.toml, never read through a
+    symlink: the worktree is the agent's ground, and a link could point anywhere)."""
     path = file if file is not None else open_repo(repo_dir).top / POLICY_FILE
     origin = str(file) if file is not None else POLICY_FILE
-    data = _read_file(path)
-    report = check_policy_text(data, origin)
-    issues = list(report.issues)
-    if path.is_symlink():  # committed as a symlink, every gate refuses it
-        issues.append(PolicyIssue("", "is a symlink; the gates refuse a policy that is not a "
-                                  "regular file"))  # fmt: skip
+    issues = [_SYMLINK] if path.is_symlink() else []
+    digest = None
+    if file is not None or not issues:  # a FILE named on the command line is the user's
+        report = check_policy_text(_read_file(path, follow=file is not None), origin)
+        issues += report.issues
+        digest = report.loaded.digest if report.loaded is not None else None
     return PolicyChecked(
         file=str(path), valid=not issues,
         errors=tuple(CheckedIssue(**i.to_json(), line=i.line(origin)) for i in issues),
-        digest=report.loaded.digest if report.loaded is not None and not issues else None,
+        digest=digest if not issues else None,
     )  # fmt: skip
 
 

@@ -180,6 +180,19 @@ def test_check_flags_a_symlinked_policy_the_gates_would_refuse(
     os.symlink("real.toml", repo / "oms.toml")
     code, out = oms_json(["policy", "check", "--repo", repo])
     assert code == 2 and "symlink" in out["errors"][0]["message"], out
+    # Named on the command line (as a pre-commit hook names it): still flagged.
+    code, out = oms_json(["policy", "check", repo / "oms.toml"])
+    assert code == 2 and [e["message"] for e in out["errors"]] == [
+        "is a symlink; the gates refuse a policy that is not a regular file"], out  # fmt: skip
+
+
+def test_check_never_waits_on_a_fifo_in_the_worktree(
+    tmp_path: Path, oms_env: dict[str, str], oms_json: OmsJson
+) -> None:
+    repo = repo_with(tmp_path, oms_env, {})
+    os.mkfifo(repo / "oms.toml")
+    code, out = oms_json(["policy", "check", "--repo", repo], timeout=30)
+    assert code == 2 and "not a regular file" in out["error"]["message"], out
 
 
 # -- show --------------------------------------------------------------------------------
