@@ -1,23 +1,26 @@
-"""`oms evidence …`: audit, show, prove, export, note, key and repair the evidence store."""
+"""`oms evidence …`: audit, show, log, blob, prove, export, verify, note, key and repair."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
 from gatekeeper.cli import render
+from gatekeeper.cli.evidence_log import DEFAULT_LIMIT, log_rows
 from gatekeeper.cli.options import REPO_OPTION
-from gatekeeper.cli.render import Outcome, command
+from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import EXIT_BLOCKED
 from gatekeeper.gates import records
+from gatekeeper.text import sanitize
 
 SEQ = click.argument("seq", type=click.IntRange(min=0))
 
 
 @click.group()
 def evidence() -> None:
-    """The evidence store: audit, show, prove, export, note, key, repair."""
+    """The evidence store: audit, show, log, blob, prove, export, verify, note, key, repair."""
 
 
 @evidence.command("audit")
@@ -39,6 +42,47 @@ def evidence_show(seq: int, repo: Path) -> Outcome:
     return Outcome(records.show(repo, seq))
 
 
+@evidence.command("log")
+@REPO_OPTION
+@click.option("--kind", help="Only this kind (`transfer` also takes every `transfer.*`).")
+@click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIMIT, show_default=True,
+              help="The newest N entries (listed oldest first).")  # fmt: skip
+@command
+def evidence_log(repo: Path, kind: str | None, limit: int) -> Outcome:
+    """Recent entries of the verified log, one line each: verdicts, transfers, runs."""
+    data = {"entries": [r.to_json() for r in log_rows(repo, kind, limit)]}
+    return Outcome(data, lines=log_lines(data))
+
+
+@evidence.command("blob")
+@SEQ
+@click.argument("name")
+@REPO_OPTION
+@command
+def evidence_blob(seq: int, name: str, repo: Path) -> Outcome:
+    """A stored blob of an entry, raw on stdout: NAME is `<check>.stdout`, `<check>.stderr`,
+    a note's attachment name, or the blob's digest (a prefix of 12 hex digits will do)."""
+    stored, data = records.read_blob(repo, seq, name)
+    if "--json" in sys.argv:
+        text = data.decode("utf-8", "replace")
+        return Outcome({**stored.to_json(), "text": text})
+    sys.stdout.buffer.write(data)  # the bytes as stored, for piping
+    sys.stdout.flush()
+    return Outcome(stored.to_json(), lines=[])
+
+
+@evidence.command("verify")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The public key (PEM, as `oms evidence key` prints it; default: this "
+              "state root's).")  # fmt: skip
+@command
+def evidence_verify(file: Path, key_file: Path | None) -> Outcome:
+    """Verify an exported DSSE envelope offline: signature, payload type, statement."""
+    data = records.verify_envelope_file(file, key_file).to_json()
+    return Outcome(data, code=0 if data["valid"] else EXIT_BLOCKED, lines=verify_lines(data))
+
+
 @evidence.command("prove")
 @SEQ
 @REPO_OPTION
@@ -51,7 +95,7 @@ def evidence_prove(seq: int, repo: Path) -> Outcome:
 
 @evidence.command("export")
 @SEQ
-@click.option("--dsse", is_flag=True, required=True, help="A DSSE envelope (the only format).")
+@click.option("--dsse", is_flag=True, help="A DSSE envelope: the only format, and the default.")
 @REPO_OPTION
 @command
 def evidence_export(seq: int, dsse: bool, repo: Path) -> Outcome:
@@ -89,3 +133,15 @@ def evidence_repair(repo: Path) -> Outcome:
     """Move a torn last line to quarantine (never a complete entry) and record it."""
     data = records.repair(repo).to_json()
     return Outcome(data, lines=render.repair_lines(data))
+
+
+def log_lines(data: Data) -> list[str]:
+    rows = [f"{e['seq']:>6} {e['time']} {e['kind']:<18} {e['summary']}" for e in data["entries"]]
+    return [sanitize(x) for x in rows] or ["no entries"]
+
+
+def verify_lines(data: Data) -> list[str]:
+    if data["valid"]:
+        names = ", ".join(s.get("name", "?") for s in data["subjects"])
+        return [sanitize(f"valid: {data['predicate_type']} about {names}")]
+    return [sanitize(f"INVALID: {r}") for r in data["reasons"]]

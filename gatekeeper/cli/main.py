@@ -31,7 +31,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "evidence": (
         "gatekeeper.cli.evidence:evidence",
-        "The evidence store: audit, show, prove, export, note, key, repair.",
+        "The evidence store: audit, show, log, blob, prove, export, verify, note, key, repair.",
     ),
     "hook": (
         "gatekeeper.cli.hook:hook",

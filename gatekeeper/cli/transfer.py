@@ -11,11 +11,12 @@ import click
 from gatekeeper.cli import render
 from gatekeeper.cli.options import DIGEST_REPO_OPTION, REPO_OPTION
 from gatekeeper.cli.render import Outcome, command
+from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import EXIT_BLOCKED, UsageError
 from gatekeeper.gates.transfer.approve import approve as approve_transfer
 from gatekeeper.gates.transfer.preview import preview as preview_transfer
 from gatekeeper.gates.transfer.release import release as release_transfer
-from gatekeeper.gates.transfer.state import list_transfers
+from gatekeeper.gates.transfer.state import list_transfers, manifest_digest
 from gatekeeper.gates.transfer.state import show as show_transfer
 
 
@@ -47,18 +48,18 @@ def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tup
 
 
 @transfer.command("approve")
-@click.argument("digest")
+@click.argument("digest", metavar="DIGEST")
 @click.option("--code", required=True, help="The code from the approval packet.")
 @DIGEST_REPO_OPTION
 @command
 def transfer_approve(digest: str, code: str, repo: Path | None) -> Outcome:
     """Approve one manifest: a human at the controlling terminal, or an autopilot rule."""
-    data = approve_transfer(repo, digest, code).to_json()
+    data = approve_transfer(repo, manifest_digest(repo, digest), code).to_json()
     return Outcome(data, lines=render.approve_lines(data))
 
 
 @transfer.command("release")
-@click.argument("digest")
+@click.argument("digest", metavar="DIGEST")
 @click.option("--out", default="-", show_default=True, help="FILE, or - for standard output.")
 @DIGEST_REPO_OPTION
 @command
@@ -66,16 +67,17 @@ def transfer_release(digest: str, out: str, repo: Path | None) -> Outcome:
     """Write the approved payload, once, if nothing changed since the preview."""
     if out == "-" and "--json" in sys.argv:
         raise UsageError("with --json, give --out FILE (stdout carries the JSON)")
+    full = manifest_digest(repo, digest)
     if out == "-":
-        released, payload = release_transfer(repo, digest, out)
+        released, payload = release_transfer(repo, full, out)
         sys.stdout.buffer.write(payload)
         sys.stdout.flush()
         return Outcome(released.to_json(), lines=[])
-    data = _release_to_file(repo, digest, out)
+    data = _release_to_file(repo, full, out)
     return Outcome(data, lines=render.release_lines(data, out))
 
 
-def _release_to_file(repo: Path | None, digest: str, out: str) -> dict[str, Any]:
+def _release_to_file(repo: Path | None, digest: Sha256Digest, out: str) -> dict[str, Any]:
     # Create the file first, so an unwritable --out does not spend the approval.
     try:
         fh = open(out, "xb")
@@ -95,12 +97,12 @@ def _release_to_file(repo: Path | None, digest: str, out: str) -> dict[str, Any]
 
 
 @transfer.command("show")
-@click.argument("digest")
+@click.argument("digest", metavar="DIGEST")
 @DIGEST_REPO_OPTION
 @command
 def transfer_show(digest: str, repo: Path | None) -> Outcome:
     """A manifest, its packet and its state."""
-    data = show_transfer(repo, digest).to_json()
+    data = show_transfer(repo, manifest_digest(repo, digest)).to_json()
     return Outcome(data, lines=render.show_lines(data))
 
 

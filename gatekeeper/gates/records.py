@@ -15,6 +15,7 @@ from evidence import (
     Attachment,
     AuditReport,
     Draft,
+    Entry,
     EvidenceStore,
     Note,
     audit,
@@ -23,8 +24,13 @@ from evidence import (
     state_root,
 )
 from evidence import show as show_entry
+from evidence.export import verified_entry
+from evidence.keys import load_key
 from evidence.state import ensure_private_dir
-from gatekeeper.errors import UsageError
+from evidence.verify import EnvelopeVerdict, public_key_from_pem, verify_exported
+from gatekeeper.digest import resolve_prefix
+from gatekeeper.errors import NotFound, UsageError
+from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.gates.result.vsa import result_predicate
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.refs import default_branch_ref, record_default_branch
@@ -170,6 +176,65 @@ def export_entry(repo_dir: Path, seq: int) -> dict[str, Any]:
     """A DSSE envelope for entry `seq`: a `result` entry as the result gate's SLSA VSA."""
     _, store = open_store(repo_dir)
     return export_dsse(store, seq, result_predicate)
+
+
+class StoredBlob(_Result):
+    """`oms evidence blob`: one blob of a verified entry, by the name the entry gives it."""
+
+    seq: int
+    name: str
+    blob: str
+    bytes: int
+
+
+def blob_names(entry: Entry) -> dict[str, str]:
+    """The names an entry gives its blobs: `<check>.stdout|stderr` for a result, the
+    attachment's file name for a note."""
+    names: dict[str, str] = {}
+    if entry.kind == ResultRecord.KIND:
+        for check in ResultRecord.of(entry).checks:
+            names[f"{check.name}.stdout"] = check.stdout_blob
+            names[f"{check.name}.stderr"] = check.stderr_blob
+    elif entry.kind == Note.KIND and entry.blobs:
+        attachment = Note.of(entry).attachment
+        if attachment is not None:
+            names[attachment.name] = entry.blobs[0]
+    return {n: d for n, d in names.items() if d in entry.blobs}
+
+
+def read_blob(repo_dir: Path, seq: int, name: str) -> tuple[StoredBlob, bytes]:
+    """A blob of entry `seq` by its name or its digest (a unique prefix of 12 hex digits
+    will do), verified against that digest."""
+    _, store = open_store(repo_dir)
+    entry = verified_entry(store, seq).entry
+    names = blob_names(entry)
+    entry_blobs = entry.blobs
+    digest = names.get(name)
+    if digest is None:
+        if not entry_blobs:
+            raise NotFound(f"entry {seq} has no blobs")
+        try:
+            digest = resolve_prefix(name, entry_blobs, "blob of this entry").hex
+        except UsageError:
+            known = ", ".join(sorted(names)) or "its digests"
+            raise NotFound(f"entry {seq} has no blob {name[:80]!r}; it has {known}") from None
+    data = store.blobs.get(digest)
+    return StoredBlob(seq=seq, name=name, blob=digest, bytes=len(data)), data
+
+
+def verify_envelope_file(path: Path, key_file: Path | None) -> EnvelopeVerdict:
+    """An exported envelope checked offline against `key_file` (PEM) or this state root's
+    public key."""
+    try:
+        envelope = path.read_bytes()
+        pem = key_file.read_bytes() if key_file is not None else None
+    except OSError as exc:
+        raise UsageError(f"cannot read {exc.filename}: {exc.strerror}") from None
+    if pem is not None and key_file is not None:
+        key = public_key_from_pem(pem, str(key_file))
+    else:
+        key = load_key(state_root()).public
+    return verify_exported(envelope, key)
 
 
 def key_info(repo_dir: Path) -> KeyInfo:

@@ -1143,7 +1143,6 @@ ERROR_CASES = {
     "audit-before-init": (["evidence", "audit"], False, EXIT_UNAVAILABLE, "unavailable"),
     "seq-not-a-number": (["evidence", "show", "abc"], True, EXIT_USAGE, "usage"),
     "unknown-command": (["evidence", "frobnicate"], True, EXIT_USAGE, "usage"),
-    "export-without-dsse": (["evidence", "export", "0"], True, EXIT_USAGE, "usage"),
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from evidence import Entry, EvidenceStore, TamperDetected, state_root
 from evidence.dsse import DsseError, verify_envelope
 from evidence.state import ensure_private_dir
-from gatekeeper.digest import Sha256Digest
+from gatekeeper.digest import Sha256Digest, resolve_prefix
 from gatekeeper.errors import UsageError
 from gatekeeper.gates.transfer import clock
 from gatekeeper.gates.transfer.manifest import PAYLOAD_TYPE, Manifest
@@ -115,6 +115,18 @@ def locate(repo_dir: Path | None, digest: Sha256Digest) -> Located:
     # Found by the digest alone; now bound to the repository as every other open is.
     store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     return Located(repo, store, m, digest)
+
+
+def manifest_digest(repo_dir: Path | None, text: str) -> Sha256Digest:
+    """The manifest digest a user typed, in full or as a unique prefix of at least 12 hex
+    digits: among this repository's manifests with `repo_dir`, else the state root's."""
+    if repo_dir is not None:
+        where = state_root() / "repos" / open_repo(repo_dir).repo_id / "transfers"
+        found = where.glob("*.dsse.json")
+    else:
+        found = state_root().glob("repos/*/transfers/*.dsse.json")
+    known = (p.name.removesuffix(".dsse.json") for p in found)
+    return resolve_prefix(text, known, "manifest")
 
 
 # -- state, derived from typed evidence records ----------------------------------------

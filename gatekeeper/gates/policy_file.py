@@ -1,0 +1,219 @@
+"""`oms policy init|check|show`: write a starter `oms.toml`, validate a file before it is
+committed, and show the policy the gates will read.
+
+`init` and `check` work on the worktree (the user's own file, not yet trusted); `show`
+reads, as every gate does, from a commit (the default branch's tip unless told).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from gatekeeper.errors import UsageError
+from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.refs import default_branch_ref, resolve_commit
+from policy import MAX_POLICY_BYTES, POLICY_FILE, parse_policy
+from policy.issues import PolicyIssue, check_policy_text
+from policy.templates import TEMPLATES, Project, TemplateName, starter_text
+
+_SNIFF_BYTES = 1 << 20  # enough of a requirements file to see whether it pins hashes
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class PolicyWritten(_Result):
+    path: str
+    template: str
+    toolchain_kind: str | None
+    lock: str | None
+    replaced: bool
+    digest: str
+    next_steps: tuple[str, ...]
+
+
+class CheckedIssue(_Result):
+    loc: str
+    message: str
+    suggestion: str | None
+    line: str  # FILE:key.path: message (did you mean …?)
+
+
+class PolicyChecked(_Result):
+    file: str
+    valid: bool
+    errors: tuple[CheckedIssue, ...]
+    digest: str | None
+
+
+class PolicyShown(_Result):
+    origin: str
+    ref: str
+    commit: str
+    digest: str
+    policy: dict[str, Any]
+
+
+# -- init --------------------------------------------------------------------------------
+
+
+def _regular(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def _hash_pinned(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return b"--hash=sha256:" in f.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+
+
+def _python_lock(top: Path) -> str | None:
+    names = ["requirements.lock", *sorted(p.name for p in top.glob("requirements*.txt"))]
+    return next((n for n in names if _regular(top / n) and _hash_pinned(top / n)), None)
+
+
+def _npm_test(top: Path) -> bool:
+    """package.json names its own test script (not npm init's placeholder that fails)."""
+    path = top / "package.json"
+    try:
+        script = json.loads(path.read_bytes()[:_SNIFF_BYTES])["scripts"]["test"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return _regular(path) and isinstance(script, str) and "no test specified" not in script
+
+
+def detect(top: Path, template: TemplateName | None) -> Project:
+    """The project in the worktree `top`: the named template, or the one its files show."""
+    uv = _regular(top / "uv.lock") and _regular(top / "pyproject.toml")
+    py_lock = _python_lock(top)
+    node = _regular(top / "package-lock.json")
+    if template is None:
+        seen: tuple[tuple[TemplateName, bool], ...] = (
+            ("python", py_lock is not None or uv), ("node", node),
+            ("go", _regular(top / "go.mod")),
+        )  # fmt: skip
+        found = [t for t, here in seen if here]
+        if not found:
+            raise UsageError("no requirements.lock (hash-pinned), uv.lock, package-lock.json "
+                             f"or go.mod here; pass --template {'|'.join(TEMPLATES)}")  # fmt: skip
+        template = found[0]
+    if template == "python":
+        use_uv = uv and py_lock is None
+        return Project("python", "uv.lock" if use_uv else py_lock, uv=use_uv)
+    if template == "node":
+        return Project("node", "package-lock.json" if node else None, npm_test=_npm_test(top))
+    return Project("go")
+
+
+def _write_new(path: Path, data: bytes, force: bool) -> bool:
+    """Write `path` (never through a symlink); True when a file was replaced."""
+    if path.is_symlink():
+        raise UsageError(f"{path} is a symlink; oms never writes through one")
+    exists = os.path.lexists(path)
+    if exists and not force:
+        raise UsageError(f"{path} exists; pass --force to replace it")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        if not force:
+            os.link(tmp, path)  # fails if the name appeared meanwhile: nothing replaced
+        else:
+            os.replace(tmp, path)
+    except FileExistsError:
+        raise UsageError(f"{path} exists; pass --force to replace it") from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    return exists
+
+
+def init_policy(repo_dir: Path, template: TemplateName | None, force: bool) -> PolicyWritten:
+    top = open_repo(repo_dir).top
+    project = detect(top, template)
+    text = starter_text(project)
+    loaded = parse_policy(text.encode(), POLICY_FILE)  # a starter that fails is a bug
+    path = top / POLICY_FILE
+    replaced = _write_new(path, text.encode(), force)
+    kinds = {"python": "uv" if project.uv else "python-venv", "node": "node-npm"}
+    steps = (f"review {path}, then commit it on the default branch (the gates read it there)",
+             "oms toolchain prepare   # build the toolchains it names"
+             if project.template != "go" else "oms policy check",
+             "oms process-result --candidate BRANCH")  # fmt: skip
+    return PolicyWritten(path=str(path), template=project.template,
+                         toolchain_kind=kinds.get(project.template), lock=project.lock,
+                         replaced=replaced, digest=loaded.digest, next_steps=steps)  # fmt: skip
+
+
+# -- check ------------------------------------------------------------------------------
+
+
+def _read_file(path: Path, follow: bool) -> bytes:
+    """At most the policy size limit (and one byte more) of a regular file; without
+    `follow`, never through a symlink. A FIFO or device is refused, never waited on."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise UsageError(f"no {path}; write a starter with `oms policy init`") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise UsageError(f"{path} is not a regular file")
+        return f.read(MAX_POLICY_BYTES + 1)
+
+
+_SYMLINK = PolicyIssue("", "is a symlink; the gates refuse a policy that is not a regular file")
+
+
+def check_policy(file: Path | None, repo_dir: Path) -> PolicyChecked:
+    """Every issue of `file` (default: the worktree's oms.toml, never read through a
+    symlink: the worktree is the agent's ground, and a link could point anywhere)."""
+    path = file if file is not None else open_repo(repo_dir).top / POLICY_FILE
+    origin = str(file) if file is not None else POLICY_FILE
+    issues = [_SYMLINK] if path.is_symlink() else []
+    digest = None
+    if file is not None or not issues:  # a FILE named on the command line is the user's
+        report = check_policy_text(_read_file(path, follow=file is not None), origin)
+        issues += report.issues
+        digest = report.loaded.digest if report.loaded is not None else None
+    return PolicyChecked(
+        file=str(path), valid=not issues,
+        errors=tuple(CheckedIssue(**i.to_json(), line=i.line(origin)) for i in issues),
+        digest=digest if not issues else None,
+    )  # fmt: skip
+
+
+# -- show -------------------------------------------------------------------------------
+
+
+def show_policy(repo_dir: Path, ref: str | None) -> PolicyShown:
+    """The effective policy (defaults filled) at `ref`, else at the default branch's tip."""
+    repo = open_repo(repo_dir)
+    if ref is None:
+        name, commit = default_branch_ref(repo)
+    else:
+        name, commit = ref, resolve_commit(repo, ref)
+    loaded = read_policy_at(repo, commit)
+    return PolicyShown(origin=loaded.origin, ref=name, commit=commit, digest=loaded.digest,
+                       policy=loaded.policy.model_dump(mode="json"))  # fmt: skip
