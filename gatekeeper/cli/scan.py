@@ -27,7 +27,7 @@ from gatekeeper.text import sanitize
 @command
 def scan(paths: tuple[Path, ...], staged: bool, history: str | None, diff: str | None,
          use_stdin: bool, sarif: Path | None, repo: Path) -> Outcome:  # fmt: skip
-    """Secrets in the repository's files (or PATHs, --staged, --history, --diff, stdin) (exit 3)."""
+    """Secrets in the repository's files, PATHs, the staged change, commits or stdin (exit 3)."""
     text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if use_stdin else None
     result = secrets.scan(repo, list(paths), diff, text, sarif, staged=staged, history=history)
     data, code = result.to_json(), result.exit_code
@@ -46,8 +46,9 @@ def grouped_lines(data: Data) -> list[str]:
     blocked = [fp for fp, found in groups.items() if not all(f["allowed"] for f in found)]
     if blocked:
         listed = ", ".join(f'"{fp}"' for fp in blocked)
-        lines += ["To allow these findings, add under [scanners] in oms.toml (committed; merge "
-                  "with any list already there):", f"allow_fingerprints = [{listed}]"]  # fmt: skip
+        lines += ["To allow these findings, add this line under [scanners] in oms.toml and "
+                  "commit it (merge it with a list already there; a new oms.toml starts with "
+                  "`version = 1`):", f"allow_fingerprints = [{listed}]"]  # fmt: skip
     lines += _skipped(data.get("skipped", []))
     lines.append(f"{data['blocking']} finding(s) not allowed by policy")
     return [sanitize(x) for x in lines]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gatekeeper.errors import EXIT_BLOCKED, EXIT_OK, UsageError
@@ -17,12 +18,14 @@ from gatekeeper.repo.change import read_change, scan_set
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import resolve_commit
-from gatekeeper.scan import Finding, ScanItem, ScannerInfo
+from gatekeeper.scan import Finding, ScanItem, ScannerInfo, fingerprint
 from gatekeeper.scan.policy import ScanReport, scan_with_policy
 from gatekeeper.scan.sarif import to_sarif
 from policy import LoadedPolicy, default_policy
 
 __all__ = ["MAX_FILE_BYTES", "SecretsScan", "scan"]
+
+_QUOTED_FINGERPRINT = re.compile(r'"([0-9a-f]{64})"')
 
 
 @dataclass(frozen=True)
@@ -178,13 +181,32 @@ def scan(
         skipped += batch.skipped
         if batch.items or not infos:  # one call at least: a missing scanner is never "clean"
             report = scan_with_policy(batch.items, loaded)
-            located += batch.located(report.findings)
+            located += batch.located(_not_fingerprints(batch, report.findings))
             infos, count = report.scanners, count + len(batch.items)
     findings = tuple(f for f, _ in located)
     if sarif is not None:
         _write_sarif(sarif, ScanReport(findings, infos))
     commits = tuple(c for _, c in located) if history is not None else None
     return SecretsScan(findings, infos, loaded.digest, count, tuple(skipped), commits)
+
+
+def _not_fingerprints(batch: Batch, findings: Iterable[Finding]) -> list[Finding]:
+    """All but the findings whose value is a fingerprint quoted in an `oms.toml`: an
+    `allow_fingerprints` entry is a hash of a secret, not one, and the line `oms scan`
+    prints to paste there must not block the commit that pastes it."""
+    lines = {
+        item.path: dict(item.lines)
+        for item in batch.items
+        if PurePosixPath(batch.origin.get(item.path, (item.path, ""))[0]).name == "oms.toml"
+    }
+    if not lines:
+        return list(findings)
+
+    def is_fingerprint(f: Finding) -> bool:
+        text = lines.get(f.file, {}).get(f.line, "")
+        return any(fingerprint(h) == f.fingerprint for h in _QUOTED_FINGERPRINT.findall(text))
+
+    return [f for f in findings if not is_fingerprint(f)]
 
 
 def _write_sarif(path: Path, report: ScanReport) -> None:
