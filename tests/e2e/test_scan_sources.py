@@ -14,11 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.oms import parse_single_json
 from support.repos import make_repo
 from support.secrets import fake_aws_key
 
+from gatekeeper.gates import secrets, sources
 from gatekeeper.gates.sources import EMPTY_TREE, MAX_FILE_BYTES
+from gatekeeper.repo.git import open_repo
 
 RunOms = Callable[..., subprocess.CompletedProcess[str]]
 RunGit = Callable[..., str]
@@ -176,6 +179,8 @@ def test_history_finds_a_removed_secret_and_one_in_the_root_commit(
     assert where == {("root.py", 1, fp(in_root), root), ("cfg.py", 3, fp(removed), leak)}
     code, out = scan_json(run_oms, ["--history", f"{root}..{gone}"], cwd=repo)
     assert code == 3 and {f["commit"] for f in out["findings"]} == {leak}
+    code, out = scan_json(run_oms, ["--history", root], cwd=repo)  # REV: its own history
+    assert code == 3 and {f["commit"] for f in out["findings"]} == {root}
     code, out = scan_json(run_oms, ["--history", f"{EMPTY_TREE}..{root}"], cwd=repo)
     assert code == 3 and {f["commit"] for f in out["findings"]} == {root}
     code, out = scan_json(run_oms, ["--history", "--staged"], cwd=repo)
@@ -258,3 +263,26 @@ def test_paths_skip_binaries_and_symlinks_instead_of_failing(
     assert code == 3 and {f["file"] for f in out["findings"]} == {str(d / "plain.txt")}
     assert {(Path(s["path"]).name, s["reason"]) for s in out["skipped"]} == {
         ("blob.bin", "binary"), ("link.txt", "symlink")}  # fmt: skip
+
+
+def test_batches_split_a_large_scope_and_lose_nothing(
+    tmp_path: Path, oms_home: Path, oms_env: dict[str, str], run_git: RunGit,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    keys = [fake_aws_key() for _ in range(3)]
+    repo = make_repo(tmp_path / "b", {f"f{i}.py": f'K = "{k}"\n' for i, k in enumerate(keys)},
+                     env=oms_env)  # fmt: skip
+    (repo / "tool.bin").write_bytes(b"\0\1")
+    (repo / "f1.py").write_text("K = None\n")
+    commit_all(run_git, repo, "remove one")
+    monkeypatch.setattr(sources, "BATCH_BYTES", 1)  # every file, every commit its own batch
+    batches = list(sources.repo_files(open_repo(repo)))
+    assert len([b for b in batches if b.items]) >= 4
+    files = secrets.scan(repo, [], None, None, None)
+    assert {(f.file, f.fingerprint) for f in files.findings} == {
+        ("f0.py", fp(keys[0])), ("f2.py", fp(keys[2]))}  # fmt: skip
+    assert [(s.path, s.reason) for s in files.skipped] == [("tool.bin", "binary")]
+    history = secrets.scan(repo, [], None, None, None, history="HEAD")
+    assert {f.fingerprint for f in history.findings} == {fp(k) for k in keys}
+    assert history.commits is not None and len(set(history.commits)) == 1  # all in the root
+    assert history.skipped == (sources.Skipped("tool.bin", "binary", 2),)
