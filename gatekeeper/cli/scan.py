@@ -45,13 +45,21 @@ def grouped_lines(data: Data) -> list[str]:
         lines += _group(fp, found)
     blocked = [fp for fp, found in groups.items() if not all(f["allowed"] for f in found)]
     if blocked:
-        listed = ", ".join(f'"{fp}"' for fp in blocked)
         lines += ["To allow these findings, add this line under [scanners] in oms.toml and "
                   "commit it (merge it with a list already there; a new oms.toml starts with "
-                  "`version = 1`):", f"allow_fingerprints = [{listed}]"]  # fmt: skip
+                  "`version = 1`):", *_allow_line(blocked)]  # fmt: skip
     lines += _skipped(data.get("skipped", []))
     lines.append(f"{data['blocking']} finding(s) not allowed by policy")
     return [sanitize(x) for x in lines]
+
+
+def _allow_line(fingerprints: list[str]) -> list[str]:
+    """`allow_fingerprints = [...]`, one entry a line when long (each line stays short, so
+    none is cut when printed)."""
+    quoted = [f'"{fp}"' for fp in fingerprints]
+    if len(quoted) <= 2:
+        return [f"allow_fingerprints = [{', '.join(quoted)}]"]
+    return ["allow_fingerprints = [", *(f"    {q}," for q in quoted), "]"]
 
 
 def _group(fp: str, found: list[Data]) -> list[str]:

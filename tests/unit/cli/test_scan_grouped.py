@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 from gatekeeper.cli.scan import grouped_lines
@@ -66,3 +67,17 @@ def test_clean_scan_prints_the_count_only() -> None:
     assert grouped_lines({"blocking": 0, "findings": [], "skipped": []}) == [
         "0 finding(s) not allowed by policy"
     ]
+
+
+def test_a_long_allow_list_is_one_entry_a_line_so_nothing_is_cut() -> None:
+    fps = [f"{i:02x}" * 32 for i in range(40)]
+    data = {
+        "blocking": 40,
+        "skipped": [],
+        "findings": [finding("a.py", i + 1, "gitleaks", "r", fp) for i, fp in enumerate(fps)],
+    }
+    lines = grouped_lines(data)
+    start = lines.index("allow_fingerprints = [")
+    assert lines[start + 1 : start + 42] == [*(f'    "{fp}",' for fp in fps), "]"]
+    pasted = "version = 1\n[scanners]\n" + "\n".join(lines[start : start + 42])
+    assert tomllib.loads(pasted)["scanners"]["allow_fingerprints"] == fps
