@@ -61,7 +61,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "sandbox": ("gatekeeper.cli.sandbox:sandbox", "Run a command in the check sandbox."),
     "scan": (
         "gatekeeper.cli.scan:scan",
-        "Secrets in PATHs, a commit range or stdin, from Gitleaks and detect-secrets (exit 3).",
+        "Secrets in the repository's files, PATHs, the staged change, commits or stdin (exit 3).",
     ),
     "toolchain": (
         "gatekeeper.cli.toolchain:toolchain",

@@ -107,6 +107,17 @@ def read_change(repo: Path, base: str, candidate: str) -> Change:
     return Change(base, candidate, files, tuple(parents), _touched(repo, parents))
 
 
+def read_commits(repo: Path, revs: Sequence[str]) -> Change:
+    """Every commit `rev-list REVS` lists (full SHAs or `A..B` of SHAs), each compared with
+    its parents (a root commit with the empty tree); no net file changes."""
+    listing = git(repo, "rev-list", "--parents", *revs, "--")
+    parents: dict[str, list[str]] = {}
+    for line in listing.decode("ascii").splitlines():
+        sha, *ps = line.split()
+        parents[sha] = ps
+    return Change("", "", (), tuple(parents), _touched(repo, parents))
+
+
 def _touched(repo: Path, parents: Mapping[str, Sequence[str]]) -> tuple[Touched, ...]:
     # One diff-tree line per (commit, parent) pair, with --always so that every pair
     # gives a header and the groups can be told apart; a root commit is diffed with

@@ -3,10 +3,11 @@
 Each vector plants, in a real repository, a setting or file that makes git run a
 program or see other objects. The program is a marker script: it writes a file.
 Every vector is first shown to be live — plain `git` in the repository does run the
-marker — and then oms' whole battery (init, scan --diff, process-result with
-delivery and a push to a bare remote on disk, transfer preview of the repository,
-sandbox run) must leave no marker. Vectors that change what git reports (replace
-refs, grafts, binary drivers, thresholds, encodings) must not change oms' answer.
+marker — and then oms' whole battery (init, scan of the files, --staged, --history and
+--diff, process-result with delivery and a push to a bare remote on disk, transfer
+preview of the repository, sandbox run) must leave no marker. Vectors that change what
+git reports (replace refs, grafts, binary drivers, thresholds, encodings) must not change
+oms' answer.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def battery(lab: Lab, candidate: str = "cand") -> dict[str, tuple[int, dict[str,
     r = str(lab.repo)
     return {
         "scan": lab.oms("scan", "--repo", r, "--diff", f"main..{candidate}"),
+        "scan files": lab.oms("scan", "--repo", r),
+        "scan staged": lab.oms("scan", "--repo", r, "--staged"),
+        "scan history": lab.oms("scan", "--repo", r, "--history", candidate),
         "gate": lab.oms(
             "process-result",
             "--repo",
@@ -258,6 +262,8 @@ def test_repository_config_vector_runs_nothing_in_oms(lab: Lab, vector: str) -> 
     # The gates still worked (or refused for a reason of their own), never crashed.
     for name, (code, out) in results.items():
         assert out.get("error", {}).get("kind") != "internal", (name, out)
+    for name in ("scan files", "scan staged", "scan history"):
+        assert results[name][0] == 0, (vector, name, results[name][1])
     _, gate = results["gate"]
     if vector == "ext:: remote URL":  # its --push URL is refused before the gate runs
         assert gate["error"]["kind"] == "blocked" and "decision" not in gate, gate

@@ -34,8 +34,10 @@ def test_to_json_is_the_scan_command_contract() -> None:
         ],
         "policy_digest": "sha256:p",
         "scanned_items": 1,
+        "skipped": [],
     }  # fmt: skip
-    assert list(got) == ["findings", "blocking", "scanners", "policy_digest", "scanned_items"]
+    assert list(got) == ["findings", "blocking", "scanners", "policy_digest", "scanned_items",
+                         "skipped"]  # fmt: skip
     assert list(got["findings"][0]) == [
         "scanner", "rule", "file", "line", "fingerprint", "preview", "allowed", "end_line"
     ]  # fmt: skip
