@@ -25,7 +25,7 @@ import click
 from gatekeeper.cli.render import Outcome, command, emit_error
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.integrations.formats import FORMATS, Kind, Report, render
-from gatekeeper.integrations.formats.output import STDOUT, check_output, write_output
+from gatekeeper.outfile import STDOUT, check_output, write_output
 from gatekeeper.repo.git import open_repo
 
 

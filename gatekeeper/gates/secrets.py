@@ -14,6 +14,7 @@ from typing import Any
 from gatekeeper.errors import EXIT_BLOCKED, EXIT_OK, UsageError
 from gatekeeper.gates import sources
 from gatekeeper.gates.sources import MAX_FILE_BYTES, Batch, Skipped, file_items, is_binary
+from gatekeeper.outfile import write_output
 from gatekeeper.repo.change import read_change, scan_set
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
@@ -210,7 +211,5 @@ def _not_fingerprints(batch: Batch, findings: Iterable[Finding]) -> list[Finding
 
 
 def _write_sarif(path: Path, report: ScanReport) -> None:
-    try:
-        path.write_text(json.dumps(to_sarif(report.findings, report.scanners), indent=2))
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    # Atomically, and never onto a symlink, a device or anything but a regular file.
+    write_output(path, json.dumps(to_sarif(report.findings, report.scanners), indent=2))

@@ -117,3 +117,15 @@ def test_scan_writes_sarif_2_1_0_without_secret_values(tmp_path: Path, run_oms: 
 def test_scan_with_nothing_to_scan_is_a_usage_error(run_oms: RunOms) -> None:
     code, out, _ = scan_json(run_oms, [])
     assert code == 2 and out["error"]["kind"] == "usage"
+
+
+def test_scan_sarif_never_writes_through_a_symlink(tmp_path: Path, run_oms: RunOms) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    link = tmp_path / "out.sarif"
+    link.symlink_to(target)
+    proc = run_oms(["scan", "--stdin", "--sarif", str(link), "--json"],
+                   input=f'key = "{fake_aws_key()}"\n')  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "symlink" in parse_single_json(proc)["error"]["message"]
+    assert target.read_text() == "keep me\n" and link.is_symlink()

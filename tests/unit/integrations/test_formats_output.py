@@ -13,7 +13,7 @@ import pytest
 
 from gatekeeper.cli.formats import Plan, plan
 from gatekeeper.errors import UsageError
-from gatekeeper.integrations.formats.output import check_output, write_output
+from gatekeeper.outfile import check_output, write_output
 
 
 def test_write_output_replaces_a_regular_file_atomically(tmp_path: Path) -> None:
