@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from gatekeeper.cli.options import REPO_OPTION
-from gatekeeper.cli.render import Outcome, command, scan_lines
+from gatekeeper.cli.render import Outcome, View, command, scan_lines
 from gatekeeper.gates import secrets
 
 
@@ -26,4 +26,4 @@ def scan(
     text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if use_stdin else None
     result = secrets.scan(repo, list(paths), diff, text, sarif)
     data, code = result.to_json(), result.exit_code
-    return Outcome(data, code=code, lines=scan_lines(data))
+    return Outcome(data, code=code, lines=scan_lines(data, View.detect()))
