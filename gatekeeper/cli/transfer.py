@@ -43,7 +43,7 @@ def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tup
     """Build, scan, sign and record a transfer manifest, and print its approval packet."""
     data = preview_transfer(repo, to, purpose, context, list(paths), base, redact, kind).to_json()
     code = EXIT_BLOCKED if data["status"] == "blocked" else 0
-    return Outcome(data, code=code, lines=render.preview_lines(data))
+    return Outcome(data, code=code, lines=render.preview_lines(data), page=True)
 
 
 @transfer.command("approve")
@@ -101,7 +101,7 @@ def _release_to_file(repo: Path | None, digest: str, out: str) -> dict[str, Any]
 def transfer_show(digest: str, repo: Path | None) -> Outcome:
     """A manifest, its packet and its state."""
     data = show_transfer(repo, digest).to_json()
-    return Outcome(data, lines=render.show_lines(data))
+    return Outcome(data, lines=render.show_lines(data), page=True)
 
 
 @transfer.command("list")
