@@ -8,7 +8,7 @@ import click
 
 from gatekeeper.agent.inside import inside_agent_sandbox, marker
 from gatekeeper.cli.options import REPO_OPTION
-from gatekeeper.cli.render import Outcome, command, doctor_lines
+from gatekeeper.cli.render import Outcome, View, command, doctor_lines
 from gatekeeper.errors import EXIT_UNAVAILABLE
 from gatekeeper.gates import doctor as readiness
 from gatekeeper.gates.authority import AgentSandbox
@@ -25,4 +25,5 @@ def doctor(repo: Path) -> Outcome:
     report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
         report["mcp_tools_digest"] = digest_for_doctor(repo)
-    return Outcome(report, code=0 if ready else EXIT_UNAVAILABLE, lines=doctor_lines(report, ready))
+    lines = doctor_lines(report, ready, View.detect())
+    return Outcome(report, code=0 if ready else EXIT_UNAVAILABLE, lines=lines)

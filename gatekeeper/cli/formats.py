@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from gatekeeper.cli.render import Outcome, command, emit_error
+from gatekeeper.cli.render import Outcome, Refused, command, emit_error, showing_refusals
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.integrations.formats import FORMATS, Kind, Report, render
 from gatekeeper.outfile import STDOUT, check_output, write_output
@@ -84,11 +84,15 @@ def _write(kind: Kind, fn: Callable[..., Outcome]) -> Callable[..., Outcome]:
     return inner
 
 
-def formatted(kind: Kind) -> Callable[[Callable[..., Outcome]], Callable[..., None]]:
-    """`render.command` with `--format` and `--output` (see the module docstring)."""
+def formatted(
+    kind: Kind, refused: Refused | None = None
+) -> Callable[[Callable[..., Outcome]], Callable[..., None]]:
+    """`render.command` with `--format` and `--output` (see the module docstring);
+    `refused`: how a refusal's data is shown in human output (`showing_refusals`)."""
 
     def decorate(fn: Callable[..., Outcome]) -> Callable[..., None]:
-        wrapped = command(_write(kind, fn))
+        wrap = command if refused is None else showing_refusals(refused)
+        wrapped = wrap(_write(kind, fn))
 
         @click.option(
             "--format",

@@ -181,6 +181,11 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=args, prog_name="oms", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # Bare `oms` or `oms GROUP` asks what there is (as git and cargo answer): the help on
+        # stdout, exit 0. click 8.2 makes it a usage error (exit 2, help on stderr).
+        click.echo(exc.ctx.get_help())
+        sys.exit(0)
     except click.Abort:
         _usage(args, "aborted")
     except click.ClickException as exc:

@@ -1,5 +1,9 @@
 """Rendering a command's outcome: exactly one JSON object with --json, else short text.
 
+Human text is plain lines (no colour, no box drawing: grep-able) unless stdout is a
+terminal; there the findings, checks and doctor renderers draw rich tables (`tables.py`,
+imported only then), coloured unless `NO_COLOR` is set (https://no-color.org).
+
 Every refusal reaches the user as one line, mapped to its exit code by
 `errors.refusal`; an unexpected exception is reported as an internal error
 (exit 4, fail closed), never as a traceback. The human-text renderers below are pure
@@ -12,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +29,27 @@ from gatekeeper.text import sanitize
 
 P = ParamSpec("P")
 Data = Mapping[str, Any]
+TAIL_LINES = 20  # of each stream of a failed check, in human output; JSON keeps its tails
+
+
+@dataclass(frozen=True)
+class View:
+    """How human text is drawn: `rich` tables on a terminal (coloured when `color`), plain
+    lines otherwise. Renderers take one, so they are tested for both without a terminal."""
+
+    rich: bool = False
+    color: bool = False
+    width: int = 100
+
+    @classmethod
+    def detect(cls) -> View:
+        """Tables when stdout is a terminal; colour too unless NO_COLOR is set non-empty."""
+        tty = sys.stdout.isatty()
+        return cls(rich=tty, color=tty and not os.environ.get("NO_COLOR"),
+                   width=shutil.get_terminal_size().columns)  # fmt: skip
+
+
+PLAIN = View()
 
 
 @dataclass(frozen=True)
@@ -31,6 +57,7 @@ class Outcome:
     data: Data
     code: int = 0
     lines: Sequence[str] | None = None  # None: print the data as JSON; []: print nothing
+    page: bool = False  # lines longer than the terminal go through click's pager (on a tty)
 
 
 def ascii_json(obj: Any, indent: int | None = None) -> str:
@@ -62,7 +89,10 @@ def emit_error(as_json: bool, code: int, kind: str, message: str, data: Data | N
         click.echo(error_line(kind, message), err=True)
 
 
-def _refuse(exc: Exception, as_json: bool) -> NoReturn:
+Refused = Callable[[Data], Sequence[str]]
+
+
+def _refuse(exc: Exception, as_json: bool, refused: Refused | None = None) -> NoReturn:
     # Imported on the refusal path only: gatekeeper.errors pulls in the evidence, policy and
     # sandbox packages (pydantic, cryptography), which `oms --help` must not pay for.
     from gatekeeper.errors import InternalError, refusal
@@ -70,6 +100,9 @@ def _refuse(exc: Exception, as_json: bool) -> NoReturn:
     err = refusal(exc)
     if isinstance(err, InternalError) and os.environ.get("OMS_DEBUG"):
         traceback.print_exc()
+    if refused is not None and not as_json and err.data:
+        for line in refused(err.data):  # what was decided before the refusal (a verdict)
+            click.echo(line)
     # A refusal that was recorded carries its data (e.g. the evidence seq).
     emit_error(as_json, err.exit_code, err.kind, err.message, err.data)
     sys.exit(err.exit_code)
@@ -83,13 +116,30 @@ def _show(outcome: Outcome, as_json: bool) -> None:
     lines = outcome.lines
     if lines is None:
         lines = [ascii_json(outcome.data, indent=2)]
+    if outcome.page and paged(len(lines), sys.stdout.isatty(), shutil.get_terminal_size().lines):
+        click.echo_via_pager("\n".join(lines) + "\n")
+        return
     for line in lines:
         click.echo(line)
 
 
+def paged(count: int, tty: bool, rows: int) -> bool:
+    """Page (as git does) only on a terminal, and only what does not fit on one screen."""
+    return tty and count >= rows
+
+
 def command(fn: Callable[P, Outcome]) -> Callable[P, None]:
     """Wrap a click callback: add --json, render its Outcome, map refusals to exit codes."""
+    return _wrap(fn, None)
 
+
+def showing_refusals(refused: Refused) -> Callable[[Callable[P, Outcome]], Callable[P, None]]:
+    """`command`, and in human output a refusal's data rendered by `refused` on stdout
+    before its one stderr line (e.g. the READY verdict of a gate whose delivery failed)."""
+    return lambda fn: _wrap(fn, refused)
+
+
+def _wrap(fn: Callable[P, Outcome], refused: Refused | None) -> Callable[P, None]:
     @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
@@ -99,7 +149,7 @@ def command(fn: Callable[P, Outcome]) -> Callable[P, None]:
         except click.exceptions.Exit:
             raise
         except Exception as exc:
-            _refuse(exc, as_json)
+            _refuse(exc, as_json, refused)
         _show(outcome, as_json)
         sys.exit(outcome.code)
 
@@ -143,7 +193,13 @@ def repair_lines(data: Data) -> list[str]:
 # ------------------------------------------------------------ doctor, gates ---
 
 
-def doctor_lines(report: Data, ready: bool) -> list[str]:
+def doctor_lines(report: Data, ready: bool, view: View = PLAIN) -> list[str]:
+    if view.rich:
+        # Imported here only: rich is for a terminal, not for `oms --help` (start-up time).
+        from gatekeeper.cli import tables
+
+        return tables.doctor_lines(report, ready, [sanitize(a) for a in authority_lines(report)],
+                                   view)  # fmt: skip
     bwrap, gl, key = report["bwrap"], report["gitleaks"], report["key"]
     lines = [
         f"bwrap:    {bwrap.get('path', bwrap.get('error'))} {bwrap.get('version', '')}",
@@ -190,7 +246,11 @@ def sandbox_lines(data: Data) -> list[str]:
     return [*lines, f"[oms sandbox: {status} in {data['duration_s']} s]"]
 
 
-def scan_lines(data: Data) -> list[str]:
+def scan_lines(data: Data, view: View = PLAIN) -> list[str]:
+    if view.rich:
+        from gatekeeper.cli import tables  # on a terminal only (start-up time)
+
+        return tables.scan_lines(data, view)
     lines = [
         f"{f['file']}:{f['line']}: {f['rule']} ({f['scanner']}) {f['preview']}"
         + (" [allowed]" if f["allowed"] else "")
@@ -200,15 +260,66 @@ def scan_lines(data: Data) -> list[str]:
     return [sanitize(x) for x in lines]
 
 
-def result_lines(verdict: Data) -> list[str]:
+def result_lines(verdict: Data, view: View = PLAIN) -> list[str]:
+    """The decision and its reasons, each check, the tail of each failed check's output,
+    and what delivery did or why it was refused."""
+    notes = [f"  note: the candidate changes {sanitize(t['lock'])}; its checks ran with the "
+             f"base's toolchain {sanitize(t['name'])}"
+             for t in verdict.get("toolchains", ()) if t["lock_changed"]]  # fmt: skip
+    if view.rich:
+        from gatekeeper.cli import tables  # on a terminal only (start-up time)
+
+        return tables.result_lines(verdict, view, notes, delivery_lines(verdict))
     head = (
         f"{verdict['decision']}: {verdict['commit'][:12]} (base {verdict['base'][:12]}), "
         f"evidence seq {verdict['evidence_seq']}"
     )
-    notes = [f"  note: the candidate changes {sanitize(t['lock'])}; its checks ran with the "
-             f"base's toolchain {sanitize(t['name'])}"
-             for t in verdict.get("toolchains", ()) if t["lock_changed"]]  # fmt: skip
-    return [head, *(f"  - {sanitize(r)}" for r in verdict["reasons"]), *notes]
+    checks = verdict.get("checks") or []
+    lines = [head, *(f"  - {sanitize(r)}" for r in verdict["reasons"]), *notes]
+    lines += [f"  check {sanitize(c['name'])}: {check_status(c)} in {c['duration_ms'] / 1000:.1f} s"
+              for c in checks]  # fmt: skip
+    for c in checks:
+        lines += check_tail_lines(c) if check_status(c) != "ok" else []
+    return lines + delivery_lines(verdict)
+
+
+def refused_result_lines(data: Data) -> list[str]:
+    """A refusal that carries a verdict (a refused delivery, a recorded BLOCKED): the verdict."""
+    return result_lines(data, View.detect()) if "decision" in data else []
+
+
+def check_status(check: Data) -> str:
+    if check["timed_out"]:
+        return "timed out"
+    if check["exit_code"] is None:
+        return f"killed by signal {check.get('signal')}"
+    return "ok" if check["exit_code"] == 0 else f"exit {check['exit_code']}"
+
+
+def check_tail_lines(check: Data, n: int = TAIL_LINES) -> list[str]:
+    """The last `n` lines of each stream of one check, each line sanitised on its own."""
+    name, status, lines = sanitize(check["name"]), check_status(check), []
+    for stream in ("stdout", "stderr"):
+        tail = check[f"{stream}_tail"].rstrip("\n").splitlines()[-n:]
+        if any(x.strip() for x in tail):
+            lines.append(f"check {name} ({status}): last {len(tail)} line(s) of {stream}:")
+            lines += [f"  {sanitize(x)}" for x in tail]
+    return lines or [f"check {name} ({status}): no output"]
+
+
+def delivery_lines(verdict: Data) -> list[str]:
+    d = verdict.get("delivered")
+    if not d:
+        return []
+    if "error" in d:
+        return [f"delivery refused: {first_line('delivery', d['error'])}"]
+    b = d["branch"]
+    lines = [f"delivered: branch {sanitize(b['branch'])} {b['action']} at {b['commit'][:12]}"]
+    if d.get("push"):
+        lines.append(f"delivered: pushed to {sanitize(d['push']['remote'])}")
+    if d.get("draft_pr"):
+        lines.append(f"delivered: draft pull request {sanitize(d['draft_pr'])}")
+    return lines
 
 
 # ------------------------------------------------------------------ transfer ---
@@ -216,7 +327,16 @@ def result_lines(verdict: Data) -> list[str]:
 
 def preview_lines(data: Data) -> list[str]:
     packet = data["approval_packet"]
-    return [*packet["summary"], "", packet["copyable_text_block"]]
+    return [*packet["summary"], *items_lines(data), "", packet["copyable_text_block"]]
+
+
+def items_lines(data: Data) -> list[str]:
+    """Every file that would leave: path (sanitised), bytes and mode, as the prompt lists them."""
+    items = (data.get("manifest") or {}).get("items") or []
+    if not items:
+        return []
+    rows = [f"  {sanitize(i['path'])} ({i['bytes']} bytes, {i['mode']})" for i in items]
+    return [f"files that leave ({len(items)}):", *rows]
 
 
 def approve_lines(data: Data) -> list[str]:
@@ -228,7 +348,8 @@ def release_lines(data: Data, out: str) -> list[str]:
 
 
 def show_lines(data: Data) -> list[str]:
-    return [f"{data['status']}: {data['digest']}", *data["approval_packet"]["summary"]]
+    return [f"{data['status']}: {data['digest']}", *data["approval_packet"]["summary"],
+            *items_lines(data)]  # fmt: skip
 
 
 def list_lines(data: Data) -> list[str]:

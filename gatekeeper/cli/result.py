@@ -9,7 +9,7 @@ import click
 from gatekeeper.agent.records import recorded_base
 from gatekeeper.cli.formats import formatted
 from gatekeeper.cli.options import REPO_OPTION
-from gatekeeper.cli.render import Outcome, result_lines
+from gatekeeper.cli.render import Outcome, View, refused_result_lines, result_lines
 from gatekeeper.gates.result import pipeline
 from gatekeeper.repo.git import open_repo
 from gatekeeper.text import sanitize
@@ -17,6 +17,10 @@ from gatekeeper.text import sanitize
 
 def _progress(line: str) -> None:
     click.echo(f"oms: {sanitize(line)}", err=True)  # stderr: stdout is the verdict
+
+
+def _silent(_line: str) -> None:
+    return None
 
 
 @click.command("process-result")
@@ -31,7 +35,13 @@ def _progress(line: str) -> None:
 @click.option("--deliver-branch", help="On READY_FOR_HUMAN: create or fast-forward this branch.")
 @click.option("--push", "push_remote", help="With --deliver-branch: push it (never forced).")
 @click.option("--draft-pr", is_flag=True, help="With --deliver-branch: open a draft PR via gh.")
-@formatted("result")
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="Progress lines on stderr: each stage, each check and its time, the scan.",
+)
+@formatted("result", refused=refused_result_lines)
 def process_result(
     repo: Path,
     candidate: str,
@@ -41,6 +51,7 @@ def process_result(
     deliver_branch: str | None,
     push_remote: str | None,
     draft_pr: bool,
+    progress: bool,
 ) -> Outcome:
     """The result gate: frozen plan from the base, sandboxed checks, both scanners, evidence."""
     if base is None:  # an agent run's result: the base its evidence recorded
@@ -54,7 +65,7 @@ def process_result(
         deliver_branch,
         push_remote,
         draft_pr,
-        progress=_progress,
+        progress=_progress if progress else _silent,
     )
     data = verdict.to_json()
-    return Outcome(data, code=verdict.exit_code, lines=result_lines(data))
+    return Outcome(data, code=verdict.exit_code, lines=result_lines(data, View.detect()))

@@ -11,7 +11,7 @@ import click
 
 from gatekeeper.cli.formats import formatted
 from gatekeeper.cli.options import REPO_OPTION
-from gatekeeper.cli.render import Data, Outcome
+from gatekeeper.cli.render import Data, Outcome, View, scan_lines
 from gatekeeper.gates import secrets
 from gatekeeper.text import sanitize
 
@@ -32,24 +32,40 @@ def scan(paths: tuple[Path, ...], staged: bool, history: str | None, diff: str |
     text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if use_stdin else None
     result = secrets.scan(repo, list(paths), diff, text, sarif, staged=staged, history=history)
     data, code = result.to_json(), result.exit_code
-    return Outcome(data, code=code, lines=grouped_lines(data))
+    view = View.detect()
+    if view.rich:  # a terminal: the findings table, then how to allow them and the skips
+        lines = scan_lines(data, view) + [sanitize(x) for x in _advice(data)]
+    else:
+        lines = grouped_lines(data)
+    return Outcome(data, code=code, lines=lines)
+
+
+def _groups(data: Data) -> dict[str, list[Data]]:
+    groups: dict[str, list[Data]] = {}
+    for f in data["findings"]:
+        groups.setdefault(f["fingerprint"], []).append(f)
+    return groups
+
+
+def _advice(data: Data) -> list[str]:
+    """The line that allows the findings not allowed, then what was skipped."""
+    groups = _groups(data)
+    blocked = [fp for fp, found in groups.items() if not all(f["allowed"] for f in found)]
+    lines: list[str] = []
+    if blocked:
+        lines += ["To allow these findings, add this line under [scanners] in oms.toml and "
+                  "commit it (merge it with a list already there; a new oms.toml starts with "
+                  "`version = 1`):", *_allow_line(blocked)]  # fmt: skip
+    return lines + _skipped(data.get("skipped", []))
 
 
 def grouped_lines(data: Data) -> list[str]:
     """Findings grouped by fingerprint (rules, scanners, every location), the line that
     allows the ones not allowed, and what was skipped. Never a secret's value."""
-    groups: dict[str, list[Data]] = {}
-    for f in data["findings"]:
-        groups.setdefault(f["fingerprint"], []).append(f)
     lines: list[str] = []
-    for fp, found in groups.items():
+    for fp, found in _groups(data).items():
         lines += _group(fp, found)
-    blocked = [fp for fp, found in groups.items() if not all(f["allowed"] for f in found)]
-    if blocked:
-        lines += ["To allow these findings, add this line under [scanners] in oms.toml and "
-                  "commit it (merge it with a list already there; a new oms.toml starts with "
-                  "`version = 1`):", *_allow_line(blocked)]  # fmt: skip
-    lines += _skipped(data.get("skipped", []))
+    lines += _advice(data)
     lines.append(f"{data['blocking']} finding(s) not allowed by policy")
     return [sanitize(x) for x in lines]
 

@@ -44,7 +44,7 @@ def transfer_preview(repo: Path, to: str, purpose: str, context: str, paths: tup
     """Build, scan, sign and record a transfer manifest, and print its approval packet."""
     data = preview_transfer(repo, to, purpose, context, list(paths), base, redact, kind).to_json()
     code = EXIT_BLOCKED if data["status"] == "blocked" else 0
-    return Outcome(data, code=code, lines=render.preview_lines(data))
+    return Outcome(data, code=code, lines=render.preview_lines(data), page=True)
 
 
 @transfer.command("approve")
@@ -103,7 +103,7 @@ def _release_to_file(repo: Path | None, digest: Sha256Digest, out: str) -> dict[
 def transfer_show(digest: str, repo: Path | None) -> Outcome:
     """A manifest, its packet and its state."""
     data = show_transfer(repo, manifest_digest(repo, digest)).to_json()
-    return Outcome(data, lines=render.show_lines(data))
+    return Outcome(data, lines=render.show_lines(data), page=True)
 
 
 @transfer.command("list")

@@ -39,7 +39,7 @@ from gatekeeper.gates.result.deliver import (
     plan_delivery,
 )
 from gatekeeper.gates.result.payloads import ResultRecord, ResultStart
-from gatekeeper.gates.result.stages import STAGES, Clock, GateState, Stage
+from gatekeeper.gates.result.stages import STAGES, Clock, GateState, Stage, run_stage
 from gatekeeper.gates.result.verdict import Decision, Verdict
 from gatekeeper.gates.result.vsa import vsa_for
 from gatekeeper.repo.git import GitError, Repo, git, open_repo
@@ -133,7 +133,7 @@ def run_stages(gate: GateRun, stages: Sequence[Stage] = STAGES) -> Verdict:
     is raised again as the OmsError of its decision: Blocked (3) or Unavailable (4)."""
     try:
         for stage in stages:
-            decision = stage.run(gate.state)
+            decision = run_stage(stage, gate.state)
             if decision is not None:
                 return gate.finish(decision)
         raise AssertionError("the last stage always decides")  # pragma: no cover
@@ -215,7 +215,8 @@ class GateRequest:
     delivery: DeliveryRequest = field(default_factory=DeliveryRequest)
     # Who asked, when it was an agent run's `oms mcp` (its run subject), added to the entries.
     requested_by: tuple[Mapping[str, Any], ...] = ()
-    # Lines on what the gate is doing that takes long (an auto-prepared toolchain).
+    # Lines on what the gate is doing: each stage as it starts and ends, each check and its
+    # time, the scan, an auto-prepared toolchain.
     progress: Callable[[str], None] | None = None
 
 

@@ -86,8 +86,25 @@ class Stage(Protocol):
     def run(self, s: GateState) -> Decision | None: ...
 
 
+def run_stage(stage: Stage, s: GateState) -> Decision | None:
+    """One stage, announced on `s.progress` as it starts and ends (with its wall time) when
+    it has a `label`; a refusal it raises ends the gate before the end line."""
+    label = getattr(stage, "label", "")
+    if not label:
+        return stage.run(s)
+    say = s.progress or _no_progress
+    say(f"{label}: started")
+    t = time.perf_counter()
+    decision = stage.run(s)
+    decided = f", {decision.value}" if decision is not None else ""
+    say(f"{label}: done in {time.perf_counter() - t:.1f} s{decided}")
+    return decision
+
+
 class NotItsBase:
     """A candidate that is its own base changes nothing: there is nothing to verify."""
+
+    label = "change"
 
     def run(self, s: GateState) -> Decision | None:
         if s.candidate == s.base:
@@ -98,6 +115,8 @@ class NotItsBase:
 
 class ProtectedPaths:
     """Any change to a protected path blocks (the verdict comes after the scan)."""
+
+    label = "protected paths"
 
     def run(self, s: GateState) -> Decision | None:
         s.change = read_change(s.repo.top, s.base, s.candidate)
@@ -111,12 +130,17 @@ class ProtectedPaths:
 class Secrets:
     """Both scanners, once each, over everything the candidate would deliver."""
 
+    label = "secrets"
+
     def run(self, s: GateState) -> Decision | None:
         assert s.change is not None  # ProtectedPaths read it
         scope = scan_set(s.repo.top, s.change)
         s.clock.lap("read_change")
+        say = s.progress or _no_progress
+        say(f"scan: {len(scope.items)} item(s) with gitleaks and detect-secrets")
         report = scan_with_policy(list(scope.items), s.loaded, s.budget)
         s.clock.lap("scan")
+        say(f"scan: {len(report.only(scope.new_findings).findings)} finding(s)")
         s.scanners = tuple(ScannerUsed.of(i) for i in report.scanners)
         s.reasons.extend(canary_reasons(scope.items))
         for f in report.only(scope.new_findings).findings:
@@ -143,6 +167,8 @@ def canary_reasons(items: Sequence[ScanItem]) -> list[str]:
 class Plan:
     """Without a plan nothing can be verified: a base policy with no checks blocks."""
 
+    label = "plan"
+
     def run(self, s: GateState) -> Decision | None:
         if not s.loaded.policy.checks:
             s.reasons.append(NO_PLAN)
@@ -153,6 +179,8 @@ class Plan:
 class Toolchains:
     """Each toolchain the plan names: prepared for the base's inputs, its tree as recorded,
     every path it needs bindable; Unavailable otherwise (nothing runs with a doubtful one)."""
+
+    label = "toolchains"
 
     def run(self, s: GateState) -> Decision | None:
         assert s.change is not None  # ProtectedPaths read it
@@ -184,6 +212,8 @@ class SandboxReady:
     """bwrap found and this very profile probed (every toolchain bound); Unavailable
     otherwise."""
 
+    label = "sandbox probe"
+
     def run(self, s: GateState) -> Decision | None:
         tools = list((s.toolchains or {}).values())
         s.profile = with_toolchains(sandboxing.profile_for(s.repo, s.loaded), tools)
@@ -195,9 +225,13 @@ class SandboxReady:
 class Checks:
     """The plan from the base, in the sandbox, each on a fresh copy of the candidate tree."""
 
+    label = "checks"
+
     def run(self, s: GateState) -> Decision | None:
         assert s.bwrap is not None  # SandboxReady found it
+        say = s.progress or _no_progress
         for check in s.loaded.policy.checks:
+            say(f"check {check.name}: running (time-out {check.timeout_s} s)")
             prof = sandboxing.profile_for(s.repo, s.loaded, timeout_s=check.timeout_s)
             tool = (s.toolchains or {}).get(check.toolchain or "")
             links: tuple[tuple[str, str], ...] = ()
@@ -207,6 +241,8 @@ class Checks:
                                           s.budget, links)  # fmt: skip
             out, err = s.store.blobs.put(r.stdout.kept), s.store.blobs.put(r.stderr.kept)
             s.checks.append(CheckResult.of(check.name, r, out, err))
+            status = "timed out" if r.timed_out else f"exit {r.exit_code}"
+            say(f"check {check.name}: {status} in {r.duration_s:.1f} s")
             if r.timed_out:
                 s.reasons.append(f"check {check.name} timed out after {check.timeout_s} s")
             elif r.exit_code != 0:

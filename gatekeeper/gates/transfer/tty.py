@@ -5,6 +5,11 @@ environment variable turns this into a non-interactive approval. The prompt is
 shown whole or not at all: nothing the human approves is cut, and a prompt too
 long for a terminal (over `MAX_PROMPT_LINES` or `MAX_PROMPT_CHARS`) is refused
 before the terminal is opened, so the human narrows the transfer instead.
+
+A prompt longer than the terminal is paged there, a screen at a time: the human reads
+every page (Enter) before the question comes, or stops (q) and nothing is approved. Not
+`$PAGER`: the prompt must stay on the controlling terminal, and the pager is a program
+the environment names.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ MAX_PROMPT_LINES = 10_000
 MAX_PROMPT_CHARS = 2_000_000
 WRAP_WIDTH = 76
 _QUESTION = b"Approve this transfer? Type 'yes' to approve: "
+_HEADER = "oms: a transfer asks for your approval"
+_MORE = "-- {shown} of {total} lines shown: Enter for more, q to stop (not approved) -- "
+NOT_READ = "not approved at the terminal: the prompt was not read to its end"
 
 
 def wrap_exact(text: str, width: int = WRAP_WIDTH) -> list[str]:
@@ -72,6 +80,37 @@ def _read_answer(fd: int) -> bytes:
     return answer
 
 
+def pages(lines: list[str], rows: int) -> list[list[str]]:
+    """`lines` in screens of `rows - 1` (one row for the "more" line), or one screen when
+    they fit beside the question or the terminal's size is unknown (`rows` 0)."""
+    if rows < 3 or len(lines) < rows:
+        return [lines]
+    per = rows - 1
+    return [lines[i : i + per] for i in range(0, len(lines), per)]
+
+
+def _terminal_rows(fd: int) -> int:
+    try:
+        return os.get_terminal_size(fd).lines
+    except OSError:
+        return 0
+
+
+def _show_paged(fd: int, lines: list[str]) -> None:
+    """Every line at the terminal, a screen at a time; Blocked unless each page is read."""
+    screens = pages(lines, _terminal_rows(fd))
+    shown = 0
+    for n, screen in enumerate(screens, start=1):
+        _write_all(fd, ("\n".join(screen) + "\n").encode("utf-8", "replace"))
+        shown += len(screen)
+        if n == len(screens):
+            return
+        _write_all(fd, _MORE.format(shown=shown, total=len(lines)).encode())
+        answer = _read_answer(fd)
+        if answer.strip() or not answer.endswith(b"\n"):  # only Enter reads on
+            raise Blocked(NOT_READ)
+
+
 def confirm_at_terminal(lines: list[str]) -> HumanApprover:
     """Show `lines` (already neutralised) in full at /dev/tty and read `yes` there."""
     _check_showable(lines)
@@ -81,8 +120,8 @@ def confirm_at_terminal(lines: list[str]) -> HumanApprover:
         raise Blocked("approval needs a human at a terminal: there is no controlling terminal"
                       ) from None  # fmt: skip
     try:
-        text = "\n".join(["oms: a transfer asks for your approval", *lines, ""])
-        _write_all(fd, text.encode("utf-8", "replace") + _QUESTION)
+        _show_paged(fd, [_HEADER, *lines])
+        _write_all(fd, _QUESTION)
         answer = _read_answer(fd)
     finally:
         os.close(fd)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from gatekeeper.cli.main import COMMANDS, cli, load
 
-HEAVY = ("gatekeeper.gates", "gatekeeper.mcp", "mcp", "detect_secrets", "pydantic",
+HEAVY = ("gatekeeper.gates", "gatekeeper.mcp", "mcp", "detect_secrets", "pydantic", "rich",
          "policy", "evidence", "sandbox", "cryptography")  # fmt: skip
 
 REPORT = (
