@@ -99,3 +99,16 @@ def oms_json(run_oms: RunOms) -> Callable[..., tuple[int, dict[str, Any]]]:
         return proc.returncode, parse_single_json(proc)
 
     return run
+
+
+# Modules that take the longest, run first: with `--dist loadscope` each module goes to one
+# worker in collection order, so a long module collected last would run alone at the end.
+SLOWEST_FIRST = (
+    "test_pre_commit.py", "test_packaging.py", "test_result_gate.py", "test_transfer.py",
+    "test_agent_clis.py", "test_toolchain_gate.py", "test_evidence_store.py", "test_mcp.py",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: else as found
