@@ -63,9 +63,14 @@ def evidence_blob(seq: int, name: str, repo: Path) -> Outcome:
     """A stored blob of an entry, raw on stdout: NAME is `<check>.stdout`, `<check>.stderr`,
     a note's attachment name, or the blob's digest (a prefix of 12 hex digits will do)."""
     stored, data = records.read_blob(repo, seq, name)
-    if "--json" in sys.argv:
+    if "--json" in sys.argv[1:]:
         text = data.decode("utf-8", "replace")
         return Outcome({**stored.to_json(), "text": text})
+    if sys.stdout.isatty():  # a check's output is the candidate's text: never raw on a terminal
+        text = data.decode("utf-8", "replace")
+        return Outcome(
+            stored.to_json(), lines=[sanitize(ln, 6 * len(ln) + 1) for ln in text.split("\n")]
+        )
     sys.stdout.buffer.write(data)  # the bytes as stored, for piping
     sys.stdout.flush()
     return Outcome(stored.to_json(), lines=[])

@@ -5,6 +5,8 @@ scanners) and one transfer preview make the entries these commands read."""
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,14 +17,14 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from support.env import clean_env
-from support.oms import parse_single_json, run_oms
+from support.oms import OMS, parse_single_json, run_oms
 from support.repos import commit_on, make_repo
 
-POLICY = """version = 1
+POLICY = r"""version = 1
 
 [[checks]]
 name = "talk"
-cmd = ["/bin/sh", "-c", "echo out-line; echo err-line >&2"]
+cmd = ["/bin/sh", "-c", "echo out-line; printf 'err-line \\033]0;owned\\007\\n' >&2"]
 timeout_s = 60
 """
 
@@ -107,7 +109,33 @@ def test_blob_prints_a_checks_output_raw(world: World) -> None:
     proc = world.run("evidence", "blob", str(world.result_seq), "talk.stdout")
     assert proc.returncode == 0 and proc.stdout == "out-line\n", proc
     proc = world.run("evidence", "blob", str(world.result_seq), "talk.stderr")
-    assert proc.returncode == 0 and proc.stdout == "err-line\n", proc
+    assert proc.returncode == 0 and proc.stdout == "err-line \x1b]0;owned\x07\n", proc
+
+
+def test_blob_on_a_terminal_is_sanitised_not_raw(world: World) -> None:
+    # The candidate wrote this output: on a terminal its escape sequence is shown, not run.
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [*OMS, "evidence", "blob", str(world.result_seq), "talk.stderr"],
+            stdout=secondary, stderr=subprocess.PIPE, env=world.env, cwd=world.repo,
+            timeout=120, check=False,
+        )  # fmt: skip
+        os.close(secondary)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(primary)
+    assert proc.returncode == 0, proc.stderr
+    assert b"\x1b" not in shown and b"\x07" not in shown
+    assert b"err-line \\u001b]0;owned\\u0007" in shown
 
 
 def test_blob_by_digest_prefix_and_as_json(world: World) -> None:
