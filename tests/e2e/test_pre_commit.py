@@ -1,9 +1,10 @@
 """`.pre-commit-hooks.yaml` with the real `pre-commit` tool in a temporary repository.
 
-`pre-commit try-repo` installs oms from this checkout (working tree included) into its own
-environment, as a user's `.pre-commit-config.yaml` would from a tag, then runs the hook on
-what is staged. pip reaches only the package registry; the hooks run on loopback nothing.
-"""
+The temporary repository's `.pre-commit-config.yaml` names this checkout and its HEAD
+commit, as a user's names a tag: pre-commit clones it, installs oms into its own
+environment once, then runs the hooks on what is staged. pip reaches only the package
+registry. (`pre-commit try-repo` would also take uncommitted changes, but builds the
+environment again on every call.)"""
 
 from __future__ import annotations
 
@@ -35,10 +36,24 @@ def pc_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("pre-commit-home")
 
 
+def head_of_checkout() -> str:
+    out = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    return out.stdout.strip()
+
+
+CONFIG = """repos:
+  - repo: {repo}
+    rev: {rev}
+    hooks:
+      - id: oms-scan-staged
+      - id: oms-policy-check
+"""
+
+
 def try_repo(repo: Path, hook: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PRE_COMMIT, "try-repo", str(CHECKOUT), hook, "--verbose"],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=900,
-                          check=False)  # fmt: skip
+    return subprocess.run([PRE_COMMIT, "run", hook, "--verbose"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
 
 
 def test_the_hooks_refuse_a_staged_secret_and_a_bad_policy(tmp_path: Path, pc_home: Path) -> None:
@@ -46,7 +61,9 @@ def test_the_hooks_refuse_a_staged_secret_and_a_bad_policy(tmp_path: Path, pc_ho
     home.mkdir()
     env = clean_env(home, tmp_path / "oms-state")
     env.update(PRE_COMMIT_HOME=str(pc_home), PIP_CACHE_DIR=PIP_CACHE)
-    repo = make_repo(tmp_path / "repo", {"app.py": "X = 1\n"}, env=env)
+    config = CONFIG.format(repo=CHECKOUT, rev=head_of_checkout())
+    repo = make_repo(tmp_path / "repo", {"app.py": "X = 1\n", ".pre-commit-config.yaml": config},
+                     env=env)  # fmt: skip
 
     (repo / "clean.py").write_text("Y = 2\n")
     git(repo, "add", "clean.py", env=env)
