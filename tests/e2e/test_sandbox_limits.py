@@ -98,6 +98,9 @@ def _user_process_count(uid: int) -> int:
 # ------------------------------------------------------------- processes ---
 
 
+# RLIMIT_NPROC counts every process of the sandbox uid, other tests' sandboxes included:
+# beside them the probe itself could not fork, and beside it they could not either.
+@pytest.mark.alone
 @pytest.mark.skipif(
     not AS_ROOT and _user_process_count(os.getuid()) > 16,
     reason="as a normal user RLIMIT_NPROC also counts the user's own host processes",
