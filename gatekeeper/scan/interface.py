@@ -10,26 +10,96 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 from gatekeeper.errors import Unavailable
 
 FINGERPRINT_PREFIX = b"oms-finding-v1\x00"
+Decoding = Literal["surrogateescape", "replace"]  # how bytes become the text scanned
 
 
 class ScannerUnavailable(Unavailable):
     """A scanner is missing, tampered, crashed or timed out: its silence means nothing."""
 
 
-@dataclass(frozen=True)
 class ScanItem:
-    """Text to scan: a file's lines (all, or the ones a change adds) with their numbers."""
+    """Text to scan: a file's lines (all, or the ones a change adds) with their numbers.
 
-    path: str
-    lines: Sequence[tuple[int, str]]
+    A whole text is split into lines only when a scanner reads them (a cache hit never
+    does). `key` names exactly what is scanned, its path included: the SHA-256 of the
+    bytes a whole item was decoded from (with how), or of the text, or of the numbered
+    lines. The path is part of it because detect-secrets chooses its keyword patterns
+    by file type.
+    """
+
+    __slots__ = ("_content", "_lines", "_text", "path")
+
+    def __init__(self, path: str, lines: Sequence[tuple[int, str]]) -> None:
+        self.path = path
+        self._lines: Sequence[tuple[int, str]] | None = lines
+        self._text: str | None = None
+        self._content: str | None = None
 
     @classmethod
     def whole(cls, path: str, text: str) -> ScanItem:
-        return cls(path, [(i + 1, line) for i, line in enumerate(text.split("\n"))])
+        """All of `text`, its lines numbered from 1 (split when first read)."""
+        item = cls(path, ())
+        item._lines, item._text = None, text
+        return item
+
+    @classmethod
+    def of_bytes(
+        cls, path: str, data: bytes, errors: Decoding = "surrogateescape", sha256: str | None = None
+    ) -> ScanItem:
+        """All of `data` decoded as UTF-8 with `errors`; `sha256`: the caller's hash of
+        exactly `data` (hashed here when not given), so the bytes are hashed once."""
+        item = cls.whole(path, data.decode("utf-8", errors))
+        digest = sha256 or hashlib.sha256(data).hexdigest()
+        item._content = f"bytes:utf-8/{errors}:{digest}"
+        return item
+
+    @property
+    def lines(self) -> Sequence[tuple[int, str]]:
+        if self._lines is None:
+            assert self._text is not None
+            self._lines = list(enumerate(self._text.split("\n"), 1))
+        return self._lines
+
+    @property
+    def text(self) -> str | None:
+        """The whole text, for an item made by `whole` or `of_bytes` (None: some lines)."""
+        return self._text
+
+    @property
+    def key(self) -> str:
+        """SHA-256 (hex) naming this item's path and exactly the content scanned."""
+        h = hashlib.sha256(b"oms-scan-item-v1\x00")
+        h.update(_encoded(self.path) + b"\x00")
+        if self._content is not None:
+            h.update(self._content.encode())
+        elif self._text is not None:
+            h.update(b"text:" + hashlib.sha256(_encoded(self._text)).digest())
+        else:
+            lines = hashlib.sha256()
+            for number, text in self.lines:
+                data = _encoded(text)
+                lines.update(b"%d %d\x00" % (number, len(data)) + data)
+            h.update(b"lines:" + lines.digest())
+        return h.hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ScanItem):
+            return NotImplemented
+        return self.path == other.path and list(self.lines) == list(other.lines)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ScanItem({self.path!r}, <{len(self.lines)} lines>)"
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True)
