@@ -63,6 +63,10 @@ class DetectSecrets:
         return ScannerInfo("detect-secrets", version("detect-secrets"), None)
 
     def scan(self, items: Sequence[ScanItem]) -> list[Finding]:
+        return [f for _, f in self.scan_by_item(items)]
+
+    def scan_by_item(self, items: Sequence[ScanItem]) -> list[tuple[int, Finding]]:
+        """[(item index, finding)]: each item is scanned alone."""
         try:
             return list(self._scan(items))
         except ScannerUnavailable:
@@ -72,7 +76,7 @@ class DetectSecrets:
                 f"detect-secrets failed: {type(exc).__name__}: {str(exc)[:200]}"
             ) from None
 
-    def _scan(self, items: Sequence[ScanItem]) -> Iterator[Finding]:
+    def _scan(self, items: Sequence[ScanItem]) -> Iterator[tuple[int, Finding]]:
         classes: list[type[Any]] = list(get_mapping_from_secret_type_to_class().values())
         plugins = [{"name": cls.__name__} for cls in classes]
         config = {"plugins_used": plugins, "filters_used": [{"path": f} for f in KEPT_FILTERS]}
@@ -85,7 +89,7 @@ class DetectSecrets:
                 raise ScannerUnavailable("detect-secrets plugins did not load")
             prefilter = Prefilter(get_plugins())
             by_type = {p.secret_type: p for p in get_plugins()}
-            for item in items:
+            for k, item in enumerate(items):
                 lines = prefilter(item.path, item.lines)
                 position: dict[int, int] | None = None
                 for secret in ds_scan._process_line_based_plugins(lines, item.path):
@@ -98,15 +102,18 @@ class DetectSecrets:
                         position.get(int(secret.line_number), -1),
                     )
                     number = int(secret.line_number)
-                    yield Finding(
-                        "detect-secrets",
-                        secret.type,
-                        item.path,
-                        number,
-                        fingerprint(value),
-                        preview(value),
-                        # a PEM block spans lines: the change may add only its body
-                        end_line=number + value.count("\n") if "\n" in value else None,
+                    yield (
+                        k,
+                        Finding(
+                            "detect-secrets",
+                            secret.type,
+                            item.path,
+                            number,
+                            fingerprint(value),
+                            preview(value),
+                            # a PEM block spans lines: the change may add only its body
+                            end_line=number + value.count("\n") if "\n" in value else None,
+                        ),
                     )
 
 

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gatekeeper.scan.interface import (
@@ -31,7 +31,14 @@ from gatekeeper.scan.interface import (
     ScannerUnavailable,
     fingerprint,
 )
-from gatekeeper.scan.pieces import HEADER, HEADER_LINES, cut_pieces, sniffed_as_iso, virtual_lines
+from gatekeeper.scan.pieces import (
+    HEADER,
+    HEADER_LINES,
+    cut_pieces,
+    indexed_lines,
+    item_pieces,
+    sniffed_as_iso,
+)
 from gatekeeper.scan.redact import preview
 from policy import DEFAULT_GITLEAKS_SHA256
 
@@ -135,18 +142,22 @@ class Gitleaks:
     def scan(self, items: Sequence[ScanItem]) -> list[Finding]:
         return self.start(items).finish()
 
-    def start(self, items: Sequence[ScanItem]) -> GitleaksRun:
+    def start(self, items: Sequence[ScanItem], alone: bool = False) -> GitleaksRun:
         """Gitleaks started on `items` in the background; `finish()` waits for its findings.
 
         Everything before the process starts (pieces, digest) runs here, in the caller's
         thread, so that the binary is already working while the caller does other work.
+        `alone`: no piece holds two items' lines, so no match can run from one into another.
         """
         if KNOWN_VERSIONS.get(self.pinned) != VERSION:
             self.check()
-        where, lines = virtual_lines(items)
+        where, lines = indexed_lines(items)
+        paths = [item.path for item in items]
         if not lines:
-            return GitleaksRun(None, [], [], None)
-        pieces = cut_pieces([len(x) for x in lines], sniffed_as_iso(lines))
+            return GitleaksRun(None, [], [], None, paths)
+        sizes = [len(x) for x in lines]
+        sniffed = sniffed_as_iso(lines)
+        pieces = item_pieces(where, sizes, sniffed) if alone else cut_pieces(sizes, sniffed)
         fd = self._open_verified()
         work = tempfile.mkdtemp(prefix="oms-gitleaks-")
         try:
@@ -155,7 +166,27 @@ class Gitleaks:
             os.close(fd)
             shutil.rmtree(work, ignore_errors=True)
             raise
-        return GitleaksRun(proc, where, pieces, _Held(fd, work))
+        return GitleaksRun(proc, where, pieces, _Held(fd, work), paths)
+
+
+# (path, pin) -> the stat identity of the file last verified there: within one process
+# (the MCP server answers many reads) a binary is hashed again only once it changed.
+_VERIFIED: dict[tuple[str, str], tuple[int, ...]] = {}
+
+
+def verify_binary(pinned_sha256: str) -> ScannerInfo:
+    """That the Gitleaks binary oms would run is the pinned one, without running it: what
+    a scan answered from the cache still requires (a missing or tampered binary blocks)."""
+    gl = Gitleaks(pinned_sha256, 0)
+    try:
+        st = os.stat(gl.path)
+    except OSError as exc:
+        raise ScannerUnavailable(f"cannot open gitleaks at {gl.path}: {exc.strerror}") from None
+    ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if _VERIFIED.get((gl.path, pinned_sha256)) != ident:
+        os.close(gl._open_verified())
+        _VERIFIED[(gl.path, pinned_sha256)] = ident
+    return ScannerInfo("gitleaks", VERSION, pinned_sha256)
 
 
 @dataclass(frozen=True)
@@ -202,18 +233,23 @@ class GitleaksRun:
     """One started `gitleaks dir`: `finish()` for its findings, `cancel()` to give up."""
 
     process: _Process | None  # None: nothing to scan
-    where: list[tuple[str, int]]
+    where: list[tuple[int, int]]  # (item index, line number) of each line given
     pieces: list[tuple[int, int]]
     held: _Held | None
+    paths: list[str] = field(default_factory=list)  # of the items, by index
 
     def finish(self) -> list[Finding]:
+        return [f for _, f in self.finish_by_item()[0]]
+
+    def finish_by_item(self) -> tuple[list[tuple[int, Finding]], set[int]]:
+        """([(item index, finding)], the items some match ran into from another item)."""
         if self.process is None:
-            return []
+            return [], set()
         try:
             code, out, err = self.process.result()
         finally:
             self.cancel()
-        return _findings(_report(code, out, err), self.where, self.pieces)
+        return _findings(_report(code, out, err), self.where, self.pieces, self.paths)
 
     def cancel(self) -> None:
         if self.process is not None:
@@ -261,12 +297,17 @@ def _close(fds: Sequence[int]) -> None:
 
 
 def _findings(
-    report: list[dict[str, object]], where: list[tuple[str, int]], pieces: list[tuple[int, int]]
-) -> list[Finding]:
-    """Report entries mapped back to (path, line); the same finding seen in two
-    overlapping pieces is one finding."""
+    report: list[dict[str, object]],
+    where: list[tuple[int, int]],
+    pieces: list[tuple[int, int]],
+    paths: list[str],
+) -> tuple[list[tuple[int, Finding]], set[int]]:
+    """Report entries mapped back to (item, line); the same finding seen in two overlapping
+    pieces is one finding. A match that runs from one item into the next is kept at its
+    first item, and every item it touches is named as entangled."""
     names = {_PIECE_NAME.format(k): piece for k, piece in enumerate(pieces)}
-    found: dict[tuple[str, int, str, str], Finding] = {}
+    found: dict[tuple[int, int, str, str], Finding] = {}
+    entangled: set[int] = set()
     for r in report:
         piece = names.get(Path(str(r.get("File", ""))).name)
         if piece is None:
@@ -275,14 +316,15 @@ def _findings(
         last = piece[0] + _int(r.get("EndLine", r.get("StartLine"))) - HEADER_LINES - 1
         if not piece[0] <= first < piece[1]:
             raise ScannerUnavailable("gitleaks reported a line outside its input")
-        path, number = where[first]
-        end_path, end_number = where[min(max(first, last), piece[1] - 1)]
+        k, number = where[first]
+        end_k, end_number = where[min(max(first, last), piece[1] - 1)]
+        if end_k != k:
+            entangled.update(range(k, end_k + 1))
         secret = str(r.get("Secret") or r.get("Match") or "")
-        f = Finding("gitleaks", str(r.get("RuleID", "?")), path, number, fingerprint(secret),
-                    preview(secret),
-                    end_line=end_number if end_path == path else number)  # fmt: skip
-        found.setdefault((f.file, f.line, f.rule, f.fingerprint), f)
-    return list(found.values())
+        f = Finding("gitleaks", str(r.get("RuleID", "?")), paths[k], number, fingerprint(secret),
+                    preview(secret), end_line=end_number if end_k == k else number)  # fmt: skip
+        found.setdefault((k, f.line, f.rule, f.fingerprint), f)
+    return [(k, f) for (k, *_), f in found.items()], entangled
 
 
 def _int(value: object) -> int:

@@ -30,20 +30,47 @@ HEADER_LINES = HEADER.count(b"\n")
 def virtual_lines(items: Sequence[ScanItem]) -> tuple[list[tuple[str, int]], list[bytes]]:
     """(path, line) of each line Gitleaks reads, and its bytes with a newline; a long line
     is several overlapping segments with the same (path, line)."""
-    where: list[tuple[str, int]] = []
+    where, lines = indexed_lines(items)
+    return [(items[k].path, number) for k, number in where], lines
+
+
+def indexed_lines(items: Sequence[ScanItem]) -> tuple[list[tuple[int, int]], list[bytes]]:
+    """As `virtual_lines`, each line named by (index of its item, line number)."""
+    where: list[tuple[int, int]] = []
     lines: list[bytes] = []
     stride = SEGMENT_BYTES - OVERLAP_BYTES
-    for item in items:
+    for k, item in enumerate(items):
         for number, text in item.lines:
             data = _encode(text.replace("\n", " "))
             start = 0
             while True:
-                where.append((item.path, number))
+                where.append((k, number))
                 lines.append(data[start : start + SEGMENT_BYTES] + b"\n")
                 if start + SEGMENT_BYTES >= len(data):
                     break
                 start += stride
     return where, lines
+
+
+def item_pieces(
+    where: Sequence[tuple[int, int]],
+    sizes: Sequence[int],
+    sniffed: Callable[[int, int], bool] | None = None,
+) -> list[tuple[int, int]]:
+    """As `cut_pieces`, but no piece holds lines of two items: each item is matched alone."""
+    pieces: list[tuple[int, int]] = []
+    start = 0
+    while start < len(sizes):
+        end = start
+        while end < len(sizes) and where[end][0] == where[start][0]:
+            end += 1
+
+        def local(a: int, b: int, base: int = start) -> bool:
+            return sniffed is not None and sniffed(a + base, b + base)
+
+        pieces += [(a + start, b + start) for a, b in cut_pieces(sizes[start:end], local)]
+        start = end
+    return pieces
 
 
 def cut_pieces(

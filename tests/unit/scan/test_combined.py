@@ -52,15 +52,15 @@ def test_gitleaks_process_is_running_before_detect_secrets_scans(
 ) -> None:
     events: list[object] = []
     spy_on_start(monkeypatch, events)
-    real_scan = DetectSecrets.scan
+    real_scan = DetectSecrets.scan_by_item
 
-    def ds_scan(self: DetectSecrets, items: Sequence[ScanItem]) -> list[Finding]:
+    def ds_scan(self: DetectSecrets, items: Sequence[ScanItem]) -> list[tuple[int, Finding]]:
         assert events and isinstance(events[0], GitleaksRun), "detect-secrets ran first"
         assert events[0].process is not None  # the binary was already started
         events.append("detect-secrets")
         return real_scan(self, items)
 
-    monkeypatch.setattr(DetectSecrets, "scan", ds_scan)
+    monkeypatch.setattr(DetectSecrets, "scan_by_item", ds_scan)
     findings, infos = scan_both(ITEMS, DEFAULT_GITLEAKS_SHA256, 60)
     assert findings == [] and [i.name for i in infos] == ["gitleaks", "detect-secrets"]
     assert events[1] == "detect-secrets"
@@ -73,10 +73,10 @@ def test_a_detect_secrets_failure_stops_gitleaks_and_cleans_up(
     events: list[object] = []
     spy_on_start(monkeypatch, events)
 
-    def broken(self: DetectSecrets, items: Sequence[ScanItem]) -> list[Finding]:
+    def broken(self: DetectSecrets, items: Sequence[ScanItem]) -> list[tuple[int, Finding]]:
         raise ScannerUnavailable("detect-secrets failed: boom")
 
-    monkeypatch.setattr(DetectSecrets, "scan", broken)
+    monkeypatch.setattr(DetectSecrets, "scan_by_item", broken)
     with pytest.raises(ScannerUnavailable, match="detect-secrets"):
         scan_both(ITEMS, digest, 600)
     run = events[0]
