@@ -25,6 +25,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.agent:agent",
         "Run an agent CLI contained: its own workspace, no authority, brokered egress.",
     ),
+    "cache": (
+        "gatekeeper.cli.cache:cache",
+        "The scan-result cache: findings stored by content, so unchanged files are not rescanned.",
+    ),
     "doctor": (
         "gatekeeper.cli.doctor:doctor",
         "Readiness: a real sandbox probe, AppArmor status, key and chain.",

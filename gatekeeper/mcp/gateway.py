@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -92,7 +93,14 @@ def _below(names: Iterable[str], rel: str) -> list[str]:
 
 
 def redact_text(repo: Repo, path: str, text: str, loaded: LoadedPolicy) -> tuple[str, int]:
-    findings = scan_with_policy([ScanItem.whole(path, text)], loaded).findings
+    return _redacted(ScanItem.whole(path, text), loaded)
+
+
+def _redacted(item: ScanItem, loaded: LoadedPolicy) -> tuple[str, int]:
+    """The item's text with its findings' lines replaced, and how many findings there were
+    (answered from the scan-result cache when this content was scanned before)."""
+    text = item.text or ""
+    findings = scan_with_policy([item], loaded).findings
     if not findings:
         return text, 0
     return redact_lines(text, findings), len(findings)
@@ -152,8 +160,7 @@ def read_file(repo: Repo, path: str, offset: int, loaded: LoadedPolicy) -> FileT
         data = _read(files, rel)
     if b"\0" in data[:8192]:
         raise UsageError("binary file")
-    text = data.decode("utf-8", "replace")
-    text, redacted = redact_text(repo, rel, text, loaded)
+    text, redacted = _redacted(ScanItem.of_bytes(rel, data, "replace"), loaded)
     return FileText(rel, page(text, offset, "text"), redacted)
 
 
@@ -169,7 +176,7 @@ class _Text:
     path: str
     data: bytes
 
-    @property
+    @cached_property
     def key(self) -> tuple[str, str]:
         return self.path, hashlib.sha256(self.data).hexdigest()
 
@@ -192,8 +199,10 @@ def _withheld(texts: list[_Text], loaded: LoadedPolicy) -> dict[str, frozenset[i
     known = {t.path: _withheld_cache.get((loaded.digest, *t.key)) for t in texts}
     todo = [t for t in texts if known[t.path] is None]
     if todo:
+        # One run of each scanner for every file not seen before (the scan-result cache
+        # answers the ones scanned in an earlier search, read or gate).
         report = scan_with_policy(
-            [ScanItem.whole(t.path, t.data.decode("utf-8", "replace")) for t in todo], loaded
+            [ScanItem.of_bytes(t.path, t.data, "replace", t.key[1]) for t in todo], loaded
         )
         lines = {t.path: frozenset[int]() for t in todo} | covered_lines(report.findings)
         if len(_withheld_cache) + len(todo) > _SCAN_CACHE_MAX:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from evidence import state_root
+from evidence import StoreUnavailable, state_root
 from evidence.state import check_state_dirs
 from gatekeeper.errors import OmsError
 from gatekeeper.scan.interface import Finding
@@ -170,6 +170,22 @@ class ScanCache:
             _OPEN[next(iter(_OPEN))].close()
         _OPEN[directory] = made
         return made
+
+    @classmethod
+    def existing(cls, root: Path | None = None) -> ScanCache | None:
+        """The cache as it is, on or off, for `oms cache`; None when there is none yet;
+        StoreUnavailable (exit 4) when it cannot be used."""
+        root = root or state_root()
+        directory = cache_dir(root)
+        if directory in _OPEN:
+            return _OPEN[directory]
+        if not os.path.lexists(directory):
+            return None
+        try:
+            return cls._open(root, directory)
+        except (OSError, sqlite3.Error) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise StoreUnavailable(f"cannot use the scan cache in {directory}: {why}") from None
 
     @classmethod
     def _open(cls, root: Path, directory: Path) -> ScanCache:
