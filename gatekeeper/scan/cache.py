@@ -164,7 +164,7 @@ class ScanCache:
             return cached
         try:
             made = cls._open(root, directory)
-        except (OSError, sqlite3.Error, OmsError):
+        except (OSError, sqlite3.Error, OmsError, StoreUnavailable):  # the state root's refusals
             return None
         while len(_OPEN) >= _MAX_OPEN:  # one process may use many state roots (tests do)
             _OPEN[next(iter(_OPEN))].close()
