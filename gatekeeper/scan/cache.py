@@ -229,7 +229,7 @@ class ScanCache:
                     chunk = wanted[i : i + _QUERY_CHUNK]
                     marks = ",".join("?" * len(chunk))
                     rows = conn.execute(
-                        f"SELECT key, body, mac, used FROM entries WHERE key IN ({marks})",  # noqa: S608 -- only ? marks
+                        f"SELECT key, body, mac, used FROM entries WHERE key IN ({marks})",  # noqa: S608 # nosec B608 -- only ? marks
                         chunk,
                     ).fetchall()
                     for key, body, mac, used in rows:
