@@ -164,7 +164,7 @@ class ScanCache:
             return cached
         try:
             made = cls._open(root, directory)
-        except (OSError, sqlite3.Error, OmsError):
+        except (OSError, sqlite3.Error, OmsError, StoreUnavailable):  # the state root's refusals
             return None
         while len(_OPEN) >= _MAX_OPEN:  # one process may use many state roots (tests do)
             _OPEN[next(iter(_OPEN))].close()
@@ -194,6 +194,7 @@ class ScanCache:
         db = directory / "scan.db"
         if db.is_symlink():
             raise OSError("the cache file is a symlink")
+        _private(db)
         conn = sqlite3.connect(db, timeout=10, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -202,10 +203,10 @@ class ScanCache:
         except sqlite3.DatabaseError:
             conn.close()
             _discard(db)  # not a database we can use: start again, empty
+            _private(db)
             conn = sqlite3.connect(db, timeout=10, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
-        os.chmod(db, 0o600)
         return cls(directory, conn, key)
 
     def _mac(self, key: str, body: bytes) -> bytes:
@@ -228,7 +229,7 @@ class ScanCache:
                     chunk = wanted[i : i + _QUERY_CHUNK]
                     marks = ",".join("?" * len(chunk))
                     rows = conn.execute(
-                        f"SELECT key, body, mac, used FROM entries WHERE key IN ({marks})",  # noqa: S608 -- only ? marks
+                        f"SELECT key, body, mac, used FROM entries WHERE key IN ({marks})",  # noqa: S608 # nosec B608 -- only ? marks
                         chunk,
                     ).fetchall()
                     for key, body, mac, used in rows:
@@ -388,6 +389,21 @@ def _new_key(path: Path, replace: bool = False) -> bytes:
     finally:
         tmp.unlink(missing_ok=True)
     return key
+
+
+def _private(db: Path) -> None:
+    """The database (made if absent) and any -wal and -shm beside it 0600, before SQLite
+    opens it: SQLite makes its -wal and -shm with the database's mode (0644 otherwise)."""
+    for p in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if p == db else 0)
+        try:
+            fd = os.open(p, flags, 0o600)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
 
 
 def _discard(db: Path) -> None:
