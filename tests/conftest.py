@@ -26,6 +26,19 @@ RunOms = Callable[..., subprocess.CompletedProcess[str]]
 ParseJson = Callable[[subprocess.CompletedProcess[str]], dict[str, Any]]
 
 
+@pytest.fixture(scope="session")
+def _session_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("xdg-state")
+
+
+@pytest.fixture(autouse=True)
+def _never_the_real_state_root(_session_state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that scans without asking for `oms_home` (the scanners' own unit tests) still
+    must not write the real home's state: the scan-result cache lives in the state root.
+    `fake_home` and `oms_home` override this for the tests that use them."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(_session_state))
+
+
 @pytest.fixture
 def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"

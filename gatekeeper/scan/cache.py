@@ -200,9 +200,11 @@ class ScanCache:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
             conn.close()
-            _discard(db)  # not a database we can use: start again, empty
+            if isinstance(exc, sqlite3.OperationalError):
+                raise  # busy or locked: another process has it; no cache this time
+            _discard(db)  # not a database at all: start again, empty
             _private(db)
             conn = sqlite3.connect(db, timeout=10, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")

@@ -39,8 +39,8 @@ def _real_gitleaks(monkeypatch: pytest.MonkeyPatch) -> None:
 def spy_on_start(monkeypatch: pytest.MonkeyPatch, events: list[object]) -> None:
     real = Gitleaks.start
 
-    def start(self: Gitleaks, items: Sequence[ScanItem]) -> GitleaksRun:
-        run = real(self, items)
+    def start(self: Gitleaks, items: Sequence[ScanItem], alone: bool = False) -> GitleaksRun:
+        run = real(self, items, alone)
         events.append(run)
         return run
 
