@@ -100,7 +100,8 @@ class Gate:
         wall = time.perf_counter() - t
         out: dict[str, Any] = json.loads(proc.stdout)
         if out.get("decision") != "READY_FOR_HUMAN" or out.get("findings"):
-            raise SystemExit(f"unexpected verdict: {out.get('decision')} {out.get('reasons')}")
+            print(f"unexpected verdict: {out.get('decision')} {out.get('reasons')}")
+            raise SystemExit(1)  # bench/run.py stops on a non-zero exit code
         return wall, out["timings_ms"]
 
 
