@@ -161,6 +161,8 @@ def json_size(value: Any) -> int:
 def fit(text: str, offset: int, budget: int) -> str:
     """The longest piece of `text` from `offset` whose JSON form fits `budget` bytes."""
     lo, hi = 0, min(len(text) - offset, budget)
+    if hi > 0 and json_size(text[offset : offset + hi]) <= budget:
+        return text[offset : offset + hi]  # the common case (plain text): no search
     while lo < hi:  # JSON escaping can make a character take up to 6 bytes
         mid = (lo + hi + 1) // 2
         if json_size(text[offset : offset + mid]) <= budget:

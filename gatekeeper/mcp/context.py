@@ -11,7 +11,6 @@ import anyio
 from evidence import EvidenceStore, state_root
 from gatekeeper.mcp.policy_cache import PolicyCache
 from gatekeeper.repo.git import Repo
-from gatekeeper.repo.refs import resolve_commit
 from policy import LoadedPolicy
 
 R = TypeVar("R")
@@ -38,8 +37,8 @@ class ToolContext:
         )
 
     def policy(self) -> LoadedPolicy:
-        """The policy at HEAD (the repo gateway's scanner allowlist), cached per blob."""
-        return self.policies.at(resolve_commit(self.repo.top, "HEAD"))
+        """The policy at HEAD (the repo gateway's scanner allowlist), cached per commit and blob."""
+        return self.policies.at_head(self.repo)
 
 
 async def in_thread(fn: Callable[[*Ts], R], *args: *Ts) -> R:

@@ -212,12 +212,22 @@ def _withheld(texts: list[_Text], loaded: LoadedPolicy) -> dict[str, frozenset[i
     return {path: rows or frozenset() for path, rows in known.items()}
 
 
-def _clean_lines(texts: list[_Text], withheld: dict[str, frozenset[int]]) -> list[list[Any]]:
-    """[[path, [[n, line], ...]], ...]: every line of every text except those withheld."""
+def _clean_lines(
+    texts: list[_Text], withheld: dict[str, frozenset[int]], must_hold: str | None = None
+) -> list[list[Any]]:
+    """[[path, [[n, line], ...]], ...]: every line of every text except those withheld.
+
+    With `must_hold` (a literal query), a text that withholds nothing and does not contain
+    it is left out: none of its lines could match. A text that withholds a line is always
+    kept, so how long a search takes says nothing about what a withheld line holds.
+    """
     out = []
     for t in texts:
         skip = withheld[t.path]
-        rows = t.data.decode("utf-8", "replace").split("\n")
+        text = t.data.decode("utf-8", "replace")
+        if must_hold is not None and not skip and must_hold not in text:
+            continue
+        rows = text.split("\n")
         out.append([t.path, [[n, line] for n, line in enumerate(rows, 1) if n not in skip]])
     return out
 
@@ -281,7 +291,7 @@ def search(repo: Repo, query: str, regex: bool, path: str, limit: int,
         raise UsageError("query must be 1 to 200 characters")
     texts = _texts(repo, served_files(repo, path))
     withheld = _withheld(texts, loaded)
-    files = _clean_lines(texts, withheld)
+    files = _clean_lines(texts, withheld, None if regex else query)
     hits = _regex(query, files, limit) if regex else _literal(query, files, limit)
     results: list[Hit] = []
     budget = PAGE_BYTES

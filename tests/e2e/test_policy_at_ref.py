@@ -1,5 +1,6 @@
 """The committed policy as oms reads it at a ref: the MCP server's policy cache parses
-each policy blob once, and `oms sandbox run` refuses a hostile committed policy.
+each policy blob once and runs no git for a HEAD it has met before, and `oms sandbox run`
+refuses a hostile committed policy.
 
 The pure parsing limits are in tests/unit/policy/test_policy.py.
 """
@@ -10,6 +11,7 @@ import resource
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,7 +20,9 @@ from support.oms import parse_single_json
 import policy
 from gatekeeper.mcp import policy_cache
 from gatekeeper.mcp import server as mcp_server
+from gatekeeper.repo import git as git_module
 from gatekeeper.repo import policy as policy_at
+from gatekeeper.repo.git import open_repo
 from policy import PolicyError
 
 
@@ -95,6 +99,35 @@ def test_mcp_tools_reading_heads_policy_parse_it_once(
 
     anyio.run(read_three_times)
     assert len(calls) == 1
+
+
+def test_mcp_policy_at_a_head_seen_before_runs_no_git_and_a_moved_head_is_read_again(
+    git_repo: Path, run_git: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _commit(run_git, git_repo, {"oms.toml": "version = 1\n"})
+    repo = open_repo(git_repo)
+    cache = policy_cache.PolicyCache(repo.top)
+    assert cache.at_head(repo).origin == f"{first[:12]}:oms.toml"
+    runs: list[list[str]] = []
+    real = git_module.run_argv
+
+    def counting(argv: list[str], *args: Any) -> bytes:
+        runs.append(argv)
+        return real(argv, *args)
+
+    monkeypatch.setattr(git_module, "run_argv", counting)
+    for _ in range(3):
+        assert cache.at_head(repo).origin == f"{first[:12]}:oms.toml"
+    assert runs == [], "the policy at an unmoved HEAD ran git"
+
+    moved = _commit(run_git, git_repo, {"oms.toml": "version = 1\n[sandbox]\nwall_s = 9\n"})
+    now = cache.at_head(repo)
+    assert now.origin == f"{moved[:12]}:oms.toml" and now.policy.sandbox.wall_s == 9
+    assert runs, "a moved HEAD was not resolved by git"
+    runs.clear()
+    run_git(git_repo, "checkout", "-q", "--detach", first)  # back to a commit seen before
+    assert cache.at_head(repo).policy.sandbox.wall_s != 9
+    assert runs == []
 
 
 @pytest.mark.parametrize(("text", "reason"), HOSTILE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import corpus
 import pytest
@@ -233,6 +234,25 @@ def test_blob_over_the_cap_is_refused_before_any_object_is_read(
     assert read == []  # refused from the sizes alone: the blob itself was never read
     assert classify(caught.value) == (EXIT_BLOCKED, "blocked")
     assert "more than oms scans" in str(caught.value)
+
+
+def test_sizes_of_new_and_replaced_blobs_are_asked_in_one_git_run(
+    repo: Git, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = repo.commit({"cfg.py": b"A = 1\n", "same.py": b"x\n"})
+    cand = repo.commit({"cfg.py": b"A = 1\nB = 2\n", "same.py": b"x\n", "new.py": b"n\n"}, base)
+    change = read_change(repo.top, base, cand)
+    asked: list[tuple[str, ...]] = []
+    real = change_module.git
+
+    def counting(top: Path, *args: str, **kw: Any) -> bytes:
+        asked.append(args)
+        return real(top, *args, **kw)
+
+    monkeypatch.setattr(change_module, "git", counting)
+    scope = scan_set(repo.top, change)
+    assert asked == [("cat-file", "--batch-check")]
+    assert scope.added == {"cfg.py": frozenset({2})}  # the replaced blob was read all the same
 
 
 # --- UTF-16 and UTF-32 ------------------------------------------------------------------------

@@ -160,8 +160,13 @@ def canary_reasons(items: Sequence[ScanItem]) -> list[str]:
     if not planted:
         return []
     return [f"canary of agent run {run} found in {item.path}: the agent reached oms' state"
-            for item in items
-            for run in canaries_in("\n".join(t for _, t in item.lines), planted)]  # fmt: skip
+            for item in items for run in canaries_in(_text_of(item), planted)]  # fmt: skip
+
+
+def _text_of(item: ScanItem) -> str:
+    """The item's text as its lines join (a whole text as it is: a change answered from the
+    scan-result cache is never split into lines)."""
+    return item.text if item.text is not None else "\n".join(t for _, t in item.lines)
 
 
 class Plan:
