@@ -7,6 +7,7 @@ fingerprint (SHA-256 of a fixed prefix and the secret) and a redacted preview.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,10 +27,11 @@ class ScanItem:
     """Text to scan: a file's lines (all, or the ones a change adds) with their numbers.
 
     A whole text is split into lines only when a scanner reads them (a cache hit never
-    does). `key` names exactly what is scanned, its path included: the SHA-256 of the
-    bytes a whole item was decoded from (with how), or of the text, or of the numbered
-    lines. The path is part of it because detect-secrets chooses its keyword patterns
-    by file type.
+    does). `key` names exactly what is scanned: the SHA-256 of the bytes a whole item was
+    decoded from (with how), or of the text, or of the numbered lines; and the path's
+    extension, the one thing of the path a scanner reads (detect-secrets picks its keyword
+    patterns by it; Gitleaks is given pieces, not paths). The same bytes at another path
+    with the same extension have the same findings there.
     """
 
     __slots__ = ("_content", "_lines", "_text", "path")
@@ -72,9 +74,9 @@ class ScanItem:
 
     @property
     def key(self) -> str:
-        """SHA-256 (hex) naming this item's path and exactly the content scanned."""
-        h = hashlib.sha256(b"oms-scan-item-v1\x00")
-        h.update(_encoded(self.path) + b"\x00")
+        """SHA-256 (hex) naming exactly the content scanned and the path's extension."""
+        h = hashlib.sha256(b"oms-scan-item-v2\x00")
+        h.update(_encoded(posixpath.splitext(self.path)[1]) + b"\x00")
         if self._content is not None:
             h.update(self._content.encode())
         elif self._text is not None:

@@ -52,7 +52,6 @@ def scan_with_policy(
     if cache is None:
         findings, infos = scan_both(items, sp.gitleaks_sha256, _timeout(loaded, budget))
         return ScanReport(mark_allowed(findings, sp.allow_fingerprints), tuple(infos))
-    gitleaks = verify_binary(sp.gitleaks_sha256)
     ident = Identity(sp.gitleaks_sha256, scanner_config_digest(), _detect_secrets_version())
     keys = [ident.key(item.key) for item in items]
     stored = cache.get(keys)
@@ -61,8 +60,10 @@ def scan_with_policy(
         for item, k in zip(items, keys, strict=True)
     ]
     todo = [i for i, k in enumerate(keys) if k not in stored]
-    infos = [gitleaks, ScannerInfo("detect-secrets", ident.detect_secrets, None)]
-    if todo:
+    if not todo:  # no scanner runs: still, a missing or tampered one blocks
+        gitleaks = verify_binary(sp.gitleaks_sha256)
+        infos = [gitleaks, ScannerInfo("detect-secrets", ident.detect_secrets, None)]
+    else:  # Gitleaks.start verifies the binary through the descriptor it runs
         found, infos = scan_both_by_item([items[i] for i in todo], sp.gitleaks_sha256,
                                          _timeout(loaded, budget))  # fmt: skip
         fresh: dict[str, list[Finding]] = {}

@@ -402,12 +402,12 @@ def test_each_part_of_the_identity_changes_the_key(other: Identity) -> None:
     assert other.key(item) != IDENT.key(item)
 
 
-def test_a_changed_byte_or_path_is_another_item() -> None:
+def test_a_changed_byte_or_extension_is_another_item() -> None:
     data = b"x = 1\nkey = 'abc'\n"
     base = ScanItem.of_bytes("a.py", data).key
     assert ScanItem.of_bytes("a.py", data).key == base
     assert ScanItem.of_bytes("a.py", data.replace(b"abc", b"abd")).key != base
-    assert ScanItem.of_bytes("b.py", data).key != base
+    assert ScanItem.of_bytes("b.txt", data).key != base
     assert ScanItem.of_bytes("a.py", data, "replace").key != base  # decoded otherwise
     lines = ScanItem("a.py", [(1, "x = 1"), (2, "key = 'abc'")])
     assert ScanItem("a.py", [(1, "x = 1"), (3, "key = 'abc'")]).key != lines.key
