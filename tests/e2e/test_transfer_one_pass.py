@@ -1,6 +1,6 @@
 """The transfer gate's one-pass pieces give what hashing afresh and building field by field
-gave: the digests taken while reading, the manifest validated once as a whole, and the payload
-blob stored beside the signing.
+gave: the digests taken while reading, the manifest validated once as a whole, the payload
+blob stored beside the signing, and the release payload built from the pack in place.
 
 Real git repositories and real blob stores; the old
 constructions are written out here as the reference each new one must equal byte for byte.
@@ -9,6 +9,7 @@ constructions are written out here as the reference each new one must equal byte
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import stat
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.repos import git, make_repo
 
-from evidence import StoreUnavailable
+from evidence import StoreUnavailable, TamperDetected
 from evidence.blobs import BlobStore
 from gatekeeper.gates.transfer import clock
 from gatekeeper.gates.transfer import preview as tx_preview
@@ -34,6 +35,7 @@ from gatekeeper.gates.transfer.manifest import (
     Visibility,
 )
 from gatekeeper.gates.transfer.pack import PayloadPut
+from gatekeeper.gates.transfer.release import payload_of
 from gatekeeper.gates.transfer.select import Selected, Selection, choose
 from gatekeeper.gates.transfer.visibility import visibility
 from gatekeeper.repo.git import Repo, open_repo
@@ -266,3 +268,41 @@ def test_a_preview_whose_payload_cannot_be_stored_keeps_and_records_nothing(
     assert list(oms_home.glob("repos/*/transfers/*.dsse.json")) == []  # no signed manifest
     (log,) = oms_home.glob("repos/*/evidence/log.jsonl")
     assert b"transfer.preview" not in log.read_bytes()
+
+
+# -- the release payload, from the pack in place ------------------------------------------
+
+
+def _old_payload(m: Manifest, pack: bytes) -> bytes:
+    """The release payload as it was built before: a copy of each item, a model dump each."""
+    parts = [m.canonical(), b"\n"]
+    at = 0
+    for item in m.items:
+        data = pack[at : at + item.bytes]
+        at += item.bytes
+        assert hashlib.sha256(data).hexdigest() == item.sha256
+        head = item.model_dump(exclude={"source_sha256"})
+        parts += [json.dumps(head, sort_keys=True).encode(), b"\n", data, b"\n"]
+    return b"".join(parts)
+
+
+def _packed_manifest(parts: list[bytes]) -> tuple[Manifest, bytes]:
+    from support.manifests import manifest
+
+    items = [{"path": f"d/\u00e9{i}\n.txt", "bytes": len(p), "mode": "full",
+              "sha256": hashlib.sha256(p).hexdigest(), "source_sha256": "0" * 64}
+             for i, p in enumerate(parts)]  # fmt: skip
+    return manifest(items=items, context="repo"), b"".join(parts)
+
+
+def test_the_release_payload_is_byte_identical_to_the_item_by_item_construction() -> None:
+    m, pack = _packed_manifest([b"", b"a\n", os.urandom(5000), b"\xff\xfe\x00 binary-ish"])
+    assert payload_of(m, pack, m.canonical()) == _old_payload(m, pack)
+
+
+def test_a_pack_that_does_not_match_its_items_is_refused_at_release() -> None:
+    m, pack = _packed_manifest([b"one\n", b"two\n"])
+    with pytest.raises(TamperDetected):
+        payload_of(m, pack[:-1] + b"X", m.canonical())
+    with pytest.raises(TamperDetected):
+        payload_of(m, pack[:-1], m.canonical())
