@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -112,15 +113,34 @@ def oid_length(entries: list[IndexEntry]) -> int:
     return len(entries[0].oid) if entries else 40
 
 
+@dataclass(frozen=True)
+class Listing:
+    """The names git lists as data: the index, the untracked and the ignored files."""
+
+    index: list[IndexEntry]
+    untracked: list[str]
+    ignored: list[str]
+
+    @classmethod
+    def of(cls, repo: Repo) -> Listing:
+        """The three `ls-files` at once: each is a git process of its own, and waiting for
+        one holds no lock the others need."""
+        with ThreadPoolExecutor(2, thread_name_prefix="oms-transfer-ls") as pool:
+            others = pool.submit(untracked, repo)
+            ignores = pool.submit(ignored, repo)
+            return cls(index_entries(repo), others.result(), ignores.result())
+
+
 def candidates(
-    repo: Repo, context: str, paths: list[str], entries: list[IndexEntry] | None = None
+    repo: Repo, context: str, paths: list[str], listing: Listing | None = None
 ) -> tuple[list[str], list[tuple[str, str]]]:
-    """(files to consider, [(path, reason)] excluded before reading anything); `entries`:
-    the index as already listed (listed here when not given)."""
+    """(files to consider, [(path, reason)] excluded before reading anything); `listing`:
+    the names as already listed (listed here when not given)."""
+    names = Listing.of(repo) if listing is None else listing
     excluded: list[tuple[str, str]] = [(".git", ".git")]
-    tracked = {e.path for e in (index_entries(repo) if entries is None else entries)}
-    listed = sorted(tracked.union(untracked(repo)))
-    excluded += [(p, "gitignored") for p in sorted(ignored(repo))]
+    tracked = {e.path for e in names.index}
+    listed = sorted(tracked.union(names.untracked))
+    excluded += [(p, "gitignored") for p in sorted(names.ignored)]
     if context == "paths":
         listed = _named(repo.top, listed, paths, excluded)
     keep = []
@@ -188,8 +208,9 @@ def choose(repo: Repo, context: str, paths: list[str], base: str | None,
     approve and release to see that nothing changed."""
     if context == "none":
         return Selection([], [])
-    entries = index_entries(repo)
-    files, excluded = candidates(repo, context, paths, entries)
+    listing = Listing.of(repo)
+    entries = listing.index
+    files, excluded = candidates(repo, context, paths, listing)
     if context == "diff":
         if base is None:
             raise UsageError("--context diff needs a base")
