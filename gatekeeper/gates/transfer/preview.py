@@ -179,7 +179,7 @@ def _manifest(b: Basis, out: Outgoing, chosen: Selection, pack: PayloadPut | Non
               loaded: LoadedPolicy) -> Manifest:  # fmt: skip
     """The manifest, validated once as a whole: its items, exclusions and findings come in
     as fields, not as models validated one by one first."""
-    visible = visibility(b.repo, chosen.selected, chosen.index)
+    visible = visibility(b.repo, chosen.selected, chosen.index, b.head)
     excluded = chosen.excluded
     now = clock.now()
     tp = loaded.policy.transfer

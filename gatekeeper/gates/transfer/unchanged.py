@@ -29,7 +29,7 @@ def check_unchanged(repo: Repo, m: Manifest, tp: TransferPolicy) -> None:
                        sorted(m.items, key=lambda x: x.path), strict=True):  # fmt: skip
         if s.sha256 != item.source_sha256:  # hashed as it was read again, just now
             raise Blocked(f"{sanitize(item.path)} changed since the preview: preview again")
-    now = visibility(repo, selected, chosen.index)
+    now = visibility(repo, selected, chosen.index, head)
     if now.state != m.visibility.state:
         raise Blocked(f"the repository went from {m.visibility.state} to {now.state} since the "
                       "preview: preview again")  # fmt: skip

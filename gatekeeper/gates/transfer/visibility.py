@@ -29,18 +29,18 @@ def _same_bytes(tree: dict[str, TreeEntry], s: Selected) -> bool:
             and s.blob_id(len(entry.oid)) == entry.oid)  # fmt: skip
 
 
-def visibility(
-    repo: Repo, items: Sequence[Selected], index: Sequence[IndexEntry] | None = None
-) -> Visibility:
+def visibility(repo: Repo, items: Sequence[Selected], index: Sequence[IndexEntry] | None = None,
+               head: str | None = None) -> Visibility:  # fmt: skip
     """Decided from the items' own bytes, never from `git status`.
 
     dirty: an item's bytes are not the blob at its path in HEAD, or the index hides or
     has not merged an entry (skip-worktree, assume-unchanged, a conflict); unpushed: no
     commit confirmed on the remote holds HEAD and every item's bytes at its path;
     clean-pushed otherwise. Recomputed at approve and at release (`unchanged.py`).
-    `index`: the index entries as listed when the items were chosen (listed here if None).
+    `index`, `head`: the index entries as listed when the items were chosen and the HEAD
+    commit the caller resolved (each found here when not given).
     """
-    head = resolve_commit(repo.top, "HEAD")
+    head = resolve_commit(repo.top, "HEAD") if head is None else head
     if any(e.hidden or e.stage for e in (index_entries(repo) if index is None else index)):
         return Visibility(state="dirty")
     head_tree = tree_entries(repo, head) if items else {}
