@@ -139,7 +139,7 @@ def _old_manifest(b: tx_preview.Basis, out: tx_preview.Outgoing,
     now = clock.now()
     tp = loaded.policy.transfer
     items = []
-    for s in out.sent:
+    for s in out.sent():
         source = hashlib.sha256(s.selected.data).hexdigest()
         sha = source if s.data is s.selected.data else hashlib.sha256(s.data).hexdigest()
         items.append(Item(path=s.selected.path, bytes=len(s.data), sha256=sha, mode=s.mode,
@@ -152,7 +152,7 @@ def _old_manifest(b: tx_preview.Basis, out: tx_preview.Outgoing,
         findings=[FindingRef(scanner=f.scanner, rule=f.rule, file=f.file, line=f.line,
                              fingerprint=f.fingerprint) for f in out.findings],
         redactions=list(out.redactions),
-        totals=Totals(items=len(out.sent), bytes=sum(len(s.data) for s in out.sent),
+        totals=Totals(items=len(items), bytes=sum(i.bytes for i in items),
                       excluded=len(excluded), findings=len(out.findings),
                       redactions=len(out.redactions)),
         blocked=bool(out.block_reasons), block_reasons=list(out.block_reasons),
@@ -176,15 +176,16 @@ require_clean_pushed = false
 
 def _outgoing(chosen: Selection, blocked: bool) -> tx_preview.Outgoing:
     """Every field of the manifest filled: full and redacted items, findings, redactions."""
-    first, *rest = chosen.selected
+    first = chosen.selected[0]
     redacted = first.data + b"[oms: line redacted]\n"
-    sent = [tx_preview.Sent(first, redacted, "redacted", hashlib.sha256(redacted).hexdigest())]
-    sent += [tx_preview.Sent(s, s.data, "full", s.sha256) for s in rest]
     finding = Finding("gitleaks", "generic-api-key", first.path, 2, "f" * 64, "***")
     redaction = Redaction(rule=finding.rule, path=first.path, line=2)
     reasons = ("1 secret finding(s); use --redact to send with those lines replaced",)
-    return tx_preview.Outgoing(tuple(sent), "review \u202e the parser", (finding,), (redaction,),
-                               reasons if blocked else ())  # fmt: skip
+    sha = hashlib.sha256(redacted).hexdigest()
+    return tx_preview.Outgoing(
+        tuple(chosen.selected), "full", {first.path: (redacted, sha)}, "review \u202e the parser",
+        (finding,), (redaction,), reasons if blocked else (),
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -208,13 +209,13 @@ def test_the_manifest_is_byte_identical_to_the_item_by_item_construction(
     dest = Destination(provider="anthropic", model="claude", kind="api")
     basis = tx_preview.Basis(r, resolve_commit(repo, "HEAD"), dest, "repo", (), None)
     visible = visibility(r, chosen.selected)
-    pack_digest = hashlib.sha256(b"".join(s.data for s in out.sent)).hexdigest()
+    pack_digest = hashlib.sha256(b"".join(s.data for s in out.sent())).hexdigest()
     old = _old_manifest(basis, out, chosen.excluded, visible, None if blocked else pack_digest,
                         loaded)  # fmt: skip
     if blocked:
         new = tx_preview._manifest(basis, out, chosen, None, loaded)
     else:
-        with PayloadPut(BlobStore(tmp_path / "blobs"), [s.data for s in out.sent]) as pack:
+        with PayloadPut(BlobStore(tmp_path / "blobs"), [s.data for s in out.sent()]) as pack:
             new = tx_preview._manifest(basis, out, chosen, pack, loaded)
     assert new.canonical() == old.canonical()
     assert new.digest() == old.digest() and new == old

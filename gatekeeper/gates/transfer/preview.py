@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -91,13 +91,27 @@ class Sent:
 @dataclass(frozen=True)
 class Outgoing:
     """What would leave after scanning: the items, the (maybe withheld) purpose, the
-    scanners' findings not allowed by policy, the redactions and why it is blocked."""
+    scanners' findings not allowed by policy, the redactions and why it is blocked.
 
-    sent: tuple[Sent, ...]
+    The items are the files selected, in order, as `mode`, but for those in `redacted`
+    (path -> their redacted bytes and the SHA-256 of those): `sent()` makes each item as
+    it is read, so that no object per file is kept (10,000 more live objects right after
+    the scanners would have the collector walk all the lines they split)."""
+
+    selected: tuple[Selected, ...]
+    mode: Literal["full", "diff"]
+    redacted: Mapping[str, tuple[bytes, str]]
     purpose: str
     findings: tuple[Finding, ...]
     redactions: tuple[Redaction, ...]
     block_reasons: tuple[str, ...]
+
+    def sent(self) -> Iterator[Sent]:
+        for s in self.selected:
+            if (r := self.redacted.get(s.path)) is not None:
+                yield Sent(s, r[0], "redacted", r[1])
+            else:
+                yield Sent(s, s.data, self.mode, s.sha256)
 
 
 def _check_request(purpose: str, context: str, paths: list[str]) -> None:
@@ -124,17 +138,22 @@ def _unallowed(items: list[ScanItem], loaded: LoadedPolicy) -> list[Finding]:
     return list(scan_with_policy(items, loaded).blocking)
 
 
-def scan_outgoing(selected: list[Selected], purpose: str, context: str, redact: bool,
-                  loaded: LoadedPolicy) -> Outgoing:  # fmt: skip
-    """Scan every item and the purpose; redact or block on what the scanners find."""
+def scan_items(selected: list[Selected]) -> list[ScanItem]:
+    """One scan item per file: the text scanned is `_text(s.data)`, and its key takes the
+    SHA-256 taken when the bytes were read."""
+    return [ScanItem.of_bytes(s.path, s.data, "surrogateescape", sha256=s.sha256)
+            for s in selected]  # fmt: skip
+
+
+def scan_outgoing(selected: list[Selected], scan: list[ScanItem], purpose: str, context: str,
+                  redact: bool, loaded: LoadedPolicy) -> Outgoing:  # fmt: skip
+    """Scan every item (`scan`: their scan items) and the purpose; redact or block on what
+    the scanners find."""
     blocks = []
     total = sum(len(s.data) for s in selected)
     limit = loaded.policy.transfer.max_total_bytes
     if total > limit:
         blocks.append(f"{total} bytes is over the transfer limit of {limit}")
-    # The text scanned is `_text(s.data)`; its key takes the SHA-256 taken when it was read.
-    scan = [ScanItem.of_bytes(s.path, s.data, "surrogateescape", sha256=s.sha256)
-            for s in selected]  # fmt: skip
     findings = _unallowed([*scan, ScanItem.whole(PURPOSE_ITEM, purpose)], loaded)
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
@@ -143,24 +162,22 @@ def scan_outgoing(selected: list[Selected], purpose: str, context: str, redact: 
         blocks.append("the purpose text itself contains a secret")
         purpose = WITHHELD
     redactions: list[Redaction] = []
-    sent: list[Sent] = []
+    redacted: dict[str, tuple[bytes, str]] = {}
     for s in selected:
-        fs = by_file.get(s.path, [])
-        if fs and redact:
+        if (fs := by_file.get(s.path)) and redact:
             data = redact_lines(_text(s.data), fs).encode("utf-8", "surrogateescape")
             redactions += [Redaction(rule=f.rule, path=f.file, line=f.line) for f in fs]
-            sent.append(Sent(s, data, "redacted", hashlib.sha256(data).hexdigest()))
-        else:
-            sent.append(Sent(s, s.data, "diff" if context == "diff" else "full", s.sha256))
+            redacted[s.path] = (data, hashlib.sha256(data).hexdigest())
     if redact and redactions:
-        again = [ScanItem.of_bytes(s.selected.path, s.data, "surrogateescape", sha256=s.sha256)
-                 for s in sent if s.mode == "redacted"]  # fmt: skip
+        again = [ScanItem.of_bytes(path, data, "surrogateescape", sha256=sha)
+                 for path, (data, sha) in redacted.items()]  # fmt: skip
         if _unallowed(again, loaded):
             blocks.append("secrets remain after redaction")
     elif findings:
         blocks.append(f"{len(findings)} secret finding(s); use --redact to send with "
                       "those lines replaced")  # fmt: skip
-    return Outgoing(tuple(sent), purpose, tuple(findings), tuple(redactions), tuple(blocks))
+    return Outgoing(tuple(selected), "diff" if context == "diff" else "full", redacted, purpose,
+                    tuple(findings), tuple(redactions), tuple(blocks))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -187,13 +204,13 @@ def _manifest(b: Basis, out: Outgoing, chosen: Selection, pack: PayloadPut | Non
         "repo_id": b.repo.repo_id, "head": b.head, "branch": current_branch(b.repo),
         "visibility": visible, "destination": b.destination, "purpose": out.purpose,
         "context": b.context, "paths": list(b.paths), "base": b.base,
-        "items": [s.item() for s in out.sent],
+        "items": [s.item() for s in out.sent()],
         "payload_blob": pack.digest() if pack else None,  # (waits for the hash only)
         "excluded": [{"path": p, "reason": r} for p, r in excluded],
         "findings": [{"scanner": f.scanner, "rule": f.rule, "file": f.file, "line": f.line,
                       "fingerprint": f.fingerprint} for f in out.findings],
         "redactions": list(out.redactions),
-        "totals": {"items": len(out.sent), "bytes": sum(len(s.data) for s in out.sent),
+        "totals": {"items": len(out.selected), "bytes": sum(len(s.data) for s in out.sent()),
                    "excluded": len(excluded), "findings": len(out.findings),
                    "redactions": len(out.redactions)},
         "blocked": bool(out.block_reasons), "block_reasons": list(out.block_reasons),
@@ -257,13 +274,18 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
         base = resolve_commit(repo.top, base_ref) if base_ref else default_base(repo.top, head)
     basis = Basis(repo, head, dest, _context(context), tuple(paths), base)
     chosen = choose(repo, context, paths, base, loaded.policy.transfer)
-    out = scan_outgoing(chosen.selected, purpose, context, redact, loaded)
+    scan = scan_items(chosen.selected)
+    out = scan_outgoing(chosen.selected, scan, purpose, context, redact, loaded)
     if out.block_reasons:  # a blocked manifest keeps no payload: it may hold secrets
+        del scan
         m = _manifest(basis, out, chosen, None, loaded)
         return _record(store, repo, m, Sealed.of(m, store.key), loaded, requested_by)
     # The bytes that would leave, as one blob (one durable write however many files),
     # stored while the manifest is built and signed, and before anything names it.
-    with PayloadPut(store.blobs, [s.data for s in out.sent]) as pack:
+    with PayloadPut(store.blobs, [s.data for s in out.sent()]) as pack:
+        # The lines the scanners split 100 MB of text into are freed while the payload is
+        # stored: freeing millions of objects needs the GIL, joining and writing do not.
+        del scan
         m = _manifest(basis, out, chosen, pack, loaded)
         sealed = Sealed.of(m, store.key)
         pack.stored()
