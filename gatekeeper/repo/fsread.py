@@ -172,16 +172,17 @@ def _read_to_end(fd: int, limit: int, size: int) -> bytes:
     """Up to `limit` bytes of `fd`, read to its end. The first read asks for the size
     `fstat` gave (and one byte more, to see the end), not for `limit`: a buffer of the
     limit for every small file costs more than the read (a fresh mapping each time)."""
-    chunks: list[bytes] = []
-    got, ask = 0, min(size + 1, limit)
-    while got < limit:
-        chunk = os.read(fd, ask)
+    first = os.read(fd, min(size + 1, limit))
+    if not first or len(first) >= limit:
+        return first
+    chunks, got = [first], len(first)
+    while got < limit:  # one more read to see the end; more only if the file grew
+        chunk = os.read(fd, min(limit - got, _GROWN_CHUNK))
         if not chunk:
             break
         chunks.append(chunk)
         got += len(chunk)
-        ask = min(limit - got, _GROWN_CHUNK)  # the file grew since the fstat
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return first if len(chunks) == 1 else b"".join(chunks)
 
 
 def _check_kind(rel: str, st: os.stat_result) -> None:
