@@ -4,9 +4,13 @@ Figures, each beside its anchor:
 
 (a) manifest building: in-process `gatekeeper.gates.transfer.preview.preview`, with the
     scanners' own time (`preview.scan_with_policy`, wrapped) reported apart, and the rest split
-    into selection (list + read: `choose`) and blob storage (`BlobStore.put`);
+    into selection (list + read: `choose`) and blob storage (`BlobStore.put`, on a second
+    thread while the manifest is built and signed: what the preview waited for is apart);
 (b) the anchor: `git ls-files -z | xargs -0 sha256sum` over the same files (warm cache);
     goal: preview minus scanner time <= 1.5x the anchor;
+(b') a second preview of the same repository, scanners included: the scan-result cache is
+    warm for every file by then (where there is one; without it the scanners run again);
+    goal: <= 2x the anchor;
 (c) release: approval by an autopilot rule in the committed policy, then `release.release`
     (re-list, re-read and re-hash every byte, build the payload), against the same anchor.
 
@@ -29,6 +33,7 @@ from typing import Any
 
 DEST = "bench:model"
 GOAL = 1.5
+WARM_GOAL = 2.0
 
 WORDS = (
     "value config result items handler request response data count index buffer parser "
@@ -172,7 +177,7 @@ def main() -> int:
     from evidence.blobs import BlobStore
     from gatekeeper.errors import Blocked
     from gatekeeper.gates import records
-    from gatekeeper.gates.transfer import approve, preview, release, unchanged
+    from gatekeeper.gates.transfer import approve, pack, preview, release, unchanged
 
     try:
         t = time.perf_counter()
@@ -191,6 +196,7 @@ def main() -> int:
         select = wrap(preview, "choose")
         replace(unchanged, "choose", select)  # the re-selection at approve and release
         put = wrap(BlobStore, "put")
+        put_wait = wrap(pack.PayloadPut, "stored")
 
         def no_terminal(summary: list[str]) -> dict[str, Any]:
             raise Blocked("the benchmark never asks a human")
@@ -219,8 +225,25 @@ def main() -> int:
             f"   goal <= {GOAL}x  {'OK' if ratio <= GOAL else 'MISSED'}"
         )
         print(f"      selection (list + read): {select.total:.2f} s")
-        print(f"      blob storage ({put.calls} puts): {put.total:.2f} s")
-        print(f"      other (hash, sign, record): {rest - select.total - put.total:.2f} s")
+        print(
+            f"      blob storage ({put.calls} puts): {put.total:.2f} s on a second thread, "
+            f"{put_wait.total:.2f} s of it waited for"
+        )
+        print(f"      other (hash, sign, record): {rest - select.total - put_wait.total:.2f} s")
+
+        cold_scan = scan.total
+        t = time.perf_counter()
+        warm = preview.preview(repo, DEST, "benchmark", "repo", [], None, False).to_json()
+        warm_t = time.perf_counter() - t
+        if warm["status"] != "previewed":
+            print(f"unexpected warm preview: {warm['status']} {warm['manifest']['block_reasons']}")
+            return 1
+        warm_ratio = warm_t / anchor_t
+        print(
+            f"(b') warm preview, scanners included: {warm_t:.2f} s = {warm_ratio:.2f}x the anchor"
+            f"   goal <= {WARM_GOAL}x  {'OK' if warm_ratio <= WARM_GOAL else 'MISSED'}"
+        )
+        print(f"      of which scanners: {scan.total - cold_scan:.2f} s")
 
         digest = res["digest"]
         code = res["approval_packet"]["copyable_text_block"].split()[-1]

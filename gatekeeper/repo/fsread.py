@@ -22,6 +22,7 @@ from gatekeeper.errors import UsageError
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _MAX_CACHED_DIRS = 256  # directory descriptors kept open while walking sorted paths
+_GROWN_CHUNK = 1 << 16  # read size past the size fstat gave
 
 
 class FileRefused(UsageError):
@@ -58,10 +59,12 @@ def parts_of(rel: str) -> tuple[str, ...]:
     leave the top (absolute, `..`, NUL) or names nothing."""
     if not rel or "\x00" in rel or rel.startswith("/"):
         raise UsageError("path must be relative to the repository")
-    parts = tuple(p for p in rel.split("/") if p not in ("", "."))
+    parts = rel.split("/")
+    if "" in parts or "." in parts:  # "a//b", "./a", "a/": the same parts as "a/b", "a"
+        parts = [p for p in parts if p not in ("", ".")]
     if not parts or ".." in parts:
         raise UsageError("path must be relative to the repository, without '..'")
-    return parts
+    return tuple(parts)
 
 
 class RepoFiles:
@@ -124,9 +127,11 @@ class RepoFiles:
     def lstat(self, rel: str) -> os.stat_result:
         """The entry at `rel` itself (a link is not followed); FileRefused if a parent is one."""
         parts = parts_of(rel)
-        parent = self._dir(rel, parts[:-1])
+        return self._lstat_in(self._dir(rel, parts[:-1]), rel, parts[-1])
+
+    def _lstat_in(self, parent: int, rel: str, name: str) -> os.stat_result:
         try:
-            return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+            return os.stat(name, dir_fd=parent, follow_symlinks=False)
         except FileNotFoundError:
             raise Missing(rel, "deleted in the worktree") from None
         except NotADirectoryError:
@@ -141,22 +146,43 @@ class RepoFiles:
     def read(self, rel: str, max_bytes: int) -> bytes:
         """The bytes of the regular file at `rel`, read through its own descriptor."""
         parts = parts_of(rel)
-        st = self.lstat(rel)
+        parent = self._dir(rel, parts[:-1])
+        st = self._lstat_in(parent, rel, parts[-1])
         _check_kind(rel, st)
         if st.st_size > max_bytes:
             raise TooLarge(rel, st.st_size, max_bytes)
         try:
-            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=self._dir(rel, parts[:-1]))
+            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=parent)
         except OSError as exc:  # swapped since the lstat: a link now, or gone
             if exc.errno == errno.ELOOP:
                 raise LinkRefused(rel, "a symlink") from None
             raise Missing(rel, "deleted in the worktree") from None
-        with os.fdopen(fd, "rb") as fh:
-            _check_kind(rel, os.fstat(fh.fileno()))
-            data = fh.read(max_bytes + 1)
+        try:
+            st = os.fstat(fd)
+            _check_kind(rel, st)
+            data = _read_to_end(fd, max_bytes + 1, st.st_size)
+        finally:
+            os.close(fd)
         if len(data) > max_bytes:
             raise TooLarge(rel, len(data), max_bytes)
         return data
+
+
+def _read_to_end(fd: int, limit: int, size: int) -> bytes:
+    """Up to `limit` bytes of `fd`, read to its end. The first read asks for the size
+    `fstat` gave (and one byte more, to see the end), not for `limit`: a buffer of the
+    limit for every small file costs more than the read (a fresh mapping each time)."""
+    first = os.read(fd, min(size + 1, limit))
+    if not first or len(first) >= limit:
+        return first
+    chunks, got = [first], len(first)
+    while got < limit:  # one more read to see the end; more only if the file grew
+        chunk = os.read(fd, min(limit - got, _GROWN_CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return first if len(chunks) == 1 else b"".join(chunks)
 
 
 def _check_kind(rel: str, st: os.stat_result) -> None:

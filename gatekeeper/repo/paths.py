@@ -36,16 +36,60 @@ SECRET_NAMES = (
     "*.tfstate", "*.tfstate.*", "*.tfvars", "*.tfvars.json",
 )  # fmt: skip
 
-_SECRET_RE = re.compile(
-    "|".join(fnmatch.translate(p) for p in SECRET_NAMES), re.IGNORECASE | re.DOTALL
+_FLAGS = re.IGNORECASE | re.DOTALL
+_SECRET_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAMES), _FLAGS)
+
+# The same patterns, tried against every suffix of whole components of a name in a few
+# regex calls instead of one call per suffix (for a name whose components are all
+# non-empty, a suffix of whole components is what follows any '/', or the whole name).
+
+
+def _shape(pattern: str) -> str:
+    """How a pattern is tried against every suffix at once. `end`: `*LITERAL`, which
+    some suffix matches exactly when the name ends with LITERAL; `whole`: another
+    pattern opening with '*', which takes in any prefix, so the whole name is the one
+    suffix to try; `lead`: a literal first character, tried after each '/' followed by
+    a character that can start it; `any`: the rest, tried after each '/'."""
+    head, rest = pattern[:1], pattern[1:]
+    if head == "*":
+        return "whole" if any(c in rest for c in "*?[") else "end"
+    return "any" if head in "?[" else "lead"
+
+
+def _either(patterns: list[str]) -> str:
+    return "|".join(patterns) or "(?!)"  # an empty list matches nothing
+
+
+def _globs(shape: str) -> str:
+    return _either([fnmatch.translate(p) for p in SECRET_NAMES if _shape(p) == shape])
+
+
+_ENDINGS = [re.escape(p[1:]) for p in SECRET_NAMES if _shape(p) == "end"]
+_LEADS = re.escape("".join(sorted({p[0] for p in SECRET_NAMES if _shape(p) == "lead"})))
+_END_RE = re.compile(f"(?:{_either(_ENDINGS)})\\Z", _FLAGS)
+_WHOLE_RE = re.compile(_globs("whole"), _FLAGS)
+_SUFFIX_RE = re.compile(f"(?:.*/)?(?:{_globs('lead')}|{_globs('any')})", _FLAGS)
+# For an ASCII name, a look at the first character skips the patterns that cannot start
+# there (case-insensitively, ASCII letters fold only to ASCII letters).
+_ASCII_SUFFIX_RE = re.compile(
+    f"(?:.*/)?(?:(?=[{_LEADS}])(?:{_globs('lead')})|{_globs('any')})", _FLAGS
 )
+
+
+def _plain(path: str) -> list[str] | None:
+    """The components of a name with no empty and no "." component (no leading, doubled
+    or trailing '/'): exactly what `PurePosixPath(path).parts` gives, without building a
+    path object. None for any other spelling, which is left to pathlib."""
+    parts = path.split("/")
+    return None if "" in parts or "." in parts else parts
 
 
 def secret_looking(path: str) -> bool:
     """A name (or, for patterns with '/', a path at any depth) that usually holds credentials."""
+    if _plain(path) is not None:
+        suffixes = _ASCII_SUFFIX_RE if path.isascii() else _SUFFIX_RE
+        return bool(_END_RE.search(path) or _WHOLE_RE.match(path) or suffixes.match(path))
     parts = PurePosixPath(path).parts
-    if not parts:
-        return False
     # Every suffix of the path: "a/.kube/config" matches ".kube/config"; the name alone
     # matches the patterns without a '/'.
     return any(_SECRET_RE.match("/".join(parts[i:])) for i in range(len(parts)))
@@ -53,4 +97,6 @@ def secret_looking(path: str) -> bool:
 
 def in_dependency_dir(path: str) -> bool:
     """A path below a dependency or build folder."""
-    return any(part in DEPENDENCY_DIRS for part in PurePosixPath(path).parts[:-1])
+    parts = _plain(path)
+    dirs = PurePosixPath(path).parts[:-1] if parts is None else parts[:-1]
+    return not DEPENDENCY_DIRS.isdisjoint(dirs)

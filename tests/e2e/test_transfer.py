@@ -486,6 +486,26 @@ def test_release_refused_when_repository_changed_after_approval(
     assert len(tx.entries("transfer.approve", digest)) == 1
 
 
+def test_a_tampered_payload_blob_is_refused_at_release_after_the_worktree_check(
+    make_tx: Callable[..., Tx],
+) -> None:
+    tx = make_tx(SOURCES)
+    digest = tx.preview_approved("repo")
+    envelope = json.loads(tx.envelope_path(digest).read_bytes())
+    pack = json.loads(base64.b64decode(envelope["payload"]))["payload_blob"]
+    (blob,) = tx.home.glob(f"repos/*/evidence/blobs/{pack[:2]}/{pack[2:]}")
+    blob.chmod(0o600)
+    blob.write_bytes(blob.read_bytes().replace(b"parse", b"parsE"))
+    tx.write("src/app.py", SOURCES["src/app.py"] + "# edited\n")
+    changed = tx.release_cli(digest, tx.tmp / "payload", expect=3)  # the worktree check first
+    assert "src/app.py changed since the preview" in changed["error"]["message"]
+    tx.write("src/app.py", SOURCES["src/app.py"])
+    tampered = tx.release_cli(digest, tx.tmp / "payload", expect=3)
+    assert tampered["error"]["kind"] == "tampered", tampered
+    assert not (tx.tmp / "payload").exists()
+    assert tx.entries("transfer.release") == []
+
+
 def test_release_refused_when_redacted_file_edited_after_approval(
     make_tx: Callable[..., Tx],
 ) -> None:

@@ -7,6 +7,7 @@ code under test, and a clean filter that would leave a marker proves it.
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import subprocess
 from collections.abc import Callable
@@ -14,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from gatekeeper.repo.fsread import LinkRefused, Missing, NotRegular, RepoFiles, TooLarge
+from gatekeeper.repo.fsread import (
+    LinkRefused,
+    Missing,
+    NotRegular,
+    RepoFiles,
+    TooLarge,
+    _read_to_end,
+    parts_of,
+)
 from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.worktree import blob_id, unified_diff, worktree_state
 
@@ -110,6 +119,40 @@ def test_paths_that_could_leave_the_top_are_refused_by_spelling(git_repo: Path, 
 
     with RepoFiles(git_repo) as files, pytest.raises(UsageError):
         files.read(rel, 10)
+
+
+@pytest.mark.parametrize("size", [0, 1, 8191, (1 << 16) + 3, 200_000])
+def test_a_file_is_read_whole_at_every_size_up_to_the_limit(git_repo: Path, size: int) -> None:
+    data = bytes(random.Random(size).getrandbits(8) for _ in range(size))
+    (git_repo / "f.bin").write_bytes(data)
+    with RepoFiles(git_repo) as files:
+        assert files.read("f.bin", 200_000) == data
+        if size:
+            with pytest.raises(TooLarge):
+                files.read("f.bin", size - 1)
+
+
+@pytest.mark.parametrize("limit", [400_000, 300_000, 123_457])
+def test_a_file_that_grew_after_its_fstat_is_read_to_its_end_or_to_the_limit(
+    tmp_path: Path, limit: int
+) -> None:
+    data = os.urandom(300_000)
+    (tmp_path / "grown").write_bytes(data)
+    fd = os.open(tmp_path / "grown", os.O_RDONLY)
+    try:  # the size fstat gave was 10 bytes: the file grew before the read
+        got = _read_to_end(fd, limit, 10)
+    finally:
+        os.close(fd)
+    assert got == data[:limit]
+
+
+@pytest.mark.parametrize(
+    ("rel", "parts"),
+    [("a/b", ("a", "b")), ("a//b", ("a", "b")), ("./a", ("a",)), ("a/", ("a",)),
+     ("a/./b/", ("a", "b")), ("a b/\n", ("a b", "\n"))],
+)  # fmt: skip
+def test_parts_of_drops_empty_and_dot_components(rel: str, parts: tuple[str, ...]) -> None:
+    assert parts_of(rel) == parts
 
 
 # -- worktree state ----------------------------------------------------------------------

@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from evidence import Draft, EvidenceStore, state_root
+from evidence import Draft, EvidenceStore, SigningKey, state_root
 from evidence.dsse import sign_envelope
 from evidence.state import atomic_write
 from gatekeeper.digest import Sha256Digest
@@ -29,17 +29,13 @@ from gatekeeper.gates.transfer.manifest import (
     PAYLOAD_TYPE,
     Context,
     Destination,
-    Excluded,
-    FindingRef,
-    Item,
     Manifest,
     Redaction,
-    Totals,
-    Visibility,
 )
+from gatekeeper.gates.transfer.pack import PayloadPut
 from gatekeeper.gates.transfer.packet import Packet, packet
 from gatekeeper.gates.transfer.payloads import PreviewRecord, subject_of
-from gatekeeper.gates.transfer.select import Selected, choose
+from gatekeeper.gates.transfer.select import Selected, Selection, choose
 from gatekeeper.gates.transfer.state import envelope_path
 from gatekeeper.gates.transfer.visibility import visibility
 from gatekeeper.repo.git import Repo, open_repo
@@ -73,25 +69,49 @@ class Previewed:
                 "approval_packet": self.approval_packet.to_json()}  # fmt: skip
 
 
+Mode = Literal["full", "diff", "redacted"]
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One item as it would leave: what it was made from, its bytes and how, and their
+    SHA-256 (the digest taken at read time, unless redaction changed the bytes)."""
+
+    selected: Selected
+    data: bytes
+    mode: Mode
+    sha256: str
+
+    def item(self) -> dict[str, Any]:
+        """The manifest item's fields (validated with the manifest, once)."""
+        return {"path": self.selected.path, "bytes": len(self.data), "sha256": self.sha256,
+                "mode": self.mode, "source_sha256": self.selected.sha256}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Outgoing:
     """What would leave after scanning: the items, the (maybe withheld) purpose, the
-    scanners' findings not allowed by policy, the redactions and why it is blocked."""
+    scanners' findings not allowed by policy, the redactions and why it is blocked.
 
-    sent: tuple[tuple[Selected, bytes, Literal["full", "diff", "redacted"]], ...]
+    The items are the files selected, in order, as `mode`, but for those in `redacted`
+    (path -> their redacted bytes and the SHA-256 of those): `sent()` makes each item as
+    it is read, so that no object per file is kept (10,000 more live objects right after
+    the scanners would have the collector walk all the lines they split)."""
+
+    selected: tuple[Selected, ...]
+    mode: Literal["full", "diff"]
+    redacted: Mapping[str, tuple[bytes, str]]
     purpose: str
     findings: tuple[Finding, ...]
     redactions: tuple[Redaction, ...]
     block_reasons: tuple[str, ...]
 
-    def items(self) -> list[Item]:
-        out = []
-        for s, data, mode in self.sent:
-            source = hashlib.sha256(s.data).hexdigest()
-            sha = source if data is s.data else hashlib.sha256(data).hexdigest()
-            out.append(Item(path=s.path, bytes=len(data), sha256=sha, mode=mode,
-                            source_sha256=source))  # fmt: skip
-        return out
+    def sent(self) -> Iterator[Sent]:
+        for s in self.selected:
+            if (r := self.redacted.get(s.path)) is not None:
+                yield Sent(s, r[0], "redacted", r[1])
+            else:
+                yield Sent(s, s.data, self.mode, s.sha256)
 
 
 def _check_request(purpose: str, context: str, paths: list[str]) -> None:
@@ -118,15 +138,22 @@ def _unallowed(items: list[ScanItem], loaded: LoadedPolicy) -> list[Finding]:
     return list(scan_with_policy(items, loaded).blocking)
 
 
-def scan_outgoing(selected: list[Selected], purpose: str, context: str, redact: bool,
-                  loaded: LoadedPolicy) -> Outgoing:  # fmt: skip
-    """Scan every item and the purpose; redact or block on what the scanners find."""
+def scan_items(selected: list[Selected]) -> list[ScanItem]:
+    """One scan item per file: the text scanned is `_text(s.data)`, and its key takes the
+    SHA-256 taken when the bytes were read."""
+    return [ScanItem.of_bytes(s.path, s.data, "surrogateescape", sha256=s.sha256)
+            for s in selected]  # fmt: skip
+
+
+def scan_outgoing(selected: list[Selected], scan: list[ScanItem], purpose: str, context: str,
+                  redact: bool, loaded: LoadedPolicy) -> Outgoing:  # fmt: skip
+    """Scan every item (`scan`: their scan items) and the purpose; redact or block on what
+    the scanners find."""
     blocks = []
     total = sum(len(s.data) for s in selected)
     limit = loaded.policy.transfer.max_total_bytes
     if total > limit:
         blocks.append(f"{total} bytes is over the transfer limit of {limit}")
-    scan = [ScanItem.whole(s.path, _text(s.data)) for s in selected]
     findings = _unallowed([*scan, ScanItem.whole(PURPOSE_ITEM, purpose)], loaded)
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
@@ -135,23 +162,22 @@ def scan_outgoing(selected: list[Selected], purpose: str, context: str, redact: 
         blocks.append("the purpose text itself contains a secret")
         purpose = WITHHELD
     redactions: list[Redaction] = []
-    sent: list[tuple[Selected, bytes, Literal["full", "diff", "redacted"]]] = []
+    redacted: dict[str, tuple[bytes, str]] = {}
     for s in selected:
-        fs = by_file.get(s.path, [])
-        if fs and redact:
+        if (fs := by_file.get(s.path)) and redact:
             data = redact_lines(_text(s.data), fs).encode("utf-8", "surrogateescape")
             redactions += [Redaction(rule=f.rule, path=f.file, line=f.line) for f in fs]
-            sent.append((s, data, "redacted"))
-        else:
-            sent.append((s, s.data, "diff" if context == "diff" else "full"))
+            redacted[s.path] = (data, hashlib.sha256(data).hexdigest())
     if redact and redactions:
-        again = [ScanItem.whole(s.path, _text(d)) for s, d, mode in sent if mode == "redacted"]
+        again = [ScanItem.of_bytes(path, data, "surrogateescape", sha256=sha)
+                 for path, (data, sha) in redacted.items()]  # fmt: skip
         if _unallowed(again, loaded):
             blocks.append("secrets remain after redaction")
     elif findings:
         blocks.append(f"{len(findings)} secret finding(s); use --redact to send with "
                       "those lines replaced")  # fmt: skip
-    return Outgoing(tuple(sent), purpose, tuple(findings), tuple(redactions), tuple(blocks))
+    return Outgoing(tuple(selected), "diff" if context == "diff" else "full", redacted, purpose,
+                    tuple(findings), tuple(redactions), tuple(blocks))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -166,38 +192,57 @@ class Basis:
     base: str | None
 
 
-def _manifest(b: Basis, out: Outgoing, excluded: list[tuple[str, str]], visible: Visibility,
-              pack: str | None, loaded: LoadedPolicy) -> Manifest:  # fmt: skip
+def _manifest(b: Basis, out: Outgoing, chosen: Selection, pack: PayloadPut | None,
+              loaded: LoadedPolicy) -> Manifest:  # fmt: skip
+    """The manifest, validated once as a whole: its items, exclusions and findings come in
+    as fields, not as models validated one by one first."""
+    visible = visibility(b.repo, chosen.selected, chosen.index, b.head)
+    excluded = chosen.excluded
     now = clock.now()
     tp = loaded.policy.transfer
-    m = Manifest(
-        repo_id=b.repo.repo_id, head=b.head, branch=current_branch(b.repo), visibility=visible,
-        destination=b.destination, purpose=out.purpose, context=b.context, paths=list(b.paths),
-        base=b.base, items=out.items(), payload_blob=pack,
-        excluded=[Excluded(path=p, reason=r) for p, r in excluded],
-        findings=[FindingRef(scanner=f.scanner, rule=f.rule, file=f.file, line=f.line,
-                             fingerprint=f.fingerprint) for f in out.findings],
-        redactions=list(out.redactions),
-        totals=Totals(items=len(out.sent), bytes=sum(len(d) for _, d, _ in out.sent),
-                      excluded=len(excluded), findings=len(out.findings),
-                      redactions=len(out.redactions)),
-        blocked=bool(out.block_reasons), block_reasons=list(out.block_reasons),
-        autopilot_rule=None, policy_digest=loaded.digest, created=clock.stamp(now),
-        expires=clock.stamp(now + timedelta(seconds=tp.manifest_ttl_s)),
-        nonce=secrets.token_hex(16),
-    )  # fmt: skip
+    m = Manifest.model_validate({
+        "repo_id": b.repo.repo_id, "head": b.head, "branch": current_branch(b.repo),
+        "visibility": visible, "destination": b.destination, "purpose": out.purpose,
+        "context": b.context, "paths": list(b.paths), "base": b.base,
+        "items": [s.item() for s in out.sent()],
+        "payload_blob": pack.digest() if pack else None,  # (waits for the hash only)
+        "excluded": [{"path": p, "reason": r} for p, r in excluded],
+        "findings": [{"scanner": f.scanner, "rule": f.rule, "file": f.file, "line": f.line,
+                      "fingerprint": f.fingerprint} for f in out.findings],
+        "redactions": list(out.redactions),
+        "totals": {"items": len(out.selected), "bytes": sum(len(s.data) for s in out.sent()),
+                   "excluded": len(excluded), "findings": len(out.findings),
+                   "redactions": len(out.redactions)},
+        "blocked": bool(out.block_reasons), "block_reasons": list(out.block_reasons),
+        "autopilot_rule": None, "policy_digest": loaded.digest, "created": clock.stamp(now),
+        "expires": clock.stamp(now + timedelta(seconds=tp.manifest_ttl_s)),
+        "nonce": secrets.token_hex(16),
+    })  # fmt: skip
     # The rule is judged on the finished manifest, then named in it (it is signed too).
     return m.model_copy(update={"autopilot_rule": approving_rule(tp, m)})
 
 
-def _record(store: EvidenceStore, repo: Repo, m: Manifest, loaded: LoadedPolicy,
+@dataclass(frozen=True)
+class Sealed:
+    """A signed manifest: its digest and DSSE envelope, from one computation of its
+    canonical bytes (for the digest and the signature alike)."""
+
+    digest: Sha256Digest
+    envelope: bytes
+
+    @classmethod
+    def of(cls, m: Manifest, key: SigningKey) -> Sealed:
+        canonical = m.canonical()
+        envelope = sign_envelope(PAYLOAD_TYPE, canonical, key.private, key.key_id)
+        return cls(Sha256Digest.of(canonical), json.dumps(envelope).encode())
+
+
+def _record(store: EvidenceStore, repo: Repo, m: Manifest, sealed: Sealed, loaded: LoadedPolicy,
             requested_by: Sequence[Mapping[str, Any]] = ()) -> Previewed:  # fmt: skip
-    """Sign and keep the manifest, then record its preview entry."""
-    key = store.key
-    canonical = m.canonical()
-    digest = Sha256Digest.of(canonical)
-    envelope = sign_envelope(PAYLOAD_TYPE, canonical, key.private, key.key_id)
-    atomic_write(envelope_path(store, digest), json.dumps(envelope).encode())
+    """Keep the sealed manifest, then record its preview entry (its payload blob, if any,
+    is stored already)."""
+    digest = sealed.digest
+    atomic_write(envelope_path(store, digest), sealed.envelope)
     d = m.destination
     record = PreviewRecord(digest=digest, worktree=str(repo.top), blocked=m.blocked,
                            destination=f"{d.provider}:{d.model}", bytes=m.totals.bytes,
@@ -228,10 +273,20 @@ def preview(repo_dir: Path, to: str, purpose: str, context: str, paths: list[str
     if context == "diff":
         base = resolve_commit(repo.top, base_ref) if base_ref else default_base(repo.top, head)
     basis = Basis(repo, head, dest, _context(context), tuple(paths), base)
-    selected, excluded = choose(repo, context, paths, base, loaded.policy.transfer)
-    out = scan_outgoing(selected, purpose, context, redact, loaded)
+    chosen = choose(repo, context, paths, base, loaded.policy.transfer)
+    scan = scan_items(chosen.selected)
+    out = scan_outgoing(chosen.selected, scan, purpose, context, redact, loaded)
+    if out.block_reasons:  # a blocked manifest keeps no payload: it may hold secrets
+        del scan
+        m = _manifest(basis, out, chosen, None, loaded)
+        return _record(store, repo, m, Sealed.of(m, store.key), loaded, requested_by)
     # The bytes that would leave, as one blob (one durable write however many files),
-    # and only for a manifest that can be approved: a blocked one may hold secrets.
-    pack = None if out.block_reasons else store.blobs.put(b"".join(d for _, d, _ in out.sent))
-    m = _manifest(basis, out, excluded, visibility(repo, selected), pack, loaded)
-    return _record(store, repo, m, loaded, requested_by)
+    # stored while the manifest is built and signed, and before anything names it.
+    with PayloadPut(store.blobs, [s.data for s in out.sent()]) as pack:
+        # The lines the scanners split 100 MB of text into are freed while the payload is
+        # stored: freeing millions of objects needs the GIL, joining and writing do not.
+        del scan
+        m = _manifest(basis, out, chosen, pack, loaded)
+        sealed = Sealed.of(m, store.key)
+        pack.stored()
+    return _record(store, repo, m, sealed, loaded, requested_by)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,19 +38,24 @@ class Released:
                 "payload_sha256": r.payload_sha256}  # fmt: skip
 
 
-def payload_of(m: Manifest, store: EvidenceStore) -> bytes:
+def stored_pack(m: Manifest, store: EvidenceStore) -> bytes:
+    """All item bytes as previewed, from the payload blob (verified against its name)."""
+    return store.blobs.get(m.payload_blob) if m.payload_blob else b""
+
+
+def payload_of(m: Manifest, pack: bytes, canonical: bytes) -> bytes:
     """The release format: the manifest's canonical JSON on one line, then for each item a
     JSON header line {"path","bytes","sha256","mode"} followed by exactly that many bytes
-    and a newline."""
-    pack = store.blobs.get(m.payload_blob) if m.payload_blob else b""
-    parts = [m.canonical(), b"\n"]
+    and a newline. `canonical`: `m.canonical()`, as the manifest's digest was checked."""
+    view = memoryview(pack)  # items are hashed and joined from the pack without copies
+    heads = m.model_dump(include={"items"}, exclude={"items": {"__all__": {"source_sha256"}}})
+    parts: list[bytes | memoryview] = [canonical, b"\n"]
     at = 0
-    for item in m.items:
-        data = pack[at : at + item.bytes]
+    for item, head in zip(m.items, heads["items"], strict=True):
+        data = view[at : at + item.bytes]
         at += item.bytes
         if hashlib.sha256(data).hexdigest() != item.sha256:
             raise TamperDetected(f"stored payload of {m.digest()} does not match its manifest")
-        head = item.model_dump(exclude={"source_sha256"})
         parts += [json.dumps(head, sort_keys=True).encode(), b"\n", data, b"\n"]
     return b"".join(parts)
 
@@ -72,8 +78,13 @@ def release(
     at = locate(repo_dir, Sha256Digest.parse(digest))
     with locked(transfers_dir(at.store), "lock"):
         approval = _live_approval(at)
-        check_unchanged(at.repo, at.manifest, trusted_policy(at.repo).policy.transfer)
-        payload = payload_of(at.manifest, at.store)
+        # The stored pack is read and verified on a second thread (one large read and one
+        # hash, both without the GIL) while every worktree byte is re-read here; it is
+        # used only once that check has passed.
+        with ThreadPoolExecutor(1, thread_name_prefix="oms-transfer-release") as pool:
+            pack = pool.submit(stored_pack, at.manifest, at.store)
+            check_unchanged(at.repo, at.manifest, trusted_policy(at.repo).policy.transfer)
+            payload = payload_of(at.manifest, pack.result(), at.canonical)
         record = ReleaseRecord(
             digest=at.digest, approval_id=approval.approval_id,
             payload_sha256=hashlib.sha256(payload).hexdigest(), bytes=len(payload),

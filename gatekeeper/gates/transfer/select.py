@@ -11,7 +11,9 @@ through `fsread`, down from the repository top without following any link.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -21,6 +23,8 @@ from gatekeeper.repo.git import Repo
 from gatekeeper.repo.paths import in_dependency_dir, secret_looking
 from gatekeeper.repo.worktree import (
     REGULAR_MODES,
+    IndexEntry,
+    blob_id,
     ignored,
     index_entries,
     read_blobs,
@@ -33,13 +37,33 @@ from policy import TransferPolicy
 
 @dataclass(frozen=True)
 class Selected:
+    """One thing a transfer would send, with its digests: each is computed once, when the
+    bytes are read, and the manifest, the scan items, visibility and the checks at approve
+    and release take them from here instead of hashing the bytes again."""
+
     path: str  # repo-relative, as given by git
     data: bytes  # what is sent: the file's bytes, or its diff
     source: bytes | None  # the worktree bytes it was made from (None: absent in the worktree)
+    sha256: str  # hex SHA-256 of `data`
+    source_id: str | None  # git blob id of `source` (None: absent), as `blob_id` gives it
 
     @classmethod
-    def whole(cls, path: str, data: bytes) -> Selected:
-        return cls(path, data, data)
+    def of(cls, path: str, data: bytes, source: bytes | None, oid_len: int = 40) -> Selected:
+        """`data` made from `source`, hashed here (ids of `oid_len` digits: sha1 or sha256)."""
+        source_id = None if source is None else blob_id(source, oid_len)
+        return cls(path, data, source, hashlib.sha256(data).hexdigest(), source_id)
+
+    @classmethod
+    def whole(cls, path: str, data: bytes, oid_len: int = 40) -> Selected:
+        return cls.of(path, data, data, oid_len)
+
+    def blob_id(self, oid_len: int) -> str | None:
+        """The git blob id of `source` in ids of `oid_len` digits (None: absent)."""
+        if self.source is None:
+            return None
+        if self.source_id is not None and len(self.source_id) == oid_len:
+            return self.source_id
+        return blob_id(self.source, oid_len)  # a repository of the other object format
 
 
 def _safe_rel(raw: str) -> str | None:
@@ -84,14 +108,39 @@ def _named(top: Path, listed: list[str], paths: list[str],
     return sorted(set(wanted))
 
 
+def oid_length(entries: list[IndexEntry]) -> int:
+    """The length of this repository's object ids (sha1: 40, sha256: 64), from its index."""
+    return len(entries[0].oid) if entries else 40
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The names git lists as data: the index, the untracked and the ignored files."""
+
+    index: list[IndexEntry]
+    untracked: list[str]
+    ignored: list[str]
+
+    @classmethod
+    def of(cls, repo: Repo) -> Listing:
+        """The three `ls-files` at once: each is a git process of its own, and waiting for
+        one holds no lock the others need."""
+        with ThreadPoolExecutor(2, thread_name_prefix="oms-transfer-ls") as pool:
+            others = pool.submit(untracked, repo)
+            ignores = pool.submit(ignored, repo)
+            return cls(index_entries(repo), others.result(), ignores.result())
+
+
 def candidates(
-    repo: Repo, context: str, paths: list[str]
+    repo: Repo, context: str, paths: list[str], listing: Listing | None = None
 ) -> tuple[list[str], list[tuple[str, str]]]:
-    """(files to consider, [(path, reason)] excluded before reading anything)."""
+    """(files to consider, [(path, reason)] excluded before reading anything); `listing`:
+    the names as already listed (listed here when not given)."""
+    names = Listing.of(repo) if listing is None else listing
     excluded: list[tuple[str, str]] = [(".git", ".git")]
-    tracked = {e.path for e in index_entries(repo)}
-    listed = sorted(tracked.union(untracked(repo)))
-    excluded += [(p, "gitignored") for p in sorted(ignored(repo))]
+    tracked = {e.path for e in names.index}
+    listed = sorted(tracked.union(names.untracked))
+    excluded += [(p, "gitignored") for p in sorted(names.ignored)]
     if context == "paths":
         listed = _named(repo.top, listed, paths, excluded)
     keep = []
@@ -116,20 +165,22 @@ def link_reason(top: Path, rel: str, refusal: FileRefused) -> str:
 def read_one(files: RepoFiles, f: str, max_file_bytes: int) -> bytes:
     """The bytes of `f`, or FileRefused with the reason it is excluded (binary included)."""
     data = files.read(f, max_file_bytes)
-    if b"\0" in data[:8192]:
+    if data.find(b"\0", 0, 8192) >= 0:  # (no copy of the first 8 KiB)
         raise FileRefused(f, "binary")
     return data
 
 
 def read_files(
-    top: Path, files: list[str], max_file_bytes: int
+    top: Path, files: list[str], max_file_bytes: int, oid_len: int = 40
 ) -> tuple[list[Selected], list[tuple[str, str]]]:
-    """Read the files that pass the remaining checks (symlink, size, binary), one read each."""
+    """Read the files that pass the remaining checks (symlink, size, binary), one read each,
+    each hashed once as it is read. (Hashing on a second thread while the next file is read
+    measured slower here: ten thousand small hand-overs of the GIL cost more than they save.)"""
     selected, excluded = [], []
     with RepoFiles(top) as tree:
         for f in files:
             try:
-                selected.append(Selected.whole(f, read_one(tree, f, max_file_bytes)))
+                selected.append(Selected.whole(f, read_one(tree, f, max_file_bytes), oid_len))
             except LinkRefused as exc:
                 excluded.append((f, link_reason(top, f, exc)))
             except FileRefused as exc:
@@ -140,23 +191,37 @@ def read_files(
 Chosen = tuple[list[Selected], list[tuple[str, str]]]
 
 
+@dataclass(frozen=True)
+class Selection:
+    """What a transfer of one context sends, what it excludes and why, and the index as it
+    was listed while choosing (None: context none lists nothing), whose flags visibility
+    then reads instead of listing the index again."""
+
+    selected: list[Selected]
+    excluded: list[tuple[str, str]]
+    index: list[IndexEntry] | None = None
+
+
 def choose(repo: Repo, context: str, paths: list[str], base: str | None,
-           tp: TransferPolicy) -> Chosen:  # fmt: skip
-    """(what a transfer of `context` sends, [(path, reason)] excluded): run at preview,
-    and again at approve and release to see that nothing changed."""
+           tp: TransferPolicy) -> Selection:  # fmt: skip
+    """What a transfer of `context` sends and excludes: run at preview, and again at
+    approve and release to see that nothing changed."""
     if context == "none":
-        return [], []
-    files, excluded = candidates(repo, context, paths)
+        return Selection([], [])
+    listing = Listing.of(repo)
+    entries = listing.index
+    files, excluded = candidates(repo, context, paths, listing)
     if context == "diff":
         if base is None:
             raise UsageError("--context diff needs a base")
-        return _choose_diff(repo, files, base, tp.max_file_bytes, excluded)
-    selected, more = read_files(repo.top, files, tp.max_file_bytes)
-    return selected, excluded + more
+        diffs, excluded = _choose_diff(repo, entries, files, base, tp.max_file_bytes, excluded)
+        return Selection(diffs, excluded, entries)
+    selected, more = read_files(repo.top, files, tp.max_file_bytes, oid_length(entries))
+    return Selection(selected, excluded + more, entries)
 
 
-def _choose_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
-                 excluded: list[tuple[str, str]]) -> Chosen:  # fmt: skip
+def _choose_diff(repo: Repo, entries: list[IndexEntry], files: list[str], base: str,
+                 max_bytes: int, excluded: list[tuple[str, str]]) -> Chosen:  # fmt: skip
     """Per-file diffs of `base` against the worktree bytes, for the selected names only.
 
     Each diff is built in Python from the base blob and the bytes read through fsread,
@@ -165,7 +230,7 @@ def _choose_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
     read, and a `base` file no longer in the index shows as deleted.
     """
     tree = tree_entries(repo, base)
-    tracked = {e.path for e in index_entries(repo)}
+    tracked = {e.path for e in entries}
     keep = [f for f in files if f in tracked]
     seen = {p for p, _ in excluded} | set(keep)
     for f in sorted(set(tree) - tracked):  # not in the index: deleted, its worktree unread
@@ -186,7 +251,7 @@ def _choose_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
         for f in sorted(keep):
             old = blobs[old_ids[f].oid] if f in old_ids else None
             try:
-                selected += _diff_item(wt, f, old, max_bytes, f in tracked)
+                selected += _diff_item(wt, f, old, max_bytes, f in tracked, oid_length(entries))
             except LinkRefused as exc:
                 excluded.append((f, link_reason(repo.top, f, exc)))
             except FileRefused as exc:
@@ -195,7 +260,7 @@ def _choose_diff(repo: Repo, files: list[str], base: str, max_bytes: int,
 
 
 def _diff_item(wt: RepoFiles, f: str, old: bytes | None, max_bytes: int,
-               tracked: bool) -> list[Selected]:  # fmt: skip
+               tracked: bool, oid_len: int) -> list[Selected]:  # fmt: skip
     """[the diff of `f`] ([] when unchanged); FileRefused with the reason it is excluded.
     An untracked path is compared as absent (as `git diff BASE` does): it is not read."""
     new: bytes | None = None
@@ -208,4 +273,4 @@ def _diff_item(wt: RepoFiles, f: str, old: bytes | None, max_bytes: int,
     diff = unified_diff(f, old, new)
     if len(diff) > max_bytes:
         raise FileRefused(f, "diff over the size limit")
-    return [Selected(f, diff, new)] if diff else []
+    return [Selected.of(f, diff, new, oid_len)] if diff else []

@@ -35,6 +35,12 @@ def envelope_path(store: EvidenceStore, digest: Sha256Digest) -> Path:
 
 def load_manifest(store: EvidenceStore, digest: Sha256Digest) -> Manifest:
     """The stored manifest, verified: signature, payload type, digest and repository."""
+    return load_sealed(store, digest)[0]
+
+
+def load_sealed(store: EvidenceStore, digest: Sha256Digest) -> tuple[Manifest, bytes]:
+    """(the stored manifest, verified as `load_manifest` does, its canonical bytes): the
+    bytes the digest was checked against, for a caller that sends them (release)."""
     path = envelope_path(store, digest)
     try:
         envelope = json.loads(path.read_bytes())
@@ -45,11 +51,12 @@ def load_manifest(store: EvidenceStore, digest: Sha256Digest) -> Manifest:
         raise TamperDetected(f"manifest {digest} does not verify: the stored copy was altered"
                              ) from None  # fmt: skip
     m = Manifest.model_validate_json(payload)
-    if m.digest() != digest or envelope.get("payloadType") != PAYLOAD_TYPE:
+    canonical = m.canonical()
+    if Sha256Digest.of(canonical) != digest or envelope.get("payloadType") != PAYLOAD_TYPE:
         raise TamperDetected(f"manifest {digest} does not match its digest")
     if m.repo_id != store.repo_id:
         raise TamperDetected(f"manifest {digest} is stored under a repository it does not name")
-    return m
+    return m, canonical
 
 
 # -- finding the manifest and its repository from the digest alone ---------------------
@@ -63,6 +70,7 @@ class Located:
     store: EvidenceStore
     manifest: Manifest
     digest: Sha256Digest
+    canonical: bytes  # the manifest's canonical bytes, which hash to `digest`
 
 
 def _store_holding(root: Path, digest: Sha256Digest) -> EvidenceStore:
@@ -107,14 +115,15 @@ def locate(repo_dir: Path | None, digest: Sha256Digest) -> Located:
     if repo_dir is not None:
         repo = open_repo(repo_dir)
         store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
-        return Located(repo, store, load_manifest(store, digest), digest)
+        m, canonical = load_sealed(store, digest)
+        return Located(repo, store, m, digest, canonical)
     store = _store_holding(state_root(), digest)
-    m = load_manifest(store, digest)
+    m, canonical = load_sealed(store, digest)
     here = _cwd_repo()
     repo = here if here and here.repo_id == store.repo_id else _recorded_repo(store, digest)
     # Found by the digest alone; now bound to the repository as every other open is.
     store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
-    return Located(repo, store, m, digest)
+    return Located(repo, store, m, digest, canonical)
 
 
 def manifest_digest(repo_dir: Path | None, text: str) -> Sha256Digest:
