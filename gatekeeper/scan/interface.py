@@ -26,20 +26,21 @@ class ScannerUnavailable(Unavailable):
 class ScanItem:
     """Text to scan: a file's lines (all, or the ones a change adds) with their numbers.
 
-    A whole text is split into lines only when a scanner reads them (a cache hit never
-    does). `key` names exactly what is scanned: the SHA-256 of the bytes a whole item was
+    A whole text is decoded and split into lines only when a scanner reads them (a cache
+    hit never does). `key` names exactly what is scanned: the SHA-256 of the bytes a whole item was
     decoded from (with how), or of the text, or of the numbered lines; and the path's
     extension, the one thing of the path a scanner reads (detect-secrets picks its keyword
     patterns by it; Gitleaks is given pieces, not paths). The same bytes at another path
     with the same extension have the same findings there.
     """
 
-    __slots__ = ("_content", "_lines", "_text", "path")
+    __slots__ = ("_content", "_lines", "_raw", "_text", "path")
 
     def __init__(self, path: str, lines: Sequence[tuple[int, str]]) -> None:
         self.path = path
         self._lines: Sequence[tuple[int, str]] | None = lines
         self._text: str | None = None
+        self._raw: tuple[bytes, Decoding] | None = None  # bytes to decode on first read
         self._content: str | None = None
 
     @classmethod
@@ -55,7 +56,8 @@ class ScanItem:
     ) -> ScanItem:
         """All of `data` decoded as UTF-8 with `errors`; `sha256`: the caller's hash of
         exactly `data` (hashed here when not given), so the bytes are hashed once."""
-        item = cls.whole(path, data.decode("utf-8", errors))
+        item = cls.whole(path, "")
+        item._text, item._raw = None, (data, errors)
         digest = sha256 or hashlib.sha256(data).hexdigest()
         item._content = f"bytes:utf-8/{errors}:{digest}"
         return item
@@ -63,14 +65,20 @@ class ScanItem:
     @property
     def lines(self) -> Sequence[tuple[int, str]]:
         if self._lines is None:
-            assert self._text is not None
-            self._lines = list(enumerate(self._text.split("\n"), 1))
+            self._lines = list(enumerate(self._whole().split("\n"), 1))
         return self._lines
+
+    def _whole(self) -> str:
+        if self._text is None:
+            assert self._raw is not None  # whole() sets the text, of_bytes() the bytes
+            data, errors = self._raw
+            self._text, self._raw = data.decode("utf-8", errors), None
+        return self._text
 
     @property
     def text(self) -> str | None:
         """The whole text, for an item made by `whole` or `of_bytes` (None: some lines)."""
-        return self._text
+        return None if self._text is None and self._raw is None else self._whole()
 
     @property
     def key(self) -> str:
