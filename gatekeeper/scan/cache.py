@@ -212,7 +212,7 @@ class ScanCache:
         return cls(directory, conn, key)
 
     def _mac(self, key: str, body: bytes) -> bytes:
-        return hmac.new(self._key, key.encode() + b"\x00" + body, hashlib.sha256).digest()
+        return hmac.digest(self._key, key.encode() + b"\x00" + body, "sha256")
 
     @contextmanager
     def _locked(self) -> Iterator[sqlite3.Connection]:
@@ -334,6 +334,8 @@ def _evict(conn: sqlite3.Connection, limit: int) -> None:
 
 def _parse(body: bytes) -> list[Stored] | None:
     """The findings of a body exactly as `put` writes them; None for anything else."""
+    if body == b"[]":  # most items: nothing found
+        return []
     try:
         rows = json.loads(body)
     except ValueError:
