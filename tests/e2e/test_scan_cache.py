@@ -31,6 +31,7 @@ import corpus
 import pytest
 from support.env import clean_env
 from support.oms import OMS, parse_single_json, run_oms
+from support.planted import PlantedSecrets
 from support.repos import commit_on, make_repo
 from support.scan_cache import (
     ScannerRuns,
@@ -84,14 +85,11 @@ def at(findings: Sequence[Finding], path: str) -> list[tuple[Any, ...]]:
     return shape([f for f in findings if f.file == path])
 
 
-class Planted:
-    """An AWS key id, a GitHub token and an RSA private key, each in its own file."""
+class Planted(PlantedSecrets):
+    """An AWS key id, a GitHub token and an RSA private key, each in its own whole file."""
 
     def __init__(self, seed: int) -> None:
-        rng = random.Random(seed)
-        self.aws = corpus.aws_access_key_id(rng)
-        self.github = corpus.github_pat(rng)
-        self.pem = corpus.private_key(rng, "RSA")
+        super().__init__(seed)
         self.items = [
             ScanItem.whole(
                 "planted/settings.py", f'import os\n\nAWS_ACCESS_KEY_ID = "{self.aws}"\n'
@@ -101,9 +99,6 @@ class Planted:
             ),
             ScanItem.whole("planted/server.key", f"# server key\n{self.pem}\n"),
         ]
-
-    def secrets(self) -> list[str]:
-        return [self.aws, self.github, self.pem, *[x for x in self.pem.split("\n") if len(x) > 20]]
 
 
 def odd_items(rng: random.Random) -> list[ScanItem]:

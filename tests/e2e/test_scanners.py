@@ -20,6 +20,7 @@ from pathlib import Path
 
 import corpus
 import pytest
+from support.planted import PlantedSecrets
 
 import gatekeeper.scan.detect_secrets as ds_module
 from gatekeeper.errors import EXIT_UNAVAILABLE, classify
@@ -72,14 +73,11 @@ def at(findings: Sequence[Finding], scanner: str, path: str, line: int) -> list[
     return [f for f in findings if f.scanner == scanner and f.file == path and f.line == line]
 
 
-class Planted:
+class Planted(PlantedSecrets):
     """An AWS key id, a GitHub token and an RSA private key in three files."""
 
     def __init__(self, seed: int) -> None:
-        rng = random.Random(seed)
-        self.aws = corpus.aws_access_key_id(rng)
-        self.github = corpus.github_pat(rng)
-        self.pem = corpus.private_key(rng, "RSA")
+        super().__init__(seed)
         self.items = [
             item("app/settings.py", ["import os", "", f'AWS_ACCESS_KEY_ID = "{self.aws}"', ""]),
             item("scripts/release.sh", ["#!/bin/sh", f'export GITHUB_TOKEN="{self.github}"']),
@@ -91,10 +89,6 @@ class Planted:
             (self.github, "scripts/release.sh", 2),
             (self.pem, "certs/server.key", 2),
         ]
-
-    def secrets(self) -> list[str]:
-        """Every secret string, and each line of the key long enough to mean something."""
-        return [self.aws, self.github, self.pem, *[x for x in self.pem.split("\n") if len(x) > 20]]
 
 
 @pytest.fixture(scope="module")

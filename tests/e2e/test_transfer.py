@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.env import use_clean_git_here
 
 from evidence import Draft, EvidenceStore, repo_id_for
 from gatekeeper.cli import render as output
@@ -282,11 +283,7 @@ class Tx:
 @pytest.fixture(autouse=True)
 def _in_process_env(oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process gate calls see the same clean git environment as the subprocesses."""
-    for k in list(os.environ):
-        if k.startswith("GIT_"):
-            monkeypatch.delenv(k)
-    for k in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_TERMINAL_PROMPT"):
-        monkeypatch.setenv(k, oms_env[k])
+    use_clean_git_here(oms_env, monkeypatch)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.env import use_clean_git_here
 from support.repos import git, make_repo
 
 from evidence import StoreUnavailable, TamperDetected
@@ -56,11 +57,7 @@ FILES: dict[str, str | bytes] = {
 @pytest.fixture(autouse=True)
 def _in_process_env(oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process gate calls see the same clean git environment as the subprocesses."""
-    for k in list(os.environ):
-        if k.startswith("GIT_"):
-            monkeypatch.delenv(k)
-    for k in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_TERMINAL_PROMPT"):
-        monkeypatch.setenv(k, oms_env[k])
+    use_clean_git_here(oms_env, monkeypatch)
 
 
 def _repo(tmp_path: Path, env: dict[str, str]) -> Path:

@@ -4,7 +4,10 @@ real git config or another `$OMS_HOME`."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+
+import pytest
 
 DROP_ENV_PREFIXES = ("GIT_", "OMS_", "XDG_")
 
@@ -24,3 +27,13 @@ def clean_env(home: Path, oms_home: Path | None = None) -> dict[str, str]:
     if oms_home is not None:
         env["OMS_HOME"] = str(oms_home)
     return env
+
+
+def use_clean_git_here(env: Mapping[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's own git calls (a gate called in-process) see the clean git environment
+    of `env` (from `clean_env`), as its subprocesses do: no GIT_* of the caller's."""
+    for k in list(os.environ):
+        if k.startswith("GIT_"):
+            monkeypatch.delenv(k)
+    for k in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_TERMINAL_PROMPT"):
+        monkeypatch.setenv(k, env[k])
