@@ -1,0 +1,1 @@
+"""Orchestration: the state store, roles, goals, tickets, dispatch, providers."""
