@@ -30,6 +30,7 @@ from .model import (
     Toolchain,
     ToolchainKind,
     TransferPolicy,
+    WorkPolicy,
 )
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "Toolchain",
     "ToolchainKind",
     "TransferPolicy",
+    "WorkPolicy",
     "check_limits",
     "default_policy",
     "load_policy_file",

@@ -204,6 +204,15 @@ class TransferPolicy(_Model):
     autopilot: list[AutopilotRule] = []
 
 
+class WorkPolicy(_Model):
+    """`[work]`: the orchestration limits (attempts per ticket, lease length, the grader)."""
+
+    max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
+    lease_ttl_s: Annotated[int, Field(ge=30, le=86_400)] = 1800
+    grader: Name = "grader"
+    reflection_bytes: Annotated[int, Field(ge=256, le=65_536)] = 4096
+
+
 class Policy(_Model):
     """The whole of `oms.toml`. `version = 1` is required in a file."""
 
@@ -215,6 +224,7 @@ class Policy(_Model):
     transfer: TransferPolicy = TransferPolicy()
     agent: AgentPolicy = AgentPolicy()
     toolchains: list[Toolchain] = []
+    work: WorkPolicy = WorkPolicy()
 
     @field_validator("version", mode="before")
     @classmethod

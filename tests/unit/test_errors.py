@@ -111,6 +111,10 @@ KINDS = {
     "ScannerUnavailable": "unavailable", "GateInterrupted": "unavailable",
     "AgentInterrupted": "unavailable", "ToolchainUnavailable": "unavailable",
     "HookInputError": "usage",
+    # orchestration (gatekeeper/work)
+    "WorkDbUnavailable": "unavailable", "StaleVersion": "blocked", "NonceReplayed": "blocked",
+    "LeaseRefused": "blocked", "WrongState": "blocked", "AttemptsExhausted": "blocked",
+    "ReceiptRefused": "blocked",
 }  # fmt: skip
 
 
