@@ -676,6 +676,13 @@ class Work:
                        commit=r["commit_sha"], exit_code=json.loads(r["body"])["exit_code"],
                        created=r["created"])  # fmt: skip
 
+    def reflection(self, ticket: str, attempt: int) -> bytes | None:
+        """The bounded reflection stored for a failed attempt (for the next attempt's task)."""
+        rows = self.db.read("SELECT reflection_blob FROM attempts WHERE ticket = ? AND number = ?",
+                            ticket, attempt)  # fmt: skip
+        blob = rows[0]["reflection_blob"] if rows else None
+        return self.store.blobs.get(blob.removeprefix("sha256:")) if blob else None
+
     def transitions(self) -> Sequence[sqlite3.Row]:
         return self.db.read("SELECT * FROM transitions ORDER BY seq")
 
