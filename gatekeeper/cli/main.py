@@ -37,6 +37,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.evidence:evidence",
         "The evidence store: audit, show, log, blob, prove, export, verify, note, key, repair.",
     ),
+    "goal": (
+        "gatekeeper.cli.goal:goal",
+        "Goals: an objective, when it is done, and the tickets that serve it.",
+    ),
     "hook": (
         "gatekeeper.cli.hook:hook",
         "Agent hooks in Claude Code's and Codex's protocols: deny secrets and protected writes.",
@@ -70,6 +74,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "scan": (
         "gatekeeper.cli.scan:scan",
         "Secrets in the repository's files, PATHs, the staged change, commits or stdin (exit 3).",
+    ),
+    "ticket": (
+        "gatekeeper.cli.ticket:ticket",
+        "Tickets: work items of a goal, leased, dispatched, verified, held for a human.",
     ),
     "toolchain": (
         "gatekeeper.cli.toolchain:toolchain",

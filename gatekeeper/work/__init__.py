@@ -1,1 +1,4 @@
-"""Orchestration: the state store, roles, goals, tickets, dispatch, providers."""
+"""Orchestration: goals, tickets, fenced leases, dispatch to provider adapters, verify.
+
+A thin caller around the gates (DESIGN.md "Orchestration"): it adds no authority.
+"""

@@ -1,0 +1,259 @@
+"""The orchestration state of one repository: `$OMS_HOME/repos/<repo-id>/work.db`.
+
+One SQLite file (stdlib `sqlite3`): WAL, `busy_timeout`, foreign keys on, `synchronous =
+FULL` so a committed transition survives a crash, and the schema versioned by `PRAGMA
+user_version` with one migration per version, applied in order under `BEGIN IMMEDIATE`.
+Every mutation is one `BEGIN IMMEDIATE` transaction (`WorkDb.mutation`): writers queue on
+the database lock instead of interleaving, and a transaction that raises changes nothing.
+
+The file is created 0600 in the repository's private state directory. A database written by
+a newer oms (a `user_version` above this one's) is refused rather than read half-understood.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from evidence import state_root
+from evidence.state import ensure_private_dir
+from gatekeeper.errors import Unavailable
+
+DB_FILE = "work.db"
+BUSY_TIMEOUT_MS = 60_000
+
+TICKET_STATES = ("pending", "leased", "running", "verifying", "completed", "retryable",
+                 "parked", "blocked")  # fmt: skip
+ACTIVITIES = ("idle", "working", "blocked", "done")
+HEALTH = ("healthy", "parked", "stalled", "stopped")
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+# One script per schema version; version N is MIGRATIONS[N - 1]. Never edit a released one.
+MIGRATIONS: tuple[str, ...] = (
+    f"""
+    CREATE TABLE goals (
+        id TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        objective TEXT NOT NULL,
+        stop_when TEXT NOT NULL,
+        horizon TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('open', 'done', 'abandoned')),
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE tickets (
+        id TEXT PRIMARY KEY,
+        goal TEXT NOT NULL REFERENCES goals(id),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN {_in(TICKET_STATES)}),
+        activity TEXT NOT NULL CHECK (activity IN {_in(ACTIVITIES)}),
+        health TEXT NOT NULL CHECK (health IN {_in(HEALTH)}),
+        title TEXT NOT NULL,
+        body_blob TEXT,
+        body_bytes INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        human_hold INTEGER NOT NULL DEFAULT 0 CHECK (human_hold IN (0, 1)),
+        reason TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE INDEX tickets_by_state ON tickets(state);
+    CREATE INDEX tickets_by_goal ON tickets(goal);
+    CREATE TABLE leases (
+        token_sha256 TEXT PRIMARY KEY,
+        ticket TEXT NOT NULL REFERENCES tickets(id),
+        state TEXT NOT NULL CHECK (state IN ('active', 'released', 'expired')),
+        expires REAL NOT NULL,
+        created TEXT NOT NULL,
+        ended TEXT
+    );
+    CREATE UNIQUE INDEX one_active_lease ON leases(ticket) WHERE state = 'active';
+    CREATE TABLE dispatches (
+        id TEXT PRIMARY KEY,
+        ticket TEXT NOT NULL REFERENCES tickets(id),
+        lease TEXT NOT NULL REFERENCES leases(token_sha256),
+        attempt INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('started', 'ran', 'received', 'ended',
+                                              'abandoned')),
+        role TEXT NOT NULL,
+        run_id TEXT NOT NULL UNIQUE,
+        envelope TEXT NOT NULL,
+        envelope_digest TEXT NOT NULL,
+        run TEXT,
+        reason TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        UNIQUE (ticket, attempt)
+    );
+    CREATE TABLE attempts (
+        ticket TEXT NOT NULL REFERENCES tickets(id),
+        number INTEGER NOT NULL,
+        dispatch TEXT NOT NULL UNIQUE REFERENCES dispatches(id),
+        outcome TEXT,
+        reflection_blob TEXT,
+        PRIMARY KEY (ticket, number)
+    );
+    CREATE TABLE receipts (
+        id TEXT PRIMARY KEY,
+        dispatch TEXT NOT NULL UNIQUE REFERENCES dispatches(id),
+        ticket TEXT NOT NULL REFERENCES tickets(id),
+        commit_sha TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE verifications (
+        id TEXT PRIMARY KEY,
+        ticket TEXT NOT NULL REFERENCES tickets(id),
+        dispatch TEXT NOT NULL REFERENCES dispatches(id),
+        receipt TEXT NOT NULL REFERENCES receipts(id),
+        lease TEXT NOT NULL REFERENCES leases(token_sha256),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('started', 'finished', 'abandoned')),
+        decision TEXT,
+        outcome TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE nonces (
+        nonce TEXT PRIMARY KEY,
+        op TEXT NOT NULL,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        dispatch TEXT REFERENCES dispatches(id),
+        provider TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        activity TEXT NOT NULL CHECK (activity IN {_in(ACTIVITIES)}),
+        health TEXT NOT NULL CHECK (health IN {_in(HEALTH)}),
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE events (
+        key TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE notifications (
+        id TEXT PRIMARY KEY,
+        event TEXT NOT NULL REFERENCES events(key),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'consumed')),
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE transitions (
+        seq INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        object TEXT NOT NULL,
+        nonce TEXT NOT NULL UNIQUE REFERENCES nonces(nonce),
+        time TEXT NOT NULL
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class WorkDbUnavailable(Unavailable):
+    """The orchestration database cannot be opened, migrated or written."""
+
+
+def db_path(repo_id: str, root: Path | None = None) -> Path:
+    return (root or state_root()) / "repos" / repo_id / DB_FILE
+
+
+class WorkDb:
+    """One connection to one repository's `work.db`, migrated to `SCHEMA_VERSION`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, repo_id: str, root: Path | None = None) -> WorkDb:
+        path = db_path(repo_id, root)
+        try:
+            ensure_private_dir(path.parent)
+            if not path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except (OSError, sqlite3.Error) as exc:
+            raise WorkDbUnavailable(f"cannot open {path}: {_why(exc)}") from None
+        db = cls(conn, path)
+        db._migrate()
+        return db
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _migrate(self) -> None:
+        try:
+            if self._user_version() == SCHEMA_VERSION:
+                return
+            with self.mutation():
+                have = self._user_version()
+                if have > SCHEMA_VERSION:
+                    raise WorkDbUnavailable(
+                        f"{self.path} has schema {have}; this oms knows up to {SCHEMA_VERSION}"
+                    )
+                for version in range(have + 1, SCHEMA_VERSION + 1):
+                    for statement in _statements(MIGRATIONS[version - 1]):
+                        self.conn.execute(statement)
+                    self.conn.execute(f"PRAGMA user_version = {version}")
+        except sqlite3.Error as exc:
+            raise WorkDbUnavailable(f"cannot migrate {self.path}: {_why(exc)}") from None
+
+    def _user_version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    @contextmanager
+    def mutation(self) -> Iterator[sqlite3.Connection]:
+        """One `BEGIN IMMEDIATE` transaction: committed when the block ends, rolled back
+        (nothing changed) when it raises."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise WorkDbUnavailable(f"cannot lock {self.path}: {_why(exc)}") from None
+        try:
+            yield self.conn
+        except BaseException:
+            self._rollback()
+            raise
+        try:
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise WorkDbUnavailable(f"cannot commit to {self.path}: {_why(exc)}") from None
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    def read(self, sql: str, *args: object) -> list[sqlite3.Row]:
+        try:
+            return self.conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise WorkDbUnavailable(f"cannot read {self.path}: {_why(exc)}") from None
+
+
+def _statements(script: str) -> list[str]:
+    # The migrations hold no ';' inside a statement, so a split is exact.
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _why(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

@@ -1,0 +1,82 @@
+"""Evidence of orchestration: one `work.*` entry per transition, written by the fence.
+
+Every entry names the object it changed, the state it left and the state it entered, the
+version that object has now, the nonce that fenced it and, where a lease fenced it, the
+lease's digest (never its token). `detail` carries small typed facts of the transition
+(the attempt, the dispatch envelope's digest, the commit, the verdict's evidence seq).
+The entry's subject names the ticket (or goal), so `oms evidence show` says what it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from evidence import Payload
+
+Small = str | int | bool | None
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class WorkRecord(Payload):
+    object: Literal["goal", "ticket", "dispatch", "verification"]
+    id: str
+    ticket: str | None = None
+    goal: str | None = None
+    from_state: str | None
+    to_state: str
+    version: int
+    nonce: str
+    lease: Digest | None = None
+    detail: dict[str, Small] = Field(default_factory=dict)
+
+
+class GoalCreated(WorkRecord):
+    KIND: ClassVar[str] = "work.goal.create"
+
+
+class TicketAdded(WorkRecord):
+    KIND: ClassVar[str] = "work.ticket.add"
+
+
+class TicketLeased(WorkRecord):
+    KIND: ClassVar[str] = "work.ticket.lease"
+
+
+class DispatchStarted(WorkRecord):
+    KIND: ClassVar[str] = "work.dispatch.start"
+
+
+class DispatchRan(WorkRecord):
+    KIND: ClassVar[str] = "work.dispatch.run"
+
+
+class DispatchEnded(WorkRecord):
+    """A dispatch that ended without a receipt (no commit, the worker failed)."""
+
+    KIND: ClassVar[str] = "work.dispatch.end"
+
+
+class ReceiptFiled(WorkRecord):
+    KIND: ClassVar[str] = "work.receipt"
+
+
+class VerifyStarted(WorkRecord):
+    KIND: ClassVar[str] = "work.verify.start"
+
+
+class VerifyFinished(WorkRecord):
+    KIND: ClassVar[str] = "work.verify.finish"
+
+
+KINDS: tuple[type[WorkRecord], ...] = (GoalCreated, TicketAdded, TicketLeased, DispatchStarted,
+                                       DispatchRan, DispatchEnded, ReceiptFiled, VerifyStarted,
+                                       VerifyFinished)  # fmt: skip
+WORK_KINDS = frozenset(k.KIND for k in KINDS)
+
+
+def subject(name: str) -> list[dict[str, Any]]:
+    """`oms-ticket:<id>` / `oms-goal:<id>` with the SHA-256 of the id, like an agent run."""
+    return [{"name": name, "digest": {"sha256": hashlib.sha256(name.encode()).hexdigest()}}]
