@@ -345,6 +345,35 @@ def test_expired_lease_refuses_a_dispatch(work: Work, clock: Clock) -> None:
     )
 
 
+# Each lease-fenced step after the dispatch, reached with a live lease, then the clock past it.
+AFTER_DISPATCH: dict[str, tuple[str, Callable[[Walk], object], str]] = {
+    "record_run": ("running", lambda w: w.work.record_run(str(w.dispatch), _token(w), facts(),
+                                                          nonce()), "expired at"),
+    "end_dispatch": ("running", lambda w: w.work.end_dispatch(str(w.dispatch), _token(w), "x",
+                                                              nonce()), "expired at"),
+    "file_receipt": ("ran", lambda w: w.work.file_receipt(str(w.dispatch), _token(w), nonce(),
+                                                          None), "expired at"),
+    "begin_verify": ("verifying", lambda w: w.work.begin_verify(w.id, nonce()), "no live lease"),
+}  # fmt: skip
+
+
+def _token(walk: Walk) -> str:
+    assert walk.lease is not None
+    return walk.lease.token
+
+
+@pytest.mark.parametrize("step", sorted(AFTER_DISPATCH))
+def test_an_expired_lease_refuses_every_fenced_step(work: Work, clock: Clock, step: str) -> None:
+    upto, call, says = AFTER_DISPATCH[step]
+    walk = new_ticket(work).leased(ttl_s=30).running()
+    if upto in ("ran", "verifying"):
+        walk.ran()
+    if upto == "verifying":
+        walk.verifying()
+    clock.advance(30)
+    _refused(work, lambda: call(walk), LeaseRefused, says)
+
+
 def test_foreign_lease_refuses_a_dispatch(work: Work) -> None:
     mine, theirs = new_ticket(work).leased(), new_ticket(work).leased()
     assert theirs.lease is not None
