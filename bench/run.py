@@ -16,6 +16,7 @@ BENCHES = [
     "mcp_bench.py",
     "agent_bench.py",
     "toolchain_bench.py",
+    "work_bench.py",
 ]
 
 

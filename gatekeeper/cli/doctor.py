@@ -13,6 +13,7 @@ from gatekeeper.errors import EXIT_UNAVAILABLE
 from gatekeeper.gates import doctor as readiness
 from gatekeeper.gates.authority import AgentSandbox
 from gatekeeper.mcp.server import digest_for_doctor
+from gatekeeper.work.audit import doctor_check
 
 
 @click.command()
@@ -21,7 +22,9 @@ from gatekeeper.mcp.server import digest_for_doctor
 def doctor(repo: Path) -> Outcome:
     """Readiness: a real sandbox probe, AppArmor status, key and chain."""
     # Inside an agent sandbox too: it says so, and that there is no authority here.
-    found = readiness.doctor(repo, AgentSandbox.of(inside_agent_sandbox(), marker()))
+    # `work` is above the gates: its check (work.db against the log) is handed in from here.
+    found = readiness.doctor(repo, AgentSandbox.of(inside_agent_sandbox(), marker()),
+                             checks=(doctor_check,))  # fmt: skip
     report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
         report["mcp_tools_digest"] = digest_for_doctor(repo)

@@ -211,11 +211,25 @@ def doctor_lines(report: Data, ready: bool, view: View = PLAIN) -> list[str]:
     ]
     if "evidence" in report:
         lines.append(f"evidence: {report['evidence']}")
+    if "work" in report:
+        lines.append(f"work:     {work_line(report['work'])}")
     lines += authority_lines(report)
     lines += [f"problem:  {p}" for p in report["problems"]]
     lines += [f"remedy:   {r}" for r in report["remedies"]]
     lines.append("ready" if ready else "NOT READY")
     return [sanitize(x) for x in lines]
+
+
+def work_line(part: Data) -> str:
+    """The doctor's `work` section (work.db against the evidence log) in a line."""
+    if "error" in part:
+        return str(part["error"])
+    said = f"{part['transitions']} transitions, {part['entries']} work entries in the log"
+    said += "" if part["ok"] else f", {len(part['mismatches'])} MISMATCHED"
+    cut = part["interrupted"]
+    if cut:
+        said += f"; interrupted at seq {', '.join(str(c['seq']) for c in cut)}: {part['warning']}"
+    return said
 
 
 def authority_lines(report: Data) -> list[str]:

@@ -18,7 +18,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gatekeeper.cli.render import Data, View, check_status, check_tail_lines
+from gatekeeper.cli.render import Data, View, check_status, check_tail_lines, work_line
 from gatekeeper.text import sanitize
 
 DECISION_STYLE = {"READY_FOR_HUMAN": "bold green", "FAILED": "bold red",
@@ -119,6 +119,8 @@ def _section_row(name: str, part: Any) -> tuple[bool | None, str]:
             f"intact, {part['entries']} entries" if ok else "not initialised")  # fmt: skip
     if name == "probe":
         return part["ok"], "; ".join(part["failures"]) or f"{part.get('duration_s', '')} s"
+    if name == "work":
+        return part["ok"], work_line(part)
     if "error" in part:
         return False, part["error"]
     keys = ("path", "version", "source", "key_id", "repo_id", "origin")
@@ -128,7 +130,7 @@ def _section_row(name: str, part: Any) -> tuple[bool | None, str]:
 def doctor_table(report: Data) -> Table:
     table = _table("oms doctor", "section", "status", "detail")
     names = ("repository", "policy", "bwrap", "probe", "apparmor", "gitleaks", "key",
-             "evidence", "kernel_memory")  # fmt: skip
+             "evidence", "work", "kernel_memory")  # fmt: skip
     for name in (n for n in names if n in report):
         ok, detail = _section_row(name, report[name])
         status = {True: cell("ok", "green"), False: cell("problem", "bold red"),

@@ -11,6 +11,7 @@ The report is a frozen `Doctor` of one small model per section; its `to_json()` 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -160,6 +161,20 @@ class KernelMemory(_Section):
         return out if self.bounded else {**out, "warning": KERNEL_MEMORY_WARNING}
 
 
+class Extra(_Section):
+    """A check a layer above the gates adds about a found repository (orchestration's
+    `work` section: work.db against the log): its JSON section, the problems that make the
+    report not ready, and a remedy."""
+
+    name: str
+    section: dict[str, Any]
+    problems: tuple[str, ...] = ()
+    remedy: str | None = None
+
+
+RepoCheck = Callable[[Repo], Extra | None]  # None: nothing to check here (no section)
+
+
 RepositorySection = RepositoryFound | Unusable
 PolicySection = PolicyRead | PolicyDefaults | Unusable
 GitleaksSection = GitleaksOk | Unusable
@@ -183,6 +198,7 @@ class Doctor(_Section):
     authority: auth.Authority
     egress: auth.Egress
     toolchains: tuple[ToolchainState, ...] = ()  # of the base's policy; absent when none
+    extra: tuple[Extra, ...] = ()  # sections added by the caller, after `evidence`
     problems: tuple[str, ...]
     remedies: tuple[str, ...]
 
@@ -200,6 +216,8 @@ class Doctor(_Section):
             out[name] = getattr(self, name).to_json()
         if self.evidence is not None:
             out["evidence"] = self.evidence.to_json()
+        for more in self.extra:
+            out[more.name] = more.section
         for name in ("kernel_memory", "authority", "egress"):
             out[name] = getattr(self, name).to_json()
         if self.toolchains:
@@ -394,9 +412,18 @@ def kernel_memory_status() -> KernelMemory:
     return KernelMemory(bounded=found.kind is not None, cgroup=found.kind, reason=found.reason)
 
 
-def doctor(repo_dir: Path, here: auth.AgentSandbox) -> Doctor:
+def _extra(repo: Repo, checks: Sequence[RepoCheck], p: _Problems) -> tuple[Extra, ...]:
+    found = tuple(e for e in (check(repo) for check in checks) if e is not None)
+    for e in found:
+        for problem in e.problems:
+            p.add(problem, e.remedy)
+    return found
+
+
+def doctor(repo_dir: Path, here: auth.AgentSandbox, checks: Sequence[RepoCheck] = ()) -> Doctor:
     """The report; `ready` means no check found a problem the next gate would refuse on.
-    `here`: whether this process is inside an oms agent sandbox (the caller knows)."""
+    `here`: whether this process is inside an oms agent sandbox (the caller knows).
+    `checks`: what the layers above add about a found repository (they know its parts)."""
     p = _Problems()
     found = _repository(repo_dir, p)
     apparmor = apparmor_status()
@@ -407,6 +434,7 @@ def doctor(repo_dir: Path, here: auth.AgentSandbox) -> Doctor:
     gitleaks = _gitleaks(found.loaded, p)
     key = _key(p)
     evidence = _evidence(found.repo, isinstance(key, KeyOk), p) if found.repo else None
+    extra = _extra(found.repo, checks, p) if found.repo else ()
     toolchains = _toolchains(found.repo, found.loaded, p) if found.repo and not here.inside else ()
     who = auth.authority(here)  # a readable key outside a sandbox is reported, never "not ready"
     if (problem := auth.breach(who)) is not None:
@@ -425,6 +453,7 @@ def doctor(repo_dir: Path, here: auth.AgentSandbox) -> Doctor:
         authority=who,
         egress=auth.egress(found.loaded),
         toolchains=toolchains,
+        extra=extra,
         problems=tuple(p.problems),
         remedies=tuple(p.remedies),
     )

@@ -119,7 +119,7 @@ def _iso(epoch: float) -> str:
 
 
 def _checked(value: str, pattern: Any, what: str) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise UsageError(f"not a {what}: {value!r}"[:200])
     return value
 
@@ -348,7 +348,7 @@ class Work:
 
     def _held(self, tx: _Tx, ticket: str, token: str) -> str:
         """The digest of `token` when it is `ticket`'s active, unexpired lease."""
-        if not isinstance(token, str) or not LEASE_TOKEN_RE.match(token):
+        if not isinstance(token, str) or not LEASE_TOKEN_RE.fullmatch(token):
             raise LeaseRefused("not a lease token; nothing changed")
         digest = token_digest(token)
         row = tx.one("SELECT * FROM leases WHERE token_sha256 = ?", digest)

@@ -177,6 +177,19 @@ def test_doctor_table_has_a_status_per_section_then_problems_and_remedies() -> N
     assert text.splitlines()[-1] == "NOT READY"
 
 
+def test_doctor_table_shows_the_work_section() -> None:
+    bad = {"ok": False, "transitions": 3, "entries": 3, "interrupted": [],
+           "mismatches": [{"seq": 7, "problem": "seq 7 is not in transitions"}]}  # fmt: skip
+    cut = {"ok": True, "transitions": 2, "entries": 3, "mismatches": [],
+           "interrupted": [{"seq": 9, "kind": "work.dispatch.run", "nonce": "n-1234567"}],
+           "warning": "never committed"}  # fmt: skip
+    for part, status, says in ((bad, "problem", "1 MISMATCHED"), (cut, "ok", "seq 9")):
+        text = plain(render.doctor_lines({**DOCTOR, "work": part}, False, TTY))
+        (row,) = [x for x in text.splitlines() if x.split()[:1] == ["work"]]
+        assert row.split()[1] == status and says in text
+        assert says in "\n".join(render.doctor_lines({**DOCTOR, "work": part}, False))
+
+
 # ------------------------------------------------------------- which view ---
 
 

@@ -1,0 +1,131 @@
+"""`oms doctor` checks work.db against the evidence log: a `work` section only when the
+repository has a work.db; a transitions row deleted or changed makes it not ready (exit 4)
+and names the seq; a transition interrupted between its append and its commit is a warning.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.work import facts, new_ticket, nonce, open_work
+
+from evidence import Draft
+
+OmsJson = Callable[..., tuple[int, dict[str, Any]]]
+RunOms = Callable[..., subprocess.CompletedProcess[str]]
+EXIT_OK, EXIT_UNAVAILABLE = 0, 4
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.fixture
+def repo(git_repo: Path, oms_json: OmsJson) -> Path:
+    assert oms_json(["init", "--repo", git_repo])[0] == EXIT_OK
+    return git_repo
+
+
+def _some_work(oms_json: OmsJson, repo: Path) -> None:
+    code, goal = oms_json(["goal", "create", "--repo", repo, "--objective", "o",
+                           "--stop-when", "s"])  # fmt: skip
+    assert code == EXIT_OK, goal
+    code, added = oms_json(["ticket", "add", "--repo", repo, "--goal", goal["goal"]["id"],
+                            "--title", "t"])  # fmt: skip
+    assert code == EXIT_OK, added
+    code, leased = oms_json(["ticket", "lease", added["ticket"]["id"], "--repo", repo,
+                             "--expected-version", "1", "--nonce", "nonce-doctor-01"])  # fmt: skip
+    assert code == EXIT_OK, leased
+
+
+def _db(oms_home: Path) -> Path:
+    (found,) = oms_home.glob("repos/*/work.db")
+    return found
+
+
+def _tamper(oms_home: Path, sql: str) -> int:
+    """Change one transitions row (the lease's, the last one) behind the fence; its seq."""
+    conn = sqlite3.connect(_db(oms_home))
+    try:
+        with conn:
+            (seq,) = conn.execute("SELECT max(seq) FROM transitions").fetchone()
+            conn.execute(sql, (seq,))
+        return int(seq)
+    finally:
+        conn.close()
+
+
+def test_no_work_section_without_a_work_db(repo: Path, oms_json: OmsJson) -> None:
+    code, report = oms_json(["doctor", "--repo", repo])
+    assert code == EXIT_OK, report["problems"]
+    assert "work" not in report
+
+
+def test_an_agreeing_work_db_is_ready(repo: Path, oms_json: OmsJson) -> None:
+    _some_work(oms_json, repo)
+    code, report = oms_json(["doctor", "--repo", repo])
+    assert code == EXIT_OK, report["problems"]
+    work = report["work"]
+    assert (work["ok"], work["transitions"], work["entries"]) == (True, 3, 3)
+    assert work["mismatches"] == [] and work["interrupted"] == []
+    keys = list(report)
+    assert keys.index("evidence") < keys.index("work") < keys.index("kernel_memory")
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [("DELETE FROM transitions WHERE seq = ?", "is in the log but not in transitions"),
+     ("UPDATE transitions SET kind = 'work.goal.create' WHERE seq = ?",
+      "is work.goal.create in transitions but work.ticket.lease in the log")],
+)  # fmt: skip
+def test_a_tampered_work_db_is_not_ready_and_names_the_seq(
+    repo: Path, oms_json: OmsJson, run_oms: RunOms, oms_home: Path, sql: str, says: str
+) -> None:
+    _some_work(oms_json, repo)
+    seq = _tamper(oms_home, sql)
+    code, report = oms_json(["doctor", "--repo", repo])
+    assert code == EXIT_UNAVAILABLE and report["ready"] is False
+    assert report["work"]["ok"] is False
+    assert [m["seq"] for m in report["work"]["mismatches"]] == [seq]
+    (problem,) = report["problems"]
+    assert problem.startswith(f"work.db and the evidence log disagree: seq {seq} ")
+    assert says in problem
+    proc = run_oms(["doctor", "--repo", str(repo)])
+    assert proc.returncode == EXIT_UNAVAILABLE and f"seq {seq}" in proc.stdout
+    assert "MISMATCHED" in proc.stdout
+
+
+def test_an_interrupted_transition_is_a_warning(
+    repo: Path, oms_json: OmsJson, run_oms: RunOms, oms_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    work = open_work(repo)
+    try:
+        walk = new_ticket(work).leased().running()
+        assert walk.lease is not None and walk.dispatch is not None
+        real = work.store.append
+
+        def append_then_die(draft: Draft) -> object:
+            real(draft)
+            raise Crash  # the process dies between the append and the commit
+
+        monkeypatch.setattr(work.store, "append", append_then_die)
+        with pytest.raises(Crash):
+            work.record_run(walk.dispatch, walk.lease.token, facts(), nonce())
+        monkeypatch.undo()
+        seq = work.store.head() - 1
+    finally:
+        work.close()
+    code, report = oms_json(["doctor", "--repo", repo])
+    assert code == EXIT_OK, report["problems"]
+    assert report["ready"] is True and report["work"]["ok"] is True
+    assert [c["seq"] for c in report["work"]["interrupted"]] == [seq]
+    assert report["work"]["interrupted"][0]["kind"] == "work.dispatch.run"
+    assert "never committed" in report["work"]["warning"]
+    proc = run_oms(["doctor", "--repo", str(repo)])
+    assert f"interrupted at seq {seq}" in proc.stdout
