@@ -4,10 +4,13 @@ diff a blocked change never sends (gatekeeper/work/grade.py, gatekeeper/work/ver
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
+from gatekeeper.errors import Blocked, Unavailable
 from gatekeeper.gates.result.verdict import CheckResult, Decision, ProtectedChange, Verdict
+from gatekeeper.work import verify as verify_module
 from gatekeeper.work.grade import (
     MAX_REASON_CHARS,
     MAX_REASONS,
@@ -96,3 +99,26 @@ def test_a_blocked_change_with_a_secret_or_protected_path_never_sends_its_diff()
 
 def test_exit_codes_follow_the_ticket_state() -> None:
     assert dict(EXIT_BY_STATE) == {"completed": 0, "retryable": 1, "blocked": 3, "parked": 4}
+
+
+def test_a_blocked_refusal_of_the_gate_is_its_recorded_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stage that raised (a scratch copy refused) is recorded as BLOCKED; the refusal
+    carries the verdict, which the verify goes on with. Any other refusal is raised."""
+    blocked = _verdict(Decision.BLOCKED)
+    v = SimpleNamespace(commit=SHA, base="b" * 40, ticket="t-" + "0" * 12, attempt=1,
+                        dispatch="d-" + "0" * 12, lease="sha256:" + "c" * 64)  # fmt: skip
+    work = SimpleNamespace(repo=SimpleNamespace(top="/nowhere"))
+
+    def raising(exc: Exception) -> None:
+        monkeypatch.setattr(verify_module, "gate", lambda _req: (_ for _ in ()).throw(exc))
+
+    raising(Blocked("scratch refused", data=blocked.to_json()))
+    assert verify_module.judge(work, v, None) == blocked  # type: ignore[arg-type]
+    unavailable = _verdict(Decision.UNAVAILABLE).to_json()
+    for exc in (Blocked("refused before the gate started"),
+                Unavailable("no scanner", data=unavailable)):  # fmt: skip
+        raising(exc)
+        with pytest.raises(type(exc)):
+            verify_module.judge(work, v, None)  # type: ignore[arg-type]
