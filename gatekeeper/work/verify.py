@@ -144,10 +144,10 @@ def approved_transfer(work: Work, role: Role, transfer: str | None) -> None:
         raise g.GradeProblem(f"transfer manifest {digest} is {status}, not approved")
 
 
-def run_grader(work: Work, v: Verification, role: Role, doc: bytes) -> ProviderReceipt:
-    """The grader under `oms agent run` on a clone of the candidate, read-only, with the
-    role's time-out; a refusal of the run is a problem, never a fallback."""
-    req = ProviderRequest(work.repo.top, v.commit, role, new_run_id(), doc,
+def run_grader(work: Work, at: str, role: Role, doc: bytes) -> ProviderReceipt:
+    """The grader under `oms agent run` on a clone of `at`, read-only, with the role's
+    time-out; a refusal of the run is a problem, never a fallback."""
+    req = ProviderRequest(work.repo.top, at, role, new_run_id(), doc,
                           output_schema=g.GRADE_SCHEMA)  # fmt: skip
     try:
         got = adapter(role)(req)
@@ -167,7 +167,8 @@ def obtain_grade(work: Work, v: Verification, verdict: Verdict, title: str,
     role = grader_role(work, v)
     approved_transfer(work, role, transfer)
     doc = g.document(work.repo, v.ticket, title, v.attempt, verdict)
-    got = run_grader(work, v, role, doc)
+    # A change whose diff is withheld is not in the grader's workspace either: it reads the base.
+    got = run_grader(work, v.base if g.withhold_diff(verdict) else v.commit, role, doc)
     answer = g.parse_answer(got.output)
     record = g.GradeRecord(
         ticket=v.ticket, attempt=v.attempt, verification=v.id, commit=v.commit,

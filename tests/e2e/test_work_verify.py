@@ -31,7 +31,7 @@ from evidence import Entry, EvidenceStore
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.gates.records import init
 from gatekeeper.work.fence import Work, new_nonce
-from gatekeeper.work.grade import GradeRecord
+from gatekeeper.work.grade import DIFF_WITHHELD, GradeRecord
 from gatekeeper.work.model import DispatchPlan, RunFacts, VerifyOutcome
 from gatekeeper.work.trust import trust_report
 from gatekeeper.work.verify import verify
@@ -51,7 +51,7 @@ UNIT = (PY, "-m", "unittest", "-q")
 # The grader: reads the grading document from stdin and answers as its argv (from the
 # trusted policy, never from the document) says.
 JUDGE = r"""
-import json, sys, time
+import json, os, sys, time
 doc = json.loads(sys.stdin.buffer.read())
 mode = sys.argv[1]
 if mode == "hang":
@@ -63,7 +63,9 @@ elif mode == "exit":
     sys.exit(3)
 else:
     seen = "%s %s %d" % (doc["ticket"]["id"], doc["verdict"]["decision"], len(doc["diff"]["text"]))
-    print(json.dumps({"grade": mode, "reasons": ["saw " + seen], "confidence": 0.5}))
+    files = sorted(os.listdir("."))
+    reasons = ["saw " + seen, "diff tail: " + doc["diff"]["text"][-200:], "files: %s" % files]
+    print(json.dumps({"grade": mode, "reasons": reasons, "confidence": 0.5}))
 """
 ROLE = """[roles.{name}]
 provider = "command:{provider}"
@@ -241,6 +243,8 @@ def test_ready_and_a_passing_grade_complete_the_ticket_on_human_hold(lab: Lab) -
     g = out["grade"]
     assert (g["grade"], g["role"], g["engine"]) == ("pass", "grader", "command:judge")
     assert g["reasons"][0].startswith(f"saw {t} READY_FOR_HUMAN ") and out["grade_problem"] is None
+    # The grader got the diff and a clone of the candidate (read-only).
+    assert "+def sub(a, b):" in g["reasons"][1] and "test_mod.py" in g["reasons"][2]
     new = finished(lab, t, before, graded=True)
     fin, grade = one(new, "work.verify.finish"), one(new, "grade")
     result = one(new, "result")
@@ -305,10 +309,13 @@ def test_a_planted_secret_blocks_and_its_diff_never_reaches_the_grader(lab: Lab)
     assert code == 3, out
     assert out["ticket"]["state"] == "blocked" and out["verdict"]["decision"] == "BLOCKED"
     assert out["grade"]["grade"] == "pass"
-    # The grader saw a withheld diff (its length is in its reason), never the secret.
-    assert out["grade"]["reasons"][0].startswith(f"saw {t} BLOCKED ")
+    # The grader saw a withheld diff and a clone of the base, never the secret.
+    seen, tail, files = out["grade"]["reasons"]
+    assert seen.startswith(f"saw {t} BLOCKED ") and tail == f"diff tail: {DIFF_WITHHELD}"
+    assert "config.py" not in files and "mod.py" in files
     new = finished(lab, t, before, graded=True)
     assert all(secret not in e.line().decode() for e in new)
+    assert secret not in json.dumps(out)
 
 
 # -- no grade: the ticket parks, visibly ---------------------------------------------------
