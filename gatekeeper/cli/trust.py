@@ -28,6 +28,7 @@ def report(repo: Path, day: str) -> Outcome:
 
 
 def report_lines(data: Data) -> list[str]:
+    """The day, how many verdicts were counted and excluded, one line per role, each exclusion."""
     counted = f"{len(data['verdicts'])} protected verdict(s), {len(data['excluded'])} excluded"
     lines = [f"trust report for {data['day']} (UTC, closed): review only, grants nothing", counted]
     for role, c in sorted(data["by_role"].items()):

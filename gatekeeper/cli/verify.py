@@ -9,6 +9,7 @@ import click
 from gatekeeper.cli.goal import NONCE_OPTION, ticket_line
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import (
+    PLAIN,
     Data,
     Outcome,
     View,
@@ -37,11 +38,12 @@ def _progress(line: str) -> None:
 def verify(repo: Path, ticket_id: str, nonce: str | None, transfer: str | None) -> Outcome:
     """The result gate decides; one fresh grade from another engine is recorded beside it."""
     data, code = run_verify(repo, ticket_id, nonce, transfer, _progress)
-    return Outcome(data, code=code, lines=verify_lines(data))
+    return Outcome(data, code=code, lines=verify_lines(data, View.detect()))
 
 
-def verify_lines(data: Data) -> list[str]:
-    lines = [*result_lines(data["verdict"], View.detect()), ticket_line(data["ticket"])]
+def verify_lines(data: Data, view: View = PLAIN) -> list[str]:
+    """The verdict as `oms process-result` shows it, the ticket's new state, the grade."""
+    lines = [*result_lines(data["verdict"], view), ticket_line(data["ticket"])]
     if data["ticket"]["human_hold"]:
         lines.append("on human hold: oms never merges")
     g = data["grade"]
