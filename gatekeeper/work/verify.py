@@ -146,10 +146,11 @@ def approved_transfer(work: Work, role: Role, transfer: str | None) -> None:
 
 def run_grader(work: Work, at: str, role: Role, doc: bytes) -> ProviderReceipt:
     """The grader under `oms agent run` on a clone of `at`, read-only, with the role's
-    time-out; a refusal of the run is a problem, never a fallback."""
-    req = ProviderRequest(work.repo.top, at, role, new_run_id(), doc,
-                          output_schema=g.GRADE_SCHEMA)  # fmt: skip
+    time-out and answer schema (its provider's, from the default branch, else the grade's);
+    a refusal of the run is a problem, never a fallback."""
     try:
+        schema = roles.schema_of(work.repo.top, role) or g.GRADE_SCHEMA
+        req = ProviderRequest(work.repo.top, at, role, new_run_id(), doc, output_schema=schema)
         got = adapter(role)(req)
     except OmsError as exc:
         raise g.GradeProblem(f"the grader could not run: {exc.message}"[:300]) from None

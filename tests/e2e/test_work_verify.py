@@ -64,7 +64,10 @@ elif mode == "exit":
 else:
     seen = "%s %s %d" % (doc["ticket"]["id"], doc["verdict"]["decision"], len(doc["diff"]["text"]))
     files = sorted(os.listdir("."))
-    reasons = ["saw " + seen, "diff tail: " + doc["diff"]["text"][-200:], "files: %s" % files]
+    with open(os.environ["OMS_SCHEMA_FILE"]) as f:
+        schema = json.load(f)
+    reasons = ["saw " + seen, "diff tail: " + doc["diff"]["text"][-200:], "files: %s" % files,
+               "schema: %s" % sorted(schema["properties"])]
     print(json.dumps({"grade": mode, "reasons": reasons, "confidence": 0.5}))
 """
 ROLE = """[roles.{name}]
@@ -86,7 +89,7 @@ def _s(text: str) -> str:
 def policy(*, grade: str = "pass", grader: str = "grader", engine: str = "judge",
            max_attempts: int = 3, timeout: int = 60, check: tuple[str, ...] = UNIT,
            unattended: str = "true", authority: str = "read-only",
-           external: str = "false") -> str:  # fmt: skip
+           external: str = "false", schema: str | None = None) -> str:  # fmt: skip
     """The default branch's `oms.toml`: one check, the executor role `impl` (engine
     `command:impl`) and a grader role answering `grade` on engine `command:<engine>`."""
     out = [
@@ -102,7 +105,8 @@ def policy(*, grade: str = "pass", grader: str = "grader", engine: str = "judge"
         "[providers.impl]", f"cmd = [{_s(PY)}, \"-c\", \"pass\"]", "",
         f"[providers.{engine}]" if engine != "impl" else "",
         f"cmd = [{_s(PY)}, \"-c\", {_s(JUDGE)}, {_s(grade)}]" if engine != "impl" else "",
-        f"external = {external}" if engine != "impl" else "", "",
+        f"external = {external}" if engine != "impl" else "",
+        f"output_schema = {_s(schema)}" if schema else "", "",
     ]  # fmt: skip
     return "\n".join(out)
 
@@ -245,6 +249,7 @@ def test_ready_and_a_passing_grade_complete_the_ticket_on_human_hold(lab: Lab) -
     assert g["reasons"][0].startswith(f"saw {t} READY_FOR_HUMAN ") and out["grade_problem"] is None
     # The grader got the diff and a clone of the candidate (read-only).
     assert "+def sub(a, b):" in g["reasons"][1] and "test_mod.py" in g["reasons"][2]
+    assert g["reasons"][3] == "schema: ['grade', 'reasons']"  # the grade's own schema
     new = finished(lab, t, before, graded=True)
     fin, grade = one(new, "work.verify.finish"), one(new, "grade")
     result = one(new, "result")
@@ -310,7 +315,7 @@ def test_a_planted_secret_blocks_and_its_diff_never_reaches_the_grader(lab: Lab)
     assert out["ticket"]["state"] == "blocked" and out["verdict"]["decision"] == "BLOCKED"
     assert out["grade"]["grade"] == "pass"
     # The grader saw a withheld diff and a clone of the base, never the secret.
-    seen, tail, files = out["grade"]["reasons"]
+    seen, tail, files, _ = out["grade"]["reasons"]
     assert seen.startswith(f"saw {t} BLOCKED ") and tail == f"diff tail: {DIFF_WITHHELD}"
     assert "config.py" not in files and "mod.py" in files
     new = finished(lab, t, before, graded=True)
@@ -332,6 +337,7 @@ def test_a_planted_secret_blocks_and_its_diff_never_reaches_the_grader(lab: Lab)
         ({"grade": "exit"}, "the grader failed (exit 3)"),
         ({"authority": "worktree-write"}, "a grader is read-only"),
         ({"external": "true"}, "sends repo context to an external model"),
+        ({"schema": "schemas/none.json"}, "output schema"),
     ],
     ids=[
         "garbage",
@@ -342,6 +348,7 @@ def test_a_planted_secret_blocks_and_its_diff_never_reaches_the_grader(lab: Lab)
         "exits-non-zero",
         "writes",
         "external-without-transfer",
+        "schema-missing",
     ],
 )
 def test_a_verify_without_its_grade_parks_the_ticket(
