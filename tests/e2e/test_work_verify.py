@@ -80,6 +80,14 @@ authority = "{authority}"
 unattended = {unattended}
 timeout_s = {timeout}
 """
+# What lets the tests approve a transfer to an external grader without a terminal.
+AUTOPILOT = """[[transfer.autopilot]]
+name = "scripted"
+destinations = ["{engine}:scripted"]
+max_bytes = 1000000
+context = ["none"]
+require_clean_pushed = false
+"""
 
 
 def _s(text: str) -> str:
@@ -107,6 +115,7 @@ def policy(*, grade: str = "pass", grader: str = "grader", engine: str = "judge"
         f"cmd = [{_s(PY)}, \"-c\", {_s(JUDGE)}, {_s(grade)}]" if engine != "impl" else "",
         f"external = {external}" if engine != "impl" else "",
         f"output_schema = {_s(schema)}" if schema else "", "",
+        AUTOPILOT.format(engine=engine) if external == "true" else "",
     ]  # fmt: skip
     return "\n".join(out)
 
@@ -374,6 +383,38 @@ def test_an_external_grader_with_a_transfer_that_names_no_manifest_parks(lab: La
     code, out = lab.oms("verify", t, "--transfer", "sha256:" + "ab" * 32)
     assert code == 4 and out["ticket"]["state"] == "parked", out
     assert "no transfer manifest sha256:abab" in out["grade_problem"]
+    finished(lab, t, before, graded=False)
+
+
+def _preview(lab: Lab, to: str) -> dict[str, Any]:
+    code, shown = lab.oms("transfer", "preview", "--to", to, "--purpose", "grading",
+                          "--context", "none")  # fmt: skip
+    assert code == 0, shown
+    return shown
+
+
+def test_an_external_grader_grades_under_an_approved_transfer(lab: Lab) -> None:
+    lab.set_policy(policy(external="true"))
+    t = lab.verifying(GOOD)
+    shown = _preview(lab, "judge:scripted")
+    code, approved = lab.oms("transfer", "approve", shown["digest"], "--code",
+                             shown["manifest"]["nonce"][:8])  # fmt: skip
+    assert code == 0, approved
+    before = lab.snapshot()
+    code, out = lab.oms("verify", t, "--transfer", shown["digest"])
+    assert code == 0 and out["ticket"]["state"] == "completed", out
+    assert out["grade"]["grade"] == "pass"
+    finished(lab, t, before, graded=True)
+
+
+def test_an_external_grader_with_a_transfer_nobody_approved_parks(lab: Lab) -> None:
+    lab.set_policy(policy(external="true"))
+    t = lab.verifying(GOOD)
+    digest = _preview(lab, "elsewhere:model")["digest"]
+    before = lab.snapshot()
+    code, out = lab.oms("verify", t, "--transfer", digest)
+    assert code == 4 and out["ticket"]["state"] == "parked", out
+    assert "not approved" in out["grade_problem"]
     finished(lab, t, before, graded=False)
 
 
