@@ -69,6 +69,7 @@ class GradeRecord(Payload):
     document_sha256: str
     output_sha256: str
     agent_run_seq: int
+    transfer: str | None = None  # the approved manifest an external grader ran under
 
 
 @dataclass(frozen=True)

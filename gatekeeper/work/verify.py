@@ -54,6 +54,7 @@ class Graded:
 def verify(repo_dir: Path, ticket: str, nonce: str | None = None, transfer: str | None = None,
            progress: Progress | None = None) -> tuple[dict[str, Any], int]:  # fmt: skip
     """The command's JSON and exit code: 0 completed, 1 retryable, 3 blocked, 4 parked."""
+    digest = Sha256Digest.parse(transfer) if transfer is not None else None  # before anything
     with opened(repo_dir) as work:
         v = work.begin_verify(ticket, nonce or new_nonce())
         verdict = judge(work, v, progress)
@@ -61,7 +62,7 @@ def verify(repo_dir: Path, ticket: str, nonce: str | None = None, transfer: str 
         graded: Graded | None = None
         problem: str | None = None
         try:
-            graded = obtain_grade(work, v, verdict, title, transfer)
+            graded = obtain_grade(work, v, verdict, title, digest)
         except g.GradeProblem as exc:
             problem = str(exc)
         blob = reflect(work, verdict, graded) if verdict.decision == Decision.FAILED else None
@@ -122,15 +123,17 @@ def grader_role(work: Work, v: Verification) -> Role:
     return role
 
 
-def approved_transfer(work: Work, role: Role, transfer: str | None) -> None:
-    """An external grader needs an approved (or released, or autopilot-covered) unexpired
-    transfer manifest of this repository; the transfer gate's own state decides."""
-    if not role.external:
-        return
-    if transfer is None:
-        raise g.GradeProblem(f"the grader role {role.name} sends repo context to an external "
-                             "model; pass --transfer with an approved manifest")  # fmt: skip
-    digest = Sha256Digest.parse(transfer)
+def approved_transfer(work: Work, role: Role, digest: Sha256Digest | None) -> str | None:
+    """The transfer a grade is made under: an external grader needs an approved (or
+    released, or autopilot-covered) unexpired manifest of this repository; the transfer
+    gate's own state decides. A grader that is not external may name one too (recorded)."""
+    if digest is None:
+        if role.external:
+            raise g.GradeProblem(
+                f"the grader role {role.name} sends repo context to an "
+                "external model; pass --transfer of an approved manifest"
+            )
+        return None
     try:
         at = locate(work.repo.top, digest)
     except UsageError:
@@ -142,6 +145,7 @@ def approved_transfer(work: Work, role: Role, transfer: str | None) -> None:
     covered = approving_rule(work.loaded.policy.transfer, m) is not None
     if status not in ("approved", "released") and not covered:
         raise g.GradeProblem(f"transfer manifest {digest} is {status}, not approved")
+    return str(digest)
 
 
 def run_grader(work: Work, at: str, role: Role, doc: bytes) -> ProviderReceipt:
@@ -163,10 +167,10 @@ def run_grader(work: Work, at: str, role: Role, doc: bytes) -> ProviderReceipt:
 
 
 def obtain_grade(work: Work, v: Verification, verdict: Verdict, title: str,
-                 transfer: str | None) -> Graded:  # fmt: skip
+                 transfer: Sha256Digest | None) -> Graded:  # fmt: skip
     """Exactly one fresh grade, whatever the verdict, recorded as a `grade` entry."""
     role = grader_role(work, v)
-    approved_transfer(work, role, transfer)
+    under = approved_transfer(work, role, transfer)
     doc = g.document(work.repo, v.ticket, title, v.attempt, verdict)
     # A change whose diff is withheld is not in the grader's workspace either: it reads the base.
     got = run_grader(work, v.base if g.withhold_diff(verdict) else v.commit, role, doc)
@@ -176,7 +180,7 @@ def obtain_grade(work: Work, v: Verification, verdict: Verdict, title: str,
         result_seq=verdict.evidence_seq, role=role.name, engine=role.engine,
         grade=answer.grade, reasons=answer.reasons, ignored_keys=answer.ignored_keys,
         document_sha256=g.digest(doc), output_sha256=g.digest(got.output.encode()),
-        agent_run_seq=got.evidence_seq,
+        agent_run_seq=got.evidence_seq, transfer=under,
     )  # fmt: skip
     entry = work.store.append(Draft.of(record, subject=p.subject(f"oms-ticket:{v.ticket}"),
                                        policy=work.loaded.digest))  # fmt: skip

@@ -404,7 +404,8 @@ def test_an_external_grader_grades_under_an_approved_transfer(lab: Lab) -> None:
     code, out = lab.oms("verify", t, "--transfer", shown["digest"])
     assert code == 0 and out["ticket"]["state"] == "completed", out
     assert out["grade"]["grade"] == "pass"
-    finished(lab, t, before, graded=True)
+    new = finished(lab, t, before, graded=True)
+    assert GradeRecord.of(one(new, "grade")).transfer == shown["digest"]
 
 
 def test_an_external_grader_with_a_transfer_nobody_approved_parks(lab: Lab) -> None:
@@ -432,6 +433,14 @@ def test_verify_of_a_ticket_that_is_not_verifying_changes_nothing(lab: Lab) -> N
     before = lab.snapshot()
     code, out = lab.oms("verify", t)
     assert code == 3 and "not verifying" in out["error"]["message"]
+    assert lab.snapshot() == before
+
+
+def test_a_transfer_that_is_not_a_digest_is_refused_before_anything(lab: Lab) -> None:
+    t = lab.verifying(GOOD)
+    before = lab.snapshot()
+    code, out = lab.oms("verify", t, "--transfer", "sha256:nope")
+    assert code == 2 and "not a digest" in out["error"]["message"], out
     assert lab.snapshot() == before
 
 
