@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evidence import Draft
+from gatekeeper.agent.run import AgentInterrupted
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import Blocked, OmsError, UsageError
@@ -156,6 +157,8 @@ def run_grader(work: Work, at: str, role: Role, doc: bytes) -> ProviderReceipt:
         schema = roles.schema_of(work.repo.top, role) or g.GRADE_SCHEMA
         req = ProviderRequest(work.repo.top, at, role, new_run_id(), doc, output_schema=schema)
         got = adapter(role)(req)
+    except AgentInterrupted:
+        raise  # oms itself was stopped: the verify is left `started`, as after a SIGKILL
     except OmsError as exc:
         raise g.GradeProblem(f"the grader could not run: {exc.message}"[:300]) from None
     if got.timed_out:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from gatekeeper.agent.run import AgentInterrupted
 from gatekeeper.errors import Blocked, Unavailable
 from gatekeeper.gates.result.verdict import CheckResult, Decision, ProtectedChange, Verdict
 from gatekeeper.work import verify as verify_module
@@ -18,6 +19,7 @@ from gatekeeper.work.grade import (
     parse_answer,
     withhold_diff,
 )
+from gatekeeper.work.providers.base import Role
 from gatekeeper.work.verify import EXIT_BY_STATE, reflection
 
 SHA = "a" * 40
@@ -122,3 +124,25 @@ def test_a_blocked_refusal_of_the_gate_is_its_recorded_verdict(
         raising(exc)
         with pytest.raises(type(exc)):
             verify_module.judge(work, v, None)  # type: ignore[arg-type]
+
+
+GRADER = Role(name="grader", provider="command:judge", engine="command:judge", model="m",
+              auth="none", billing="none", unattended=True, transport="exec",
+              authority="read-only", external=False)  # fmt: skip
+
+
+def test_a_grader_run_oms_refuses_is_no_grade_but_an_interrupted_oms_is_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No grade parks the ticket; a SIGTERM to oms itself leaves the verify `started`."""
+    work = SimpleNamespace(repo=SimpleNamespace(top="/nowhere"))
+    cases = ((Unavailable("sandbox unavailable"), GradeProblem),
+             (AgentInterrupted("interrupted by SIGTERM"), AgentInterrupted))  # fmt: skip
+    for exc, expected in cases:
+
+        def run(_req: object, exc: Exception = exc) -> None:
+            raise exc
+
+        monkeypatch.setattr(verify_module, "adapter", lambda _role, run=run: run)
+        with pytest.raises(expected):
+            verify_module.run_grader(work, SHA, GRADER, b"{}")  # type: ignore[arg-type]
