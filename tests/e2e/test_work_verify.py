@@ -304,6 +304,19 @@ def test_a_passing_grade_never_turns_a_failed_verdict_into_a_pass(lab: Lab) -> N
     assert b"check unit: exit 1" in text and b"supplemental grade: pass" in text
 
 
+def test_verify_without_json_prints_the_verdict_the_ticket_and_the_grade(lab: Lab) -> None:
+    t = lab.verifying(BROKEN)
+    proc = run_oms(["verify", t, "--repo", str(lab.repo)], env=lab.env, cwd=lab.root,
+                   timeout=300)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("FAILED: ") and "  - check unit exited 1" in lines
+    assert any(line.startswith(f"{t} v") and " retryable " in line for line in lines)
+    grade = [i for i, line in enumerate(lines) if line.startswith("grade pass by grader ")]
+    assert grade and lines[grade[0] + 1].startswith(f"  - saw {t} FAILED ")
+    assert "oms: checks: started" in proc.stderr.splitlines()  # the gate's progress
+
+
 def test_a_failed_verdict_at_the_attempt_limit_blocks_the_ticket(lab: Lab) -> None:
     lab.set_policy(policy(max_attempts=1))
     t = lab.verifying(BROKEN)
