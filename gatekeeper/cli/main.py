@@ -87,6 +87,14 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.transfer:transfer",
         "The data boundary: preview, approve, release, show, list.",
     ),
+    "trust": (
+        "gatekeeper.cli.trust:trust",
+        "Review of verdicts per role: closed UTC days only, built from evidence; grants nothing.",
+    ),
+    "verify": (
+        "gatekeeper.cli.verify:verify",
+        "The result gate decides; one fresh grade from another engine is recorded beside it.",
+    ),
 }
 
 
