@@ -144,6 +144,7 @@ class _Tx:
     subject: str = ""
     target: str = ""
     detail: dict[str, p.Small] = field(default_factory=dict)
+    blobs: tuple[str, ...] = ()  # hex digests of evidence blobs the entry names
 
     def one(self, sql: str, *args: object) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self.conn.execute(sql, args).fetchone()
@@ -200,8 +201,9 @@ class Work:
             yield tx
             if tx.record is None:
                 raise AssertionError(f"{op}: a fenced transaction recorded no transition")
-            entry = self.store.append(Draft.of(tx.record, subject=p.subject(tx.subject),
-                                               policy=self.loaded.digest))  # fmt: skip
+            draft = Draft.of(tx.record, subject=p.subject(tx.subject), blobs=tx.blobs,
+                             policy=self.loaded.digest)  # fmt: skip
+            entry = self.store.append(draft)
             conn.execute("INSERT INTO transitions (seq, kind, object, nonce, time) "
                          "VALUES (?, ?, ?, ?, ?)",
                          (entry.seq, entry.kind, tx.target, nonce, entry.time))  # fmt: skip
@@ -592,7 +594,10 @@ class Work:
                          detail={"decision": outcome.decision, "result_seq": outcome.result_seq,
                                  "grade": outcome.grade, "grade_seq": outcome.grade_seq,
                                  "commit": v.commit, "attempt": v.attempt,
-                                 "dispatch": v.dispatch, "human_hold": hold})  # fmt: skip
+                                 "dispatch": v.dispatch, "human_hold": hold,
+                                 "reflection_blob": outcome.reflection_blob})  # fmt: skip
+            if outcome.reflection_blob is not None:
+                tx.blobs = (outcome.reflection_blob.removeprefix("sha256:"),)
         return self.ticket(v.ticket)
 
     # -- reads --------------------------------------------------------------------------------

@@ -298,6 +298,10 @@ def test_a_passing_grade_never_turns_a_failed_verdict_into_a_pass(lab: Lab) -> N
         text = work.reflection(t, 1)
         stored = work.db.read("SELECT reflection_blob FROM attempts WHERE ticket = ?", t)
         assert stored[0][0] == blob
+        # The log names it too: the verify's entry carries the blob it left.
+        finish = work.store.entries("work.verify.finish")[-1]
+        assert finish.data["detail"]["reflection_blob"] == blob
+        assert list(finish.blobs) == [blob.removeprefix("sha256:")]
     finally:
         work.close()
     assert text is not None and len(text) <= 1024
