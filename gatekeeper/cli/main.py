@@ -29,6 +29,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.cache:cache",
         "The scan-result cache: findings stored by content, so unchanged files are not rescanned.",
     ),
+    "dispatch": (
+        "gatekeeper.cli.dispatch:dispatch",
+        "Deliver a leased ticket to a role's provider: the envelope first, then the run.",
+    ),
     "doctor": (
         "gatekeeper.cli.doctor:doctor",
         "Readiness: a real sandbox probe, AppArmor status, key and chain.",
@@ -82,6 +86,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "transfer": (
         "gatekeeper.cli.transfer:transfer",
         "The data boundary: preview, approve, release, show, list.",
+    ),
+    "worker": (
+        "gatekeeper.cli.worker:worker",
+        "Workers: the receipt a dispatched worker files when it is done.",
     ),
 }
 
