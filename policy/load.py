@@ -21,7 +21,7 @@ from typing import Any
 import rfc8785
 from pydantic import ValidationError
 
-from .model import DEFAULT_POLICY, Check, Policy
+from .model import DEFAULT_POLICY, Check, Policy, WorkPolicy
 
 POLICY_FILE = "oms.toml"
 MAX_POLICY_BYTES = 256 << 10
@@ -60,6 +60,11 @@ def policy_digest(policy: Policy) -> str:
     data["checks"] = [_check_json(c) for c in policy.checks]
     if not policy.toolchains:
         del data["toolchains"]  # as for `toolchain`: a policy without them keeps its digest
+    for name in ("roles", "providers"):  # likewise for orchestration
+        if not getattr(policy, name):
+            del data[name]
+    if policy.work == WorkPolicy():
+        del data["work"]
     return _digest(data)
 
 

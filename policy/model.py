@@ -129,6 +129,59 @@ class Toolchain(_Model):
         return None
 
 
+AuthKind = Literal["subscription", "api-key", "none"]
+BillingKind = Literal["subscription", "usage", "none"]
+_PROVIDER = r"^(command:)?[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class RolePolicy(_Model):
+    """`[roles.<name>]`: who does a kind of work, on which provider and model, how it signs
+    in and pays, and what it may touch. Auth and billing are declared, never inferred from
+    a model name: left out, the role is refused at use (`gatekeeper.work.roles`), as is a
+    provider no adapter or `[providers.<name>]` knows."""
+
+    provider: Annotated[str, Field(pattern=_PROVIDER)]
+    model: Annotated[str, Field(min_length=1, max_length=128)]
+    auth: AuthKind | None = None
+    billing: BillingKind | None = None
+    unattended: bool = False
+    transport: Literal["interactive", "exec"]
+    authority: Literal["read-only", "worktree-write"] = "read-only"
+    # A `billing = "usage"` role runs only when its owner said credits may be spent.
+    allow_usage_billing: bool = False
+    timeout_s: Annotated[int, Field(ge=1, le=86_400)] = 3600
+
+    @field_validator("model")
+    @classmethod
+    def _printable(cls, model: str) -> str:
+        if not model.isprintable() or model != model.strip():
+            raise ValueError("model must be printable text without surrounding spaces")
+        return model
+
+
+class ProviderPolicy(_Model):
+    """`[providers.<name>]`: a `command:<name>` provider. The task reaches `cmd` on stdin
+    and as the read-only file `$OMS_TASK_FILE`, never as argv."""
+
+    cmd: Annotated[list[Annotated[str, Field(min_length=1, max_length=4096)]], Field(min_length=1)]
+    # It sends repo context to an external model (so the context needs a released transfer).
+    external: bool = False
+    # A JSON schema for its answer, read from the default branch's commit.
+    output_schema: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+
+    @field_validator("cmd")
+    @classmethod
+    def _no_nul(cls, cmd: list[str]) -> list[str]:
+        if any("\x00" in part for part in cmd):
+            raise ValueError("argv entries must not contain NUL")
+        return cmd
+
+    @field_validator("output_schema")
+    @classmethod
+    def _relative(cls, path: str | None) -> str | None:
+        return None if path is None else _repo_relative(path)
+
+
 class _HostAccess(_Model):
     """What of the host a sandbox may see: read-only toolchain paths and environment names."""
 
@@ -223,6 +276,8 @@ class Policy(_Model):
     protected: ProtectedPolicy = ProtectedPolicy()
     transfer: TransferPolicy = TransferPolicy()
     agent: AgentPolicy = AgentPolicy()
+    roles: dict[Name, RolePolicy] = {}
+    providers: dict[Name, ProviderPolicy] = {}
     toolchains: list[Toolchain] = []
     work: WorkPolicy = WorkPolicy()
 

@@ -87,6 +87,8 @@ class AgentProfile:
     ro_paths: tuple[tuple[str, str], ...]  # (host real path, inside path)
     env: tuple[tuple[str, str], ...]  # the whole environment inside
     masked: tuple[str, ...] = ()  # below a ro_path, covered by an empty read-only tmpfs
+    # A read-only role's run (an advisor, a grader): /workspace is bound read-only.
+    workspace_readonly: bool = False
 
     def canonical(self) -> dict[str, Any]:
         """Binds, limits, env *names*, flags and the seccomp filter's digest."""
@@ -107,7 +109,7 @@ class AgentProfile:
             "tmpfs": ["/tmp", HOME, "/dev/shm"],  # noqa: S108 # nosec B108
             "masked": list(self.masked),
             "root": {"readonly": True},
-        }
+        } | ({"workdir_readonly": True} if self.workspace_readonly else {})
 
     @property
     def digest(self) -> str:
@@ -169,6 +171,7 @@ def agent_profile(
     *,
     placeholders: Collection[str] = (),
     masked: Sequence[str] = (),
+    workspace_readonly: bool = False,
 ) -> AgentProfile:
     """The agent profile. `never`: paths to refuse ($OMS_HOME, the key, the repository).
 
@@ -188,7 +191,7 @@ def agent_profile(
             raise ProfileError(f"agent masked path {mask} is not a directory below a ro_path")
     seccomp.filter_digest()  # fail now, not at the first run, without libseccomp
     return AgentProfile(limits, resolved, check_env(env, env_in, placeholders),
-                        tuple(real_masks))  # fmt: skip
+                        tuple(real_masks), workspace_readonly)  # fmt: skip
 
 
 def _overlaps(a: str, b: str) -> bool:
@@ -349,7 +352,7 @@ def build_agent_argv(
         argv += ["--perms", "0555", "--size", "4096", "--tmpfs", mask, "--remount-ro", mask]
     for name in home_dirs(run_dir):
         argv += ["--bind", str(run_dir / "home" / name), f"{HOME}/{name}"]
-    argv += ["--bind", str(workspace), WORKSPACE]
+    argv += ["--ro-bind" if profile.workspace_readonly else "--bind", str(workspace), WORKSPACE]
     argv += ["--ro-bind", str(run_dir / "oms"), RUN_DIR, "--chdir", WORKSPACE]
     # Last mount operation: bwrap's root tmpfs (uncapped) becomes read-only.
     argv += ["--remount-ro", "/"]

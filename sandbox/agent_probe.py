@@ -3,7 +3,8 @@
 From inside it shows: only `lo` and no route; the environment exactly the profile's;
 no capabilities; no new user namespace; seccomp mode 2 and ptrace denied; the hidden
 host paths absent; no host process (oms' own pid is not oms inside); the root file
-system and /run/oms read-only; /workspace, /tmp and HOME writable. While the script
+system and /run/oms read-only; /workspace (unless the profile makes it read-only), /tmp
+and HOME writable. While the script
 waits on stdin, oms reads the sandbox's mountinfo and namespace ids from outside
 (`--info-fd` names the pid) and hashes them; then it closes stdin and the script ends.
 """
@@ -111,7 +112,8 @@ def check_inside(text: str, profile: AgentProfile, hidden: Sequence[str]) -> lis
         fails.append("the root file system is writable")
     if s.get("runoms") != ["readonly"]:
         fails.append(f"{RUN_DIR} is not a read-only directory: {s.get('runoms')}")
-    want = [f"{d} yes" for d in (WORKSPACE, "/tmp", HOME)]  # noqa: S108 # nosec B108
+    ws = f"{WORKSPACE} {'no' if profile.workspace_readonly else 'yes'}"
+    want = [ws, *(f"{d} yes" for d in ("/tmp", HOME))]  # noqa: S108 # nosec B108
     if s.get("writable") != want:
         fails.append(f"not writable inside: {s.get('writable')}")
     return fails

@@ -225,10 +225,13 @@ def run_agent(
     cmd: Sequence[str],
     mode: Mode,
     pass_fds: Sequence[int] = (),
+    stdin: bytes | None = None,
 ) -> AgentResult:
     """Run CMD in the agent profile on `workspace`, in `run_dir` (see `agent.py`).
 
-    SandboxUnavailable if bwrap cannot start CMD; CMD's own failure is in the result.
+    `stdin` (capture mode only): the bytes CMD reads on its standard input, from a sealed
+    memfd, so the agent can neither change them nor learn a host path. SandboxUnavailable
+    if bwrap cannot start CMD; CMD's own failure is in the result.
     """
     started = time.monotonic()
     deadline = started + profile.limits.wall_s
@@ -244,7 +247,7 @@ def run_agent(
         raise ProfileError(f"unknown agent run mode {mode!r}")
     cap = profile.limits.output_bytes
     out, err = Capture(cap), Capture(cap)
-    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # read-only: nothing writes to it
+    null = _stdin_fd(stdin)
     try:
         pipe = subprocess.PIPE
         with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
@@ -254,6 +257,27 @@ def run_agent(
     finally:
         os.close(null)
     return AgentResult(code, sig, timed_out, duration, out.result(), err.result())
+
+
+def _stdin_fd(data: bytes | None) -> int:
+    """/dev/null read-only, or a sealed memfd holding `data` at offset 0."""
+    if data is None:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)  # read-only: nothing writes
+    try:
+        fd = os.memfd_create("oms-agent-stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot hold the agent's input: {exc.strerror}") from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError as exc:
+        os.close(fd)
+        raise SandboxUnavailable(f"cannot hold the agent's input: {exc.strerror}") from None
+    return fd
 
 
 def _wait(proc: subprocess.Popen[bytes], deadline: float) -> bool:

@@ -197,6 +197,16 @@ def _cli(cmd0: str, search_path: str, name: str, accept: Path | None = None) -> 
     return pkg
 
 
+def installed_cli(kind: Kind, cmd0: str, search_path: str) -> str | None:
+    """The version of the real CLI `cmd0` resolves to, found as `prepare_kind` finds it
+    (never by running it); UsageError when it is not installed or not that npm package."""
+    if kind == "claude-code":
+        return _cli(cmd0, search_path, CLAUDE_PACKAGE).version
+    if kind == "codex":
+        return _codex_package(cmd0, search_path)[0].version
+    raise UsageError(f"{kind} is not an npm-installed agent CLI")
+
+
 # -- claude-code --------------------------------------------------------------------------
 
 

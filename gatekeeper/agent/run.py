@@ -18,12 +18,12 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 import gatekeeper
 from evidence import Draft, EvidenceStore, Payload, state_root
@@ -32,6 +32,7 @@ from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
 from gatekeeper.agent.kinds import KindSetup, prepare_kind
 from gatekeeper.agent.mcp_relay import mcp_route
 from gatekeeper.agent.payloads import (
+    RUN_ID_RE,
     AgentKind,
     AgentRunEnd,
     AgentRunStart,
@@ -45,14 +46,22 @@ from gatekeeper.agent.setup import (
     limits_of,
     write_marker,
     write_oms_shim,
+    write_task_file,
 )
 from gatekeeper.agent.tunnel import Tunnel, connect_overrides
-from gatekeeper.agent.workspace import Collected, Workspace, collect, create_workspace, new_run_id
+from gatekeeper.agent.workspace import (
+    Collected,
+    Workspace,
+    collect,
+    create_workspace,
+    new_run_id,
+    run_ref,
+)
 from gatekeeper.digest import Sha256Digest
-from gatekeeper.errors import Unavailable, UsageError, refusal
+from gatekeeper.errors import Blocked, Unavailable, UsageError, refusal
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
-from gatekeeper.repo.refs import default_branch
+from gatekeeper.repo.refs import default_branch, read_ref
 from gatekeeper.scan.canary import canary_dir, canary_tokens, plant_canary
 from policy import LoadedPolicy
 from sandbox import Bwrap, SandboxError, find_bwrap
@@ -73,6 +82,14 @@ class AgentRunRequest:
     egress: EgressMode | None = None  # None: `api` for a CLI kind whose key is configured
     base_ref: str | None = None
     capture: bool = False  # --json: stdout and stderr captured, bounded
+    # The orchestration's own: a run id chosen (and recorded) by the caller before the run,
+    # the task on stdin (capture mode) and as the read-only file $OMS_TASK_FILE, a shorter
+    # wall time than the policy's, and a read-only workspace whose result is never collected.
+    run_id: str | None = None
+    stdin: bytes | None = None
+    task_file: bytes | None = None
+    timeout_s: int | None = None
+    read_only: bool = False
 
 
 class EgressCounts(BaseModel):
@@ -102,6 +119,9 @@ class AgentRunOutcome(BaseModel):
     evidence_seq: int
     egress_mode: EgressMode
     egress: EgressCounts
+    # Capture mode: stdout as kept (up to the output cap) for in-process callers such as
+    # the provider adapters; never part of the JSON.
+    stdout_kept: bytes | None = Field(default=None, exclude=True, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -161,8 +181,7 @@ def _stop_egress(run: _Run) -> EgressTotals:
 
 def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
     """`oms agent run`: contain CMD, broker its traffic, collect its commit as a run ref."""
-    if not req.cmd:
-        raise UsageError("no command given; use: oms agent run --repo DIR -- CMD…")
+    _check_request(req)
     with ExitStack() as stack:
         run = _prepare(req, stack)
         profile = _profile(run)
@@ -173,7 +192,7 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
         try:
             with _interrupts_refused():
                 result = _execute(run, profile)
-            collected = collect(run.repo, run.ws)
+            collected = _collect(run)
         except Exception as exc:
             end_seq = _record_end(run, None, _stop_egress(run), None, refused=str(exc))
             raise refusal(exc, {"run_id": run.run_id, "evidence_seq": end_seq,
@@ -182,6 +201,25 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
         end_seq = _record_end(run, result, totals, collected)
         return _outcome(run, result, totals, collected, end_seq)
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
+
+
+def _check_request(req: AgentRunRequest) -> None:
+    if not req.cmd:
+        raise UsageError("no command given; use: oms agent run --repo DIR -- CMD…")
+    if req.run_id is not None and not RUN_ID_RE.fullmatch(req.run_id):
+        raise UsageError(f"not a run id: {req.run_id[:40]!r} (want 20261201T150000Z-0a1b2c3d)")
+    if req.stdin is not None and not req.capture:
+        raise UsageError("an agent's input on stdin needs capture mode")
+    if req.timeout_s is not None and req.timeout_s < 1:
+        raise UsageError("an agent's timeout is at least 1 s")
+
+
+def _collect(run: _Run) -> Collected:
+    """A read-only run's workspace is never read back: it has no candidate, whatever it
+    holds (its bind is read-only as well, and the probe checked that)."""
+    if run.req.read_only:
+        return Collected(None, None, None)
+    return collect(run.repo, run.ws)
 
 
 class AgentInterrupted(Unavailable):
@@ -220,7 +258,9 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
         bw = find_bwrap()
     except SandboxError as exc:
         raise Unavailable(f"sandbox unavailable: {exc}") from None
-    run_id = new_run_id()
+    run_id = req.run_id or new_run_id()
+    if read_ref(repo, run_ref(run_id)) is not None:
+        raise Blocked(f"run {run_id} exists already: a run id is used once")
     # Short and private: unix socket paths are limited to 107 bytes.
     run_dir = Path(tempfile.mkdtemp(prefix="oms-agent-"))
     stack.callback(shutil.rmtree, run_dir, True)
@@ -231,6 +271,8 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
                         oms_mcp_argv=inside_oms_argv("mcp"),
                         search_path=os.environ.get("PATH", os.defpath))  # fmt: skip
     write_marker(run_dir / "oms" / "run.json", run_id)
+    if req.task_file is not None:
+        write_task_file(run_dir / "oms" / "task.json", req.task_file)
     write_oms_shim(run_dir / "oms" / "bin", inside_oms_argv())
     ws = create_workspace(repo, req.base_ref, run_id)
     run = _Run(req, repo, store, loaded, run_id, egress, bw, run_dir, ws, kind, "",
@@ -260,11 +302,17 @@ def inside_oms_argv(*args: str) -> list[str]:
 def _profile(run: _Run) -> AgentProfile:
     pol = run.loaded.policy.agent
     env = agent_env(run.run_id, run.egress, run.kind, pol.env_allow, os.environ)
+    if run.req.task_file is not None:
+        env["OMS_TASK_FILE"] = inside.TASK_FILE
     ro = [*oms_install_paths(), *run.kind.ro_paths, *pol.ro_paths]
     never = [state_root(), run.repo.top, run.repo.common_dir]
+    limits = limits_of(pol)
+    if run.req.timeout_s is not None:
+        limits = replace(limits, wall_s=min(limits.wall_s, run.req.timeout_s))
     try:
-        return agent_profile(limits_of(pol), ro, env, never, placeholders=run.kind.placeholders,
-                             masked=oms_masked_paths())  # fmt: skip
+        return agent_profile(limits, ro, env, never, placeholders=run.kind.placeholders,
+                             masked=oms_masked_paths(),
+                             workspace_readonly=run.req.read_only)  # fmt: skip
     except SandboxError as exc:
         raise refusal(exc) from None
 
@@ -346,7 +394,7 @@ def _execute(run: _Run, profile: AgentProfile) -> AgentResult:
     cmd = [sys.executable, "-I", relay, *forwards, "--", *run.kind.argv]
     try:
         return run_agent(profile, run.bw, workspace=run.ws.path, run_dir=run.run_dir, cmd=cmd,
-                         mode=_mode(run.req))  # fmt: skip
+                         mode=_mode(run.req), stdin=run.req.stdin)  # fmt: skip
     except SandboxError as exc:
         raise Unavailable(f"the agent sandbox could not run the command: {exc}") from None
 
@@ -375,6 +423,7 @@ def _outcome(run: _Run, result: AgentResult, totals: EgressTotals, collected: Co
         signal=result.signal, timed_out=result.timed_out, duration_s=result.duration_s,
         stdout=result.stdout.display() if result.stdout else None,
         stderr=result.stderr.display() if result.stderr else None,
+        stdout_kept=result.stdout.kept if result.stdout else None,
         workspace=str(run.ws.path), base=run.ws.base, candidate=collected.candidate,
         candidate_ref=collected.candidate_ref, evidence_seq=seq, egress_mode=run.egress,
         egress=EgressCounts(requests=totals.requests, forwarded=totals.forwarded,

@@ -82,3 +82,12 @@ def write_marker(path: Path, run_id: str) -> None:
     doc = {"run_id": run_id, "socket": inside.SOCKET, "relay_port": inside.RELAY_PORT}
     path.write_text(json.dumps(doc) + "\n")
     os.chmod(path, 0o644)
+
+
+def write_task_file(path: Path, document: bytes) -> None:
+    """The task document at `path` (bound read-only at /run/oms/task.json): written by oms
+    outside, before the sandbox starts; the agent reads it and cannot change it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(document)
+    os.chmod(path, 0o444)  # nosec B103 -- the agent reads it, read-only

@@ -70,6 +70,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "The result gate: frozen plan from the base, sandboxed checks, both scanners, evidence.",
     ),
     "release": ("gatekeeper.cli.release:release", "Release readiness of oms itself."),
+    "role": (
+        "gatekeeper.cli.role:role",
+        "Roles from policy: provider:model, eligibility and authority (display only).",
+    ),
     "sandbox": ("gatekeeper.cli.sandbox:sandbox", "Run a command in the check sandbox."),
     "scan": (
         "gatekeeper.cli.scan:scan",

@@ -110,7 +110,7 @@ KINDS = {
     "LinkRefused": "usage", "NotRegular": "usage", "TooLarge": "usage",
     "ScannerUnavailable": "unavailable", "GateInterrupted": "unavailable",
     "AgentInterrupted": "unavailable", "ToolchainUnavailable": "unavailable",
-    "HookInputError": "usage",
+    "HookInputError": "usage", "RoleUnavailable": "unavailable",
     # orchestration (gatekeeper/work)
     "WorkDbUnavailable": "unavailable", "StaleVersion": "blocked", "NonceReplayed": "blocked",
     "LeaseRefused": "blocked", "WrongState": "blocked", "AttemptsExhausted": "blocked",

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.npm import exe as _exe
+from support.npm import fake_npm
+from support.npm import package as _package
 
 from gatekeeper.agent.inside import HOME, WORKSPACE
 from gatekeeper.agent.kinds import (
@@ -35,42 +38,10 @@ TRIPLE = CODEX_TRIPLES.get(platform.machine(), "x86_64-unknown-linux-musl")
 PLACEHOLDER = re.compile(r"^oms-placeholder-[a-z-]+$")
 
 
-def _exe(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n")
-    path.chmod(0o755)
-    return path
-
-
-def _package(root: Path, meta: dict[str, Any]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "package.json").write_text(json.dumps(meta))
-    return root
-
-
 @pytest.fixture
 def npm(tmp_path: Path) -> Path:
     """A prefix like `.cache/agents`: both CLIs under node_modules, links in `bin/`."""
-    mods = tmp_path / "prefix" / "node_modules"
-    claude = _package(mods / "@anthropic-ai/claude-code", {
-        "name": "@anthropic-ai/claude-code", "version": "2.1.197",
-        "bin": {"claude": "bin/claude.exe"}})  # fmt: skip
-    _exe(claude / "bin/claude.exe")
-    codex = _package(
-        mods / "@openai/codex",
-        {"name": "@openai/codex", "version": "0.171.0", "bin": {"codex": "bin/codex.js"}},
-    )
-    _exe(codex / "bin/codex.js")
-    plat = _package(mods / "@openai/codex-linux-x64",
-                    {"name": "@openai/codex", "version": "0.171.0-linux-x64"})  # fmt: skip
-    if platform.machine() == "aarch64":
-        plat = plat.rename(mods / "@openai/codex-linux-arm64")
-    _exe(plat / "vendor" / TRIPLE / "bin/codex")
-    bin_dir = mods / ".bin"
-    bin_dir.mkdir()
-    (bin_dir / "claude").symlink_to("../@anthropic-ai/claude-code/bin/claude.exe")
-    (bin_dir / "codex").symlink_to("../@openai/codex/bin/codex.js")
-    return bin_dir
+    return fake_npm(tmp_path / "prefix")
 
 
 def prep(kind: Any, cmd: list[str], tmp_path: Path, npm: Path, **over: Any) -> KindSetup:

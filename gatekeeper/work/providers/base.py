@@ -1,0 +1,119 @@
+"""The provider adapters' one interface: a resolved `Role`, a `ProviderRequest` in, a typed
+`ProviderReceipt` out, and `adapter(role)`, the one entry point.
+
+Every adapter runs its CLI under `oms agent run` (`gatekeeper.agent.run.agent_run`): the
+task document reaches the CLI on stdin and as the read-only file `$OMS_TASK_FILE`, never
+as argv. An adapter decides nothing: the receipt is facts (exit, candidate, bounded
+output, usage when the CLI reports it) for the fenced state machine and the result gate.
+`gatekeeper.work.providers.adapter(role)` picks the adapter of a role's engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from gatekeeper.agent.run import AgentRunOutcome
+from gatekeeper.errors import Unavailable
+
+Engine = str  # "claude-code" | "codex-cli" | "command:<name>": each command provider its own
+Authority = Literal["read-only", "worktree-write"]
+# What a receipt keeps of the CLI's stdout: the final answer of an exec CLI fits.
+MAX_OUTPUT_BYTES = 64 << 10
+
+
+class RoleUnavailable(Unavailable):
+    """A role that cannot run (exit 4, before anything starts): unknown, its provider
+    unknown or not installed, auth or billing undeclared, credits not enabled, not
+    eligible for unattended use. The message names the role and every reason."""
+
+
+@dataclass(frozen=True)
+class Role:
+    """A `[roles.<name>]` entry resolved (`gatekeeper.work.roles.resolve`): its engine, and
+    for a `command:` provider the argv of its `[providers.<name>]`."""
+
+    name: str
+    provider: str
+    engine: Engine
+    model: str
+    auth: str  # "subscription" | "api-key" | "none" | "undeclared"
+    billing: str  # "subscription" | "usage" | "none" | "undeclared"
+    unattended: bool
+    transport: str  # "interactive" | "exec"
+    authority: Authority
+    external: bool  # sends repo context to an external model
+    allow_usage_billing: bool = False
+    timeout_s: int = 3600
+    cmd: tuple[str, ...] = ()  # a command provider's argv; empty for the two CLIs
+    output_schema: str | None = None  # a command provider's schema path (default branch)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "provider": self.provider, "model": self.model,
+                "engine": self.engine, "auth": self.auth, "billing": self.billing,
+                "transport": self.transport, "authority": self.authority,
+                "unattended": self.unattended, "external": self.external}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ProviderRequest:
+    repo_dir: Path
+    base: str  # the commit the workspace is cloned at
+    role: Role
+    run_id: str  # chosen by the caller BEFORE the run (recorded in the dispatch first)
+    document: bytes  # the task or grading document: stdin and $OMS_TASK_FILE, never argv
+    timeout_s: int | None = None  # None: the role's
+    output_schema: Mapping[str, Any] | None = None  # a grader's JSON schema for its answer
+
+
+@dataclass(frozen=True)
+class ProviderReceipt:
+    engine: Engine
+    run_id: str
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    base: str
+    candidate: str | None  # from oms agent run; always None for a read-only role
+    candidate_ref: str | None
+    output: str  # stdout, bounded (64 KiB): the CLI's final answer for exec CLIs
+    usage: Mapping[str, int] | None  # when the CLI reports it
+    evidence_seq: int  # the agent.run.end entry
+    workspace: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"engine": self.engine, "run_id": self.run_id, "exit_code": self.exit_code,
+                "signal": self.signal, "timed_out": self.timed_out, "base": self.base,
+                "candidate": self.candidate, "candidate_ref": self.candidate_ref,
+                "output": self.output, "usage": dict(self.usage) if self.usage else None,
+                "evidence_seq": self.evidence_seq, "workspace": self.workspace}  # fmt: skip
+
+
+Adapter = Callable[[ProviderRequest], ProviderReceipt]
+
+
+def bounded(data: bytes, limit: int = MAX_OUTPUT_BYTES) -> str:
+    """At most `limit` bytes of `data`, as text."""
+    return data[:limit].decode("utf-8", "replace")
+
+
+def stdout_of(out: AgentRunOutcome) -> bytes:
+    """What the CLI printed, as kept by the capture (up to the agent profile's cap)."""
+    if out.stdout_kept is not None:
+        return out.stdout_kept
+    return (out.stdout or "").encode()
+
+
+def receipt(role: Role, out: AgentRunOutcome, output: str,
+            usage: Mapping[str, int] | None) -> ProviderReceipt:  # fmt: skip
+    """The receipt of a finished `oms agent run`; a read-only role never has a candidate."""
+    writes = role.authority == "worktree-write"
+    return ProviderReceipt(
+        engine=role.engine, run_id=out.run_id, exit_code=out.exit_code, signal=out.signal,
+        timed_out=out.timed_out, base=out.base,
+        candidate=out.candidate if writes else None,
+        candidate_ref=out.candidate_ref if writes else None,
+        output=output, usage=usage, evidence_seq=out.evidence_seq, workspace=out.workspace,
+    )  # fmt: skip

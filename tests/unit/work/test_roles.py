@@ -1,0 +1,212 @@
+"""Roles (gatekeeper/work/roles.py): resolved from the policy, refused before anything
+starts (exit 4) for every way a role cannot run, each reason listed.
+
+The two real CLIs are npm layouts made in tmp_path (tests/support/npm.py); a command
+provider's cmd[0] is a real file or a name on the given search path.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.npm import fake_npm
+
+from gatekeeper.work.providers import adapter
+from gatekeeper.work.providers.base import Role
+from gatekeeper.work.providers.command import run_command
+from gatekeeper.work.roles import RoleUnavailable, check, require, resolve, roster
+from policy import LoadedPolicy, Policy
+
+PY = sys.executable
+
+
+def loaded(
+    roles: dict[str, dict[str, Any]], providers: dict[str, Any] | None = None
+) -> LoadedPolicy:
+    pol = Policy.model_validate({"version": 1, "roles": roles, "providers": providers or {}})
+    return LoadedPolicy(pol, "test", "sha256:" + "0" * 64)
+
+
+def role(**over: Any) -> dict[str, Any]:
+    base = {"provider": "command:impl", "model": "scripted", "auth": "none", "billing": "none",
+            "transport": "exec", "authority": "worktree-write", "unattended": True}  # fmt: skip
+    return {**base, **over}
+
+
+IMPL = {"impl": {"cmd": [PY, "-c", "pass"]}}
+
+
+@pytest.fixture
+def npm(tmp_path: Path) -> str:
+    return f"{fake_npm(tmp_path / 'prefix')}:/usr/bin:/bin"
+
+
+def reasons(r: Role, *, unattended: bool = False, path: str = "/usr/bin:/bin") -> tuple[str, ...]:
+    return check(r, unattended=unattended, search_path=path).reasons
+
+
+def refused(r: Role, *, unattended: bool = False, path: str = "/usr/bin:/bin") -> str:
+    with pytest.raises(RoleUnavailable) as info:
+        require(r, unattended=unattended, search_path=path)
+    err = info.value
+    assert err.exit_code == 4 and err.kind == "unavailable"
+    assert "\n" not in str(err) and f"role {r.name} " in str(err)
+    return str(err)
+
+
+# -- resolving ----------------------------------------------------------------------------
+
+
+def test_a_command_role_resolves_to_its_own_engine_with_the_providers_argv() -> None:
+    r = resolve(loaded({"impl": role()}, IMPL), "impl")
+    assert r.engine == "command:impl" and r.cmd == (PY, "-c", "pass")
+    assert r.external is False and r.authority == "worktree-write" and r.timeout_s == 3600
+    assert check(r, unattended=True).eligible
+
+
+def test_each_command_provider_is_its_own_engine() -> None:
+    pol = loaded({"a": role(provider="command:one"), "b": role(provider="command:two")},
+                 {"one": {"cmd": [PY]}, "two": {"cmd": [PY], "external": True}})  # fmt: skip
+    a, b = roster(pol)
+    assert (a.engine, b.engine) == ("command:one", "command:two")
+    assert (a.external, b.external) == (False, True)
+
+
+def test_the_two_cli_providers_send_repo_context_to_an_external_model() -> None:
+    pol = loaded({"c": role(provider="claude-code", auth="api-key"),
+                  "x": role(provider="codex-cli", auth="api-key")})  # fmt: skip
+    assert [r.external for r in roster(pol)] == [True, True]
+
+
+def test_roster_is_sorted_by_name() -> None:
+    pol = loaded({"zeta": role(), "alpha": role(), "mid": role()}, IMPL)
+    assert [r.name for r in roster(pol)] == ["alpha", "mid", "zeta"]
+
+
+def test_an_unknown_role_name_is_refused_with_exit_4() -> None:
+    with pytest.raises(RoleUnavailable) as info:
+        resolve(loaded({"impl": role()}, IMPL), "nobody")
+    assert info.value.exit_code == 4 and "nobody" in str(info.value)
+
+
+# -- each refusal -------------------------------------------------------------------------
+
+
+def test_an_unknown_provider_is_refused() -> None:
+    r = resolve(loaded({"r": role(provider="gemini-cli")}), "r")
+    assert "unknown provider 'gemini-cli'" in refused(r)
+    with pytest.raises(RoleUnavailable):
+        adapter(r)
+
+
+def test_a_command_provider_naming_no_providers_entry_is_refused() -> None:
+    r = resolve(loaded({"r": role(provider="command:ghost")}), "r")
+    assert r.cmd == ()
+    assert "names no [providers.ghost]" in refused(r)
+
+
+def test_undeclared_auth_is_refused_and_never_inferred() -> None:
+    r = resolve(loaded({"r": role(auth=None)}, IMPL), "r")
+    assert r.auth == "undeclared"
+    assert "auth is not declared" in refused(r)
+
+
+def test_undeclared_billing_is_refused_and_never_inferred() -> None:
+    # A model name that "looks" subscription-billed changes nothing.
+    r = resolve(loaded({"r": role(billing=None, model="claude-max-subscription")}, IMPL), "r")
+    assert "billing is not declared" in refused(r)
+
+
+def test_usage_billing_is_refused_unless_explicitly_enabled() -> None:
+    r = resolve(loaded({"r": role(billing="usage")}, IMPL), "r")
+    assert "credit-billed models not explicitly enabled" in refused(r)
+    ok = resolve(loaded({"r": role(billing="usage", allow_usage_billing=True)}, IMPL), "r")
+    assert check(ok, unattended=True).eligible
+
+
+def test_claude_exec_with_a_subscription_login_is_refused(npm: str) -> None:
+    r = resolve(loaded({"r": role(provider="claude-code", auth="subscription",
+                                  billing="subscription")}), "r")  # fmt: skip
+    assert 'runs only with auth = "api-key"' in refused(r, path=npm)
+    ok = resolve(loaded({"r": role(provider="claude-code", auth="api-key")}), "r")
+    assert check(ok, unattended=True, search_path=npm).eligible
+
+
+def test_a_worktree_write_codex_exec_role_needs_an_api_key(npm: str) -> None:
+    r = resolve(loaded({"r": role(provider="codex-cli", auth="subscription",
+                                  billing="subscription")}), "r")  # fmt: skip
+    assert "worktree-write codex exec role needs" in refused(r, path=npm)
+    grader = resolve(loaded({"r": role(provider="codex-cli", auth="api-key",
+                                       authority="read-only")}), "r")  # fmt: skip
+    assert check(grader, unattended=True, search_path=npm).eligible
+
+
+def test_an_unattended_run_of_a_subscription_role_is_refused(npm: str) -> None:
+    sub = role(provider="codex-cli", auth="subscription", billing="subscription",
+               authority="read-only")  # fmt: skip
+    r = resolve(loaded({"r": sub}), "r")
+    assert check(r, unattended=False, search_path=npm).eligible  # attended: fine
+    assert "auth subscription never runs unattended" in refused(r, unattended=True, path=npm)
+
+
+def test_an_unattended_run_of_an_interactive_role_is_refused(npm: str) -> None:
+    r = resolve(loaded({"r": role(provider="claude-code", auth="api-key",
+                                  transport="interactive")}), "r")  # fmt: skip
+    assert check(r, unattended=False, search_path=npm).eligible
+    assert "conductor's panes" in refused(r, unattended=True, path=npm)
+
+
+def test_an_unattended_run_of_a_role_not_marked_unattended_is_refused() -> None:
+    r = resolve(loaded({"r": role(unattended=False)}, IMPL), "r")
+    assert check(r, unattended=False).eligible
+    assert "not marked unattended = true" in refused(r, unattended=True)
+
+
+@pytest.mark.parametrize("provider", ["claude-code", "codex-cli"])
+def test_a_cli_that_is_not_installed_is_refused(provider: str, tmp_path: Path) -> None:
+    r = resolve(loaded({"r": role(provider=provider, auth="api-key",
+                                  authority="read-only")}), "r")  # fmt: skip
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    assert f"the {provider} CLI is not installed" in refused(r, path=str(empty))
+
+
+def test_a_cli_of_the_right_name_that_is_not_the_npm_package_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "bin" / "codex"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    r = resolve(loaded({"r": role(provider="codex-cli", auth="api-key",
+                                  authority="read-only")}), "r")  # fmt: skip
+    assert "not installed" in refused(r, path=str(fake.parent))
+
+
+def test_a_command_provider_whose_program_is_missing_is_refused(tmp_path: Path) -> None:
+    pol = loaded({"a": role(provider="command:abs"), "b": role(provider="command:bare")},
+                 {"abs": {"cmd": [str(tmp_path / "missing.py")]},
+                  "bare": {"cmd": ["no-such-program-oms"]}})  # fmt: skip
+    a, b = roster(pol)
+    assert "not installed" in refused(a) and "not installed" in refused(b)
+
+
+def test_every_reason_is_listed_not_just_the_first() -> None:
+    r = resolve(loaded({"r": role(provider="command:ghost", auth=None, billing=None,
+                                  transport="interactive", unattended=False)}), "r")  # fmt: skip
+    got = reasons(r, unattended=True)
+    assert len(got) == 5, got
+    msg = refused(r, unattended=True)
+    assert all(why in msg for why in got)
+
+
+def test_the_command_adapter_refuses_a_role_without_a_command_before_running(
+    tmp_path: Path,
+) -> None:
+    from gatekeeper.work.providers.base import ProviderRequest
+
+    r = resolve(loaded({"r": role(provider="command:ghost")}), "r")
+    req = ProviderRequest(tmp_path, "0" * 40, r, "20261201T150000Z-0a1b2c3d", b"task")
+    with pytest.raises(RoleUnavailable):
+        run_command(req)
