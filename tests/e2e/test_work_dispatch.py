@@ -49,7 +49,11 @@ if sys.argv != ["impl.py"]:
     print("argv is not the policy's cmd:", sys.argv, flush=True)
     sys.exit(7)
 if mode == "sleep" and task["attempt"] == 1:
-    open("STARTED", "w").close()
+    # A process named for the dispatch (the test looks for it), then the start marker.
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)",
+                                "oms-sleeper-" + task["dispatch"]])
+    with open("STARTED", "w") as f:
+        f.write(task["dispatch"])
     time.sleep(3600)
 if mode == "fail":
     print("nothing done", flush=True)
@@ -100,6 +104,13 @@ cmd = ["{PY}", "impl.py"]
 [providers.ext]
 cmd = ["{PY}", "impl.py"]
 external = true
+
+[[transfer.autopilot]]
+name = "scripted"
+destinations = ["ext:scripted"]
+max_bytes = 1000000
+context = ["none"]
+require_clean_pushed = false
 """
 
 
@@ -182,7 +193,7 @@ def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 def _kinds(lab: Lab, ticket: str) -> list[str]:
     subject = f"oms-ticket:{ticket}"
     entries = [e for e in lab.store().entries() if e.kind.startswith("work.")]
-    return [e.kind for e in entries if any(s["name"] == subject for s in e.subject)]
+    return [e.kind for e in entries if any(s.name == subject for s in e.subject)]
 
 
 # -- dispatch end to end ----------------------------------------------------------------------
@@ -190,8 +201,8 @@ def _kinds(lab: Lab, ticket: str) -> list[str]:
 
 def test_a_dispatch_runs_the_worker_and_files_its_commit_as_the_receipt(lab: Lab) -> None:
     marker = lab.marker
-    title = f"-- mode:ok ; rm -rf ~ $(touch {marker}) `touch {marker}`"
-    body = f"--help\n$(touch {marker}); rm -rf / && echo 'x' \"y\" ${{HOME}}\n".encode()
+    title = f"-- mode:ok ; rm -rf ~ $(touch {marker}) `touch PWNED`"
+    body = f"--help\n$(touch {marker}); touch PWNED2 && echo 'x' \"y\" ${{HOME}}\n".encode()
     t = lab.ticket(title, body)
     token = lab.lease(t["id"])
     base = git(lab.repo, "rev-parse", "main").strip()
@@ -236,6 +247,8 @@ def test_a_dispatch_runs_the_worker_and_files_its_commit_as_the_receipt(lab: Lab
     assert task["envelope_digest"] == d["envelope_digest"] and "reflection" not in task
     assert task["acceptance"] == ["result-gate:READY_FOR_HUMAN", "check:true"]
     assert not marker.exists()
+    tree = git(lab.repo, "ls-tree", "-r", "--name-only", d["candidate"]).split()
+    assert sorted(tree) == ["README.md", "impl.py", "oms.toml", "report.json"]
     start = lab.store().entries("agent.run.start")[-1]
     assert title not in json.dumps(start.data) and str(marker) not in json.dumps(start.data)
 
@@ -270,6 +283,8 @@ def test_a_sigkill_during_a_dispatch_leaves_a_ticket_a_new_lease_recovers(lab: L
     try:
         started = _wait_for(lambda: list(lab.work_dir.glob("*/STARTED")), proc)
         run_id = started[0].parent.name
+        sleeper = "oms-sleeper-" + _wait_for(started[0].read_text)
+        assert _pgrep(sleeper)  # the run's processes are there to be killed
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=60) == -signal.SIGKILL
     finally:
@@ -277,7 +292,7 @@ def test_a_sigkill_during_a_dispatch_leaves_a_ticket_a_new_lease_recovers(lab: L
             proc.kill()
             proc.wait()
     # No process of the run is left (bwrap dies with its parent, and everything inside).
-    _wait_for(lambda: not _pgrep(run_id))
+    _wait_for(lambda: not _pgrep(sleeper))
     shown = lab.show(t["id"])
     assert shown["state"] == "running" and shown["attempts"] == 1
     assert shown["dispatch"]["state"] == "started" and shown["dispatch"]["run_id"] == run_id
@@ -458,8 +473,8 @@ def _ran(lab: Lab, ticket: str, token: str, candidate: str | None, run_id: str) 
 
 
 def _commit(lab: Lab, oms_env: dict[str, str], name: str) -> str:
-    return commit_on(lab.repo, f"agent-{name}", {f"{name}.txt": name}, env=oms_env,
-                     index=lab.repo.parent / f"index-{name}")  # fmt: skip
+    return str(commit_on(lab.repo, f"agent-{name}", {f"{name}.txt": name}, env=oms_env,
+                     index=lab.repo.parent / f"index-{name}"))  # fmt: skip
 
 
 def test_worker_result_files_the_receipt_of_the_dispatch_run(
@@ -506,3 +521,39 @@ def test_worker_result_with_the_lease_of_another_ticket_is_refused(
     other = lab.ticket()
     _refused(lab, 3, "blocked", "another ticket's", "worker", "result", "--dispatch", did,
              "--lease", lab.lease(other["id"]), "--nonce", new_nonce())  # fmt: skip
+
+
+# -- transfer: an external role's context ------------------------------------------------------
+
+
+def _preview(lab: Lab, to: str) -> dict[str, Any]:
+    return lab.ok("transfer", "preview", "--to", to, "--purpose", "the ticket's context",
+                  "--context", "none")  # fmt: skip
+
+
+def test_an_external_role_runs_with_an_approved_transfer_bound_into_the_envelope(
+    leased: tuple[Lab, str, str],
+) -> None:
+    lab, ticket, token = leased
+    shown = _preview(lab, "ext:scripted")
+    digest = shown["digest"]
+    lab.ok("transfer", "approve", digest, "--code", shown["manifest"]["nonce"][:8])
+    code, data = lab.dispatch(ticket, token, "outside", "--transfer", digest)
+    assert code == 0, data
+    work = lab.work()
+    try:
+        envelope = work.dispatch(data["dispatch"]["id"]).envelope
+    finally:
+        work.close()
+    assert envelope.transfer == digest and envelope.engine == "command:ext"
+    start = lab.store().entries("work.dispatch.start")[-1]
+    assert start.data["detail"]["transfer"] == digest
+
+
+def test_an_external_role_with_a_transfer_nobody_approved_is_refused(
+    leased: tuple[Lab, str, str],
+) -> None:
+    lab, ticket, token = leased
+    digest = _preview(lab, "elsewhere:model")["digest"]
+    _refused(lab, 3, "blocked", "not approved",
+             *_dispatch_args(ticket, token, "outside", None, "--transfer", digest))  # fmt: skip
