@@ -58,6 +58,8 @@ if mode == "sleep" and task["attempt"] == 1:
 if mode == "fail":
     print("nothing done", flush=True)
     sys.exit(1)
+if mode == "orphan":  # history that does not descend from the base: oms refuses to collect it
+    subprocess.run(["git", "checkout", "-q", "--orphan", "elsewhere"], check=True)
 with open("report.json", "w") as f:
     json.dump({"argv": sys.argv, "same": same, "task": task}, f)
 subprocess.run(["git", "add", "report.json"], check=True)
@@ -271,6 +273,18 @@ def test_a_worker_that_exits_1_without_a_commit_leaves_the_ticket_retryable_then
     kinds = _kinds(lab, t["id"])
     assert kinds.count("work.dispatch.start") == 2 and kinds.count("work.dispatch.end") == 2
     assert "work.receipt" not in kinds
+
+
+def test_a_run_oms_refuses_to_collect_ends_the_dispatch_with_the_refusal(lab: Lab) -> None:
+    t = lab.ticket("mode:orphan rewrite history")
+    code, data = lab.dispatch(t["id"], lab.lease(t["id"]))
+    assert code == 3, data
+    assert "rewrote history" in data["error"]["message"]
+    shown = lab.show(t["id"])
+    assert shown["state"] == "retryable" and shown["attempts"] == 1
+    assert shown["dispatch"]["state"] == "ended"
+    assert "rewrote history" in shown["dispatch"]["reason"]
+    assert _kinds(lab, t["id"])[-2:] == ["work.dispatch.start", "work.dispatch.end"]
 
 
 def test_a_sigkill_during_a_dispatch_leaves_a_ticket_a_new_lease_recovers(lab: Lab) -> None:
