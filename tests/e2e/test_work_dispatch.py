@@ -545,21 +545,23 @@ def _preview(lab: Lab, to: str) -> dict[str, Any]:
                   "--context", "none")  # fmt: skip
 
 
-def test_an_external_role_runs_with_an_approved_transfer_bound_into_the_envelope(
-    leased: tuple[Lab, str, str],
+@pytest.mark.parametrize(("role", "engine"), [("outside", "command:ext"), ("impl", "command:impl")])
+def test_an_approved_transfer_is_bound_into_the_envelope(
+    leased: tuple[Lab, str, str], role: str, engine: str
 ) -> None:
+    """An external role needs it; a role that is not external may name one too (recorded)."""
     lab, ticket, token = leased
     shown = _preview(lab, "ext:scripted")
     digest = shown["digest"]
     lab.ok("transfer", "approve", digest, "--code", shown["manifest"]["nonce"][:8])
-    code, data = lab.dispatch(ticket, token, "outside", "--transfer", digest)
+    code, data = lab.dispatch(ticket, token, role, "--transfer", digest)
     assert code == 0, data
     work = lab.work()
     try:
         envelope = work.dispatch(data["dispatch"]["id"]).envelope
     finally:
         work.close()
-    assert envelope.transfer == digest and envelope.engine == "command:ext"
+    assert envelope.transfer == digest and envelope.engine == engine
     start = lab.store().entries("work.dispatch.start")[-1]
     assert start.data["detail"]["transfer"] == digest
 
