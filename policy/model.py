@@ -154,8 +154,8 @@ class RolePolicy(_Model):
     @field_validator("model")
     @classmethod
     def _printable(cls, model: str) -> str:
-        if not model.isprintable() or model != model.strip():
-            raise ValueError("model must be printable text without surrounding spaces")
+        if not model.isprintable() or model != model.strip() or model.startswith("-"):
+            raise ValueError("model must be printable text, no surrounding spaces, no leading '-'")
         return model
 
 

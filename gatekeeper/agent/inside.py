@@ -15,6 +15,7 @@ RUN_DIR = "/run/oms"
 MARKER = f"{RUN_DIR}/run.json"  # {"run_id": ..., "socket": ..., "relay_port": ...}
 SOCKET = f"{RUN_DIR}/broker.sock"  # the one socket bound in: the broker outside
 TASK_FILE = f"{RUN_DIR}/task.json"  # the task document, read-only; named by $OMS_TASK_FILE
+SCHEMA_FILE = f"{RUN_DIR}/schema.json"  # a JSON schema for the CLI's answer, read-only
 BIN = f"{RUN_DIR}/bin"  # `oms` inside: this oms, whatever the agent's PATH holds
 WORKSPACE = "/workspace"
 HOME = "/home/agent"

@@ -84,10 +84,13 @@ class AgentRunRequest:
     capture: bool = False  # --json: stdout and stderr captured, bounded
     # The orchestration's own: a run id chosen (and recorded) by the caller before the run,
     # the task on stdin (capture mode) and as the read-only file $OMS_TASK_FILE, a shorter
-    # wall time than the policy's, and a read-only workspace whose result is never collected.
+    # wall time than the policy's, and a read-only workspace whose result is never collected;
+    # `schema_file`: a JSON schema for the answer, read-only at /run/oms/schema.json (named by
+    # $OMS_SCHEMA_FILE).
     run_id: str | None = None
     stdin: bytes | None = None
     task_file: bytes | None = None
+    schema_file: bytes | None = None
     timeout_s: int | None = None
     read_only: bool = False
 
@@ -273,6 +276,8 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
     write_marker(run_dir / "oms" / "run.json", run_id)
     if req.task_file is not None:
         write_task_file(run_dir / "oms" / "task.json", req.task_file)
+    if req.schema_file is not None:
+        write_task_file(run_dir / "oms" / "schema.json", req.schema_file)
     write_oms_shim(run_dir / "oms" / "bin", inside_oms_argv())
     ws = create_workspace(repo, req.base_ref, run_id)
     run = _Run(req, repo, store, loaded, run_id, egress, bw, run_dir, ws, kind, "",
@@ -304,6 +309,8 @@ def _profile(run: _Run) -> AgentProfile:
     env = agent_env(run.run_id, run.egress, run.kind, pol.env_allow, os.environ)
     if run.req.task_file is not None:
         env["OMS_TASK_FILE"] = inside.TASK_FILE
+    if run.req.schema_file is not None:
+        env["OMS_SCHEMA_FILE"] = inside.SCHEMA_FILE
     ro = [*oms_install_paths(), *run.kind.ro_paths, *pol.ro_paths]
     never = [state_root(), run.repo.top, run.repo.common_dir]
     limits = limits_of(pol)

@@ -85,8 +85,9 @@ def write_marker(path: Path, run_id: str) -> None:
 
 
 def write_task_file(path: Path, document: bytes) -> None:
-    """The task document at `path` (bound read-only at /run/oms/task.json): written by oms
-    outside, before the sandbox starts; the agent reads it and cannot change it."""
+    """A document for the agent at `path` in the run's `oms/` dir (bound read-only at
+    /run/oms: the task, an answer schema): written by oms outside, before the sandbox
+    starts; the agent reads it and cannot change it."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     with os.fdopen(fd, "wb") as f:
         f.write(document)

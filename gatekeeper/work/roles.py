@@ -10,6 +10,7 @@ a CLI that is not installed. Each is exit 4 (`RoleUnavailable`), nothing having 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -19,13 +20,13 @@ from typing import Any
 from gatekeeper.agent.kinds import Kind, installed_cli
 from gatekeeper.errors import UsageError
 from gatekeeper.repo.git import open_repo
-from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.policy import read_committed_file, read_policy_at
 from gatekeeper.repo.refs import default_branch
 from gatekeeper.work.providers.base import Role, RoleUnavailable
-from policy import LoadedPolicy, RolePolicy
+from policy import LoadedPolicy, PolicyError, RolePolicy
 
 __all__ = ["Eligibility", "RoleStatus", "RoleUnavailable", "check", "require", "resolve",
-           "roster", "status", "statuses", "trusted_policy"]  # fmt: skip
+           "roster", "schema_of", "status", "statuses", "trusted_policy"]  # fmt: skip
 
 CLAUDE = "claude-code"
 CODEX = "codex-cli"
@@ -178,3 +179,31 @@ def status(repo_dir: Path, name: str, *, unattended: bool = False) -> RoleStatus
     """`oms role check NAME`: one role of the trusted policy with its eligibility."""
     role = resolve(trusted_policy(repo_dir), name)
     return RoleStatus(role, check(role, unattended=unattended))
+
+
+MAX_SCHEMA_BYTES = 64 << 10
+
+
+def schema_of(repo_dir: Path, role: Role) -> dict[str, Any] | None:
+    """A command provider's `output_schema`, read from the default branch's commit (never
+    the worktree) as a JSON object; None when it names none. RoleUnavailable when the
+    file is missing, too large or not a JSON object: a grader then cannot run."""
+    if role.output_schema is None:
+        return None
+    repo = open_repo(repo_dir)
+    sha = default_branch(repo)
+    where = f"{sha[:12]}:{role.output_schema}"
+    try:
+        data = read_committed_file(repo.top, sha, role.output_schema)
+    except PolicyError as exc:
+        raise RoleUnavailable(f"role {role.name}: output schema {exc}") from None
+    if data is None or len(data) > MAX_SCHEMA_BYTES:
+        raise RoleUnavailable(f"role {role.name}: output schema {where} is missing or over "
+                              f"{MAX_SCHEMA_BYTES} bytes")  # fmt: skip
+    try:
+        schema = json.loads(data)
+    except ValueError:
+        schema = None
+    if not isinstance(schema, dict):
+        raise RoleUnavailable(f"role {role.name}: output schema {where} is not a JSON object")
+    return schema

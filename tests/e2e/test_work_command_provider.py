@@ -25,7 +25,7 @@ from gatekeeper.gates.records import init
 from gatekeeper.repo.git import open_repo
 from gatekeeper.work.providers import adapter
 from gatekeeper.work.providers.base import ProviderReceipt, ProviderRequest, Role
-from gatekeeper.work.roles import require, resolve, trusted_policy
+from gatekeeper.work.roles import require, resolve, schema_of, trusted_policy
 
 PY = "/usr/bin/python3"
 pytestmark = pytest.mark.skipif(
@@ -92,14 +92,48 @@ transport = "exec"
 authority = "read-only"
 unattended = true
 
+[roles.grader]
+provider = "command:grade"
+model = "fixed"
+auth = "none"
+billing = "none"
+transport = "exec"
+unattended = true
+
+[roles.hang]
+provider = "command:hang"
+model = "none"
+auth = "none"
+billing = "none"
+transport = "exec"
+unattended = true
+timeout_s = 2
+
 [providers.impl]
 cmd = ["{PY}", "impl.py"]
+
+[providers.grade]
+cmd = ["{PY}", "grade.py"]
+output_schema = "schemas/grade.json"
+
+[providers.hang]
+cmd = ["{PY}", "-c", "import time; print('oms-hang-start', flush=True); time.sleep(600)"]
 """
+GRADER = r"""
+import json, os, sys
+task = sys.stdin.buffer.read()
+with open(os.environ["OMS_SCHEMA_FILE"]) as f:
+    schema = json.load(f)
+print(json.dumps({"grade": "pass", "reasons": [f"{len(task)} bytes"], "schema": schema}))
+"""
+SCHEMA = {"type": "object", "required": ["grade"], "properties": {"grade": {"type": "string"}}}
 
 
 @pytest.fixture
 def repo(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Path:
-    made = make_repo(tmp_path / "repo", {"oms.toml": POLICY, "impl.py": IMPL}, env=oms_env)
+    files = {"oms.toml": POLICY, "impl.py": IMPL, "grade.py": GRADER,
+             "schemas/grade.json": json.dumps(SCHEMA)}  # fmt: skip
+    made = make_repo(tmp_path / "repo", files, env=oms_env)
     init(made)
     monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
     return made
@@ -113,8 +147,9 @@ def run(repo: Path, name: str, run_id: str | None = None) -> tuple[ProviderRecei
     role = role_of(repo, name)
     rid = run_id or new_run_id()
     base = git(repo, "rev-parse", "HEAD").strip()
-    got = adapter(role)(ProviderRequest(repo, base, role, rid, TASK))
-    assert got.run_id == rid and got.base == base and got.engine == "command:impl"
+    schema = schema_of(repo, role)
+    got = adapter(role)(ProviderRequest(repo, base, role, rid, TASK, output_schema=schema))
+    assert got.run_id == rid and got.base == base and got.engine == role.engine
     return got, base
 
 
@@ -184,3 +219,20 @@ def test_a_run_id_that_is_not_one_is_refused_before_anything_starts(repo: Path) 
     with pytest.raises(UsageError, match="not a run id"):
         run(repo, "impl", "../../etc")
     assert store_of(repo).head() == seq
+
+
+def test_a_grader_reads_its_schema_from_the_default_branch_as_a_read_only_file(
+    repo: Path,
+) -> None:
+    (repo / "schemas" / "grade.json").write_text('{"type": "string"}')  # the worktree: ignored
+    receipt, _ = run(repo, "grader")
+    assert receipt.exit_code == 0 and receipt.candidate is None, receipt
+    answer = json.loads(receipt.output)
+    assert answer["grade"] == "pass" and answer["schema"] == SCHEMA
+    assert answer["reasons"] == [f"{len(TASK)} bytes"]
+
+
+def test_a_provider_that_hangs_is_stopped_at_its_roles_timeout(repo: Path) -> None:
+    receipt, _ = run(repo, "hang")
+    assert receipt.timed_out is True and receipt.exit_code is None
+    assert receipt.candidate is None

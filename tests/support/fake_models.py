@@ -17,6 +17,7 @@ thread with its own event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 from collections.abc import Callable
@@ -102,13 +103,16 @@ def _has_call_output(body: dict[str, Any]) -> bool:
     )
 
 
-def openai_events(body: dict[str, Any], command: str) -> list[bytes]:
+def openai_events(
+    body: dict[str, Any], command: str | None, final_text: str = FINAL_TEXT
+) -> list[bytes]:
     """The SSE frames answering one Responses request: exec_command(command) first, a
-    message once a function_call_output is back."""
-    if _has_call_output(body):
+    message (`final_text`) once a function_call_output is back, or at once when `command`
+    is None (an advisor or grader that only answers)."""
+    if command is None or _has_call_output(body):
         item: dict[str, Any] = {"type": "message", "role": "assistant", "id": "msg_oms_fake",
                                 "status": "completed",
-                                "content": [{"type": "output_text", "text": FINAL_TEXT,
+                                "content": [{"type": "output_text", "text": final_text,
                                              "annotations": []}]}  # fmt: skip
     else:
         item = {"type": "function_call", "id": "fc_oms_fake", "call_id": CALL_ID,
@@ -125,7 +129,7 @@ def openai_events(body: dict[str, Any], command: str) -> list[bytes]:
 
 # -- the server ---------------------------------------------------------------------------
 
-Answer = Callable[[dict[str, Any], str], list[bytes]]
+Answer = Callable[[dict[str, Any], Any], list[bytes]]
 
 
 @dataclass
@@ -134,7 +138,7 @@ class FakeModel:
 
     route: str  # "/v1/messages" or "/v1/responses"
     answer: Answer
-    command: str
+    command: str | None
     unix_path: Path | None = None
     requests: list[Recorded] = field(default_factory=list)
     port: int = 0
@@ -220,6 +224,10 @@ def fake_anthropic(command: str, unix_path: Path | None = None) -> FakeModel:
     return FakeModel("/v1/messages", anthropic_events, command, unix_path)
 
 
-def fake_openai(command: str, unix_path: Path | None = None) -> FakeModel:
-    """A fake Responses API whose scripted exec_command call runs `command`."""
-    return FakeModel("/v1/responses", openai_events, command, unix_path)
+def fake_openai(
+    command: str | None, unix_path: Path | None = None, *, final_text: str = FINAL_TEXT
+) -> FakeModel:
+    """A fake Responses API whose scripted exec_command call runs `command` (None: no tool
+    call), then answers `final_text`."""
+    answer = functools.partial(openai_events, final_text=final_text)
+    return FakeModel("/v1/responses", answer, command, unix_path)

@@ -1,11 +1,14 @@
 """`command:<name>` providers: any CLI from `[providers.<name>] cmd`, run under `oms agent
-run` with no network (`egress = "none"`); the task on stdin and as `$OMS_TASK_FILE`.
+run` with no network (`egress = "none"`); the task on stdin and as `$OMS_TASK_FILE`, an
+answer schema (a grader's) as `$OMS_SCHEMA_FILE`.
 
 The argv is exactly the policy's `cmd`, which comes from the default branch; nothing of
 the task (ticket text, a grading document) is ever added to it.
 """
 
 from __future__ import annotations
+
+import json
 
 from gatekeeper.agent.run import AgentRunRequest, agent_run
 from gatekeeper.work.providers.base import (
@@ -23,10 +26,13 @@ def command_request(req: ProviderRequest) -> AgentRunRequest:
     role = req.role
     if not role.cmd:
         raise RoleUnavailable(f"role {role.name}: provider {role.provider} has no command")
+    schema = None
+    if req.output_schema is not None:
+        schema = json.dumps(req.output_schema, sort_keys=True).encode()
     return AgentRunRequest(
         repo_dir=req.repo_dir, cmd=role.cmd, agent="command", egress="none",
         base_ref=req.base, capture=True, run_id=req.run_id, stdin=req.document,
-        task_file=req.document, timeout_s=req.timeout_s or role.timeout_s,
+        task_file=req.document, schema_file=schema, timeout_s=req.timeout_s or role.timeout_s,
         read_only=role.authority == "read-only",
     )  # fmt: skip
 

@@ -83,6 +83,7 @@ def test_work_defaults_and_bounds() -> None:
         (ROLE.replace('"scripted"', '""'), "roles.impl.model"),
         (ROLE.replace('"scripted"', '"' + "m" * 129 + '"'), "roles.impl.model"),
         (ROLE.replace('"scripted"', '"a\\u001b[2Jb"'), "roles.impl.model"),
+        (ROLE.replace('"scripted"', '"--dangerously-bypass"'), "roles.impl.model"),
         (ROLE.replace('"command:impl"', '"command:"'), "roles.impl.provider"),
         (ROLE.replace('"command:impl"', '"command:../x"'), "roles.impl.provider"),
         (ROLE.replace('"command:impl"', '"shell:x"'), "roles.impl.provider"),

@@ -13,11 +13,20 @@ from typing import Any
 
 import pytest
 from support.npm import fake_npm
+from support.repos import make_repo
 
 from gatekeeper.work.providers import adapter
 from gatekeeper.work.providers.base import Role
 from gatekeeper.work.providers.command import run_command
-from gatekeeper.work.roles import RoleUnavailable, check, require, resolve, roster
+from gatekeeper.work.roles import (
+    RoleUnavailable,
+    check,
+    require,
+    resolve,
+    roster,
+    schema_of,
+    trusted_policy,
+)
 from policy import LoadedPolicy, Policy
 
 PY = sys.executable
@@ -210,3 +219,43 @@ def test_the_command_adapter_refuses_a_role_without_a_command_before_running(
     req = ProviderRequest(tmp_path, "0" * 40, r, "20261201T150000Z-0a1b2c3d", b"task")
     with pytest.raises(RoleUnavailable):
         run_command(req)
+
+
+# -- a command grader's output schema, from the default branch -----------------------------
+
+
+def schema_repo(tmp_path: Path, env: dict[str, str], files: dict[str, str]) -> Path:
+    pol = ('version = 1\n[roles.g]\nprovider = "command:g"\nmodel = "m"\nauth = "none"\n'
+           'billing = "none"\ntransport = "exec"\n[providers.g]\n'
+           f'cmd = ["{PY}"]\noutput_schema = "s/grade.json"\n')  # fmt: skip
+    return make_repo(tmp_path / "repo", {"oms.toml": pol, **files}, env=env)
+
+
+def test_the_output_schema_is_read_from_the_default_branch(
+    tmp_path: Path, oms_env: dict[str, str]
+) -> None:
+    repo = schema_repo(tmp_path, oms_env, {"s/grade.json": '{"type": "object"}'})
+    (repo / "s" / "grade.json").write_text('{"type": "string"}')  # the worktree: never read
+    r = resolve(trusted_policy(repo), "g")
+    assert schema_of(repo, r) == {"type": "object"}
+
+
+@pytest.mark.parametrize(
+    ("files", "why"),
+    [({}, "missing"), ({"s/grade.json": "[1, 2]"}, "not a JSON object"),
+     ({"s/grade.json": "{not json"}, "not a JSON object"),
+     ({"s/grade.json": " " * (65 << 10) + "{}"}, "over")],
+)  # fmt: skip
+def test_a_schema_that_cannot_be_used_refuses_the_role(
+    tmp_path: Path, oms_env: dict[str, str], files: dict[str, str], why: str
+) -> None:
+    repo = schema_repo(tmp_path, oms_env, files)
+    r = resolve(trusted_policy(repo), "g")
+    with pytest.raises(RoleUnavailable, match=why) as info:
+        schema_of(repo, r)
+    assert info.value.exit_code == 4
+
+
+def test_a_role_without_a_schema_has_none(tmp_path: Path, oms_env: dict[str, str]) -> None:
+    r = resolve(loaded({"impl": role()}, IMPL), "impl")
+    assert schema_of(tmp_path, r) is None
