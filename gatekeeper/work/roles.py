@@ -5,7 +5,8 @@ Fail closed, every reason listed (DESIGN.md "Orchestration", issue 16): an unkno
 provider, a `command:` provider no `[providers.<name>]` defines, an undeclared auth or
 billing (oms never infers them from a model name), credits not explicitly enabled,
 `claude -p` without an API key, an unattended run of a role that is not eligible for one,
-a CLI that is not installed. Each is exit 4 (`RoleUnavailable`), nothing having run.
+a CLI that is not installed, an api-key role whose key oms' broker does not have. Each is
+exit 4 (`RoleUnavailable`), nothing having run.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evidence import state_root
+from gatekeeper.agent.egress_config import KEY_ENV, Provider, provider_keys
 from gatekeeper.agent.kinds import Kind, installed_cli
-from gatekeeper.errors import UsageError
+from gatekeeper.errors import ConfigError, UsageError
 from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.policy import read_committed_file, read_policy_at
 from gatekeeper.repo.refs import default_branch
@@ -33,6 +36,7 @@ CODEX = "codex-cli"
 COMMAND_PREFIX = "command:"
 # The CLI each real provider runs, as `oms agent run` finds it (kinds.py), and its kind.
 CLI: dict[str, tuple[str, Kind]] = {CLAUDE: ("claude", "claude-code"), CODEX: ("codex", "codex")}
+KEY_OF: dict[str, Provider] = {CLAUDE: "anthropic", CODEX: "openai"}
 UNDECLARED = "undeclared"
 UNATTENDED_AUTH = ("api-key", "none")  # a subscription login never runs unattended
 
@@ -109,11 +113,12 @@ def _declared(role: Role) -> list[str]:
 def _provider(role: Role, search_path: str) -> list[str]:
     if role.provider in CLI:
         cmd0, kind = CLI[role.provider]
+        out = [] if role.auth != "api-key" else _key(role.provider)
         try:
             installed_cli(kind, cmd0, search_path)
         except UsageError as exc:
-            return [f"the {role.provider} CLI is not installed: {exc}"]
-        return []
+            out.append(f"the {role.provider} CLI is not installed: {exc}")
+        return out
     if not role.provider.startswith(COMMAND_PREFIX):
         return [f"unknown provider {role.provider!r} (claude-code, codex-cli or command:<name>)"]
     if not role.cmd:
@@ -121,6 +126,19 @@ def _provider(role: Role, search_path: str) -> list[str]:
         return [f"provider {role.provider} names no [providers.{name}] in the policy"]
     if not _installed(role.cmd[0], search_path):
         return [f"the command of {role.provider} is not installed: {role.cmd[0][:200]}"]
+    return []
+
+
+def _key(provider: str) -> list[str]:
+    """An api-key role's key must be there for oms' broker to inject (never the agent's)."""
+    name = KEY_OF[provider]
+    try:
+        keys = provider_keys(os.environ, state_root())
+    except ConfigError as exc:
+        return [f"the {name} key cannot be used: {exc}"]
+    if (keys.anthropic if provider == CLAUDE else keys.openai) is None:
+        return [f"no API key for oms' egress broker: set {KEY_ENV[name]} in oms' environment "
+                f"or write $OMS_HOME/providers/{name}"]  # fmt: skip
     return []
 
 

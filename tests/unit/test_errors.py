@@ -110,11 +110,11 @@ KINDS = {
     "LinkRefused": "usage", "NotRegular": "usage", "TooLarge": "usage",
     "ScannerUnavailable": "unavailable", "GateInterrupted": "unavailable",
     "AgentInterrupted": "unavailable", "ToolchainUnavailable": "unavailable",
-    "HookInputError": "usage", "RoleUnavailable": "unavailable",
+    "HookInputError": "usage",
     # orchestration (gatekeeper/work)
     "WorkDbUnavailable": "unavailable", "StaleVersion": "blocked", "NonceReplayed": "blocked",
     "LeaseRefused": "blocked", "WrongState": "blocked", "AttemptsExhausted": "blocked",
-    "ReceiptRefused": "blocked", "TransferRefused": "blocked",
+    "ReceiptRefused": "blocked", "RoleUnavailable": "unavailable", "TransferRefused": "blocked",
 }  # fmt: skip
 
 

@@ -49,7 +49,10 @@ IMPL = {"impl": {"cmd": [PY, "-c", "pass"]}}
 
 
 @pytest.fixture
-def npm(tmp_path: Path) -> str:
+def npm(tmp_path: Path, oms_home: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both CLIs installed, and the keys oms' broker injects for api-key roles."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-unit-0123456789abcdef")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unit-0123456789abcdef")
     return f"{fake_npm(tmp_path / 'prefix')}:/usr/bin:/bin"
 
 
@@ -172,6 +175,33 @@ def test_an_unattended_run_of_a_role_not_marked_unattended_is_refused() -> None:
     r = resolve(loaded({"r": role(unattended=False)}, IMPL), "r")
     assert check(r, unattended=False).eligible
     assert "not marked unattended = true" in refused(r, unattended=True)
+
+
+@pytest.mark.parametrize(("provider", "var"), [("claude-code", "ANTHROPIC_API_KEY"),
+                                             ("codex-cli", "OPENAI_API_KEY")])  # fmt: skip
+def test_an_api_key_role_without_a_key_for_the_broker_is_refused(
+    provider: str, var: str, npm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = resolve(loaded({"r": role(provider=provider, auth="api-key",
+                                  authority="read-only")}), "r")  # fmt: skip
+    assert check(r, unattended=True, search_path=npm).eligible
+    monkeypatch.delenv(var)
+    assert f"no API key for oms' egress broker: set {var}" in refused(r, path=npm)
+
+
+def test_a_key_file_readable_by_others_refuses_the_role(
+    npm: str, oms_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    keys = oms_home / "providers"
+    keys.mkdir(parents=True)
+    (keys / "openai").write_text("sk-test-file-0123456789abcdef\n")
+    r = resolve(loaded({"r": role(provider="codex-cli", auth="api-key",
+                                  authority="read-only")}), "r")  # fmt: skip
+    (keys / "openai").chmod(0o600)
+    assert check(r, unattended=True, search_path=npm).eligible
+    (keys / "openai").chmod(0o644)
+    assert "the openai key cannot be used" in refused(r, path=npm)
 
 
 @pytest.mark.parametrize("provider", ["claude-code", "codex-cli"])
