@@ -114,6 +114,13 @@ def run_ref(run_id: str) -> str:
     return ref
 
 
+def workspace_path(run_id: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Where `create_workspace` puts run `run_id`'s clone: `work_root()/<run-id>`. Pure (it
+    creates nothing), so a dispatch can record the path before the run starts."""
+    run_ref(run_id)
+    return work_root(environ) / run_id
+
+
 def _root_for(repo: Repo) -> Path:
     root = work_root()
     for part in (repo.top, repo.common_dir):
@@ -163,7 +170,7 @@ def create_workspace(repo: Repo, base_ref: str | None, run_id: str) -> Workspace
     run_ref(run_id)
     base = resolve_commit(repo, ref)
     root = _root_for(repo)
-    path = root / run_id
+    path = workspace_path(run_id)
     if os.path.lexists(path):
         raise UsageError(f"a workspace for run {run_id} exists already: {path}")
     tmp = copy_commit(repo.top, base, dest_parent=root)

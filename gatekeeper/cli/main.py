@@ -29,6 +29,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.cache:cache",
         "The scan-result cache: findings stored by content, so unchanged files are not rescanned.",
     ),
+    "dispatch": (
+        "gatekeeper.cli.dispatch:dispatch",
+        "Deliver a leased ticket to a role's provider: the envelope first, then the run.",
+    ),
     "doctor": (
         "gatekeeper.cli.doctor:doctor",
         "Readiness: a real sandbox probe, AppArmor status, key and chain.",
@@ -94,6 +98,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "verify": (
         "gatekeeper.cli.verify:verify",
         "The result gate decides; one fresh grade from another engine is recorded beside it.",
+    ),
+    "worker": (
+        "gatekeeper.cli.worker:worker",
+        "Workers: the receipt a dispatched worker files when it is done.",
     ),
 }
 

@@ -114,7 +114,7 @@ KINDS = {
     # orchestration (gatekeeper/work)
     "WorkDbUnavailable": "unavailable", "StaleVersion": "blocked", "NonceReplayed": "blocked",
     "LeaseRefused": "blocked", "WrongState": "blocked", "AttemptsExhausted": "blocked",
-    "ReceiptRefused": "blocked", "RoleUnavailable": "unavailable",
+    "ReceiptRefused": "blocked", "RoleUnavailable": "unavailable", "TransferRefused": "blocked",
 }  # fmt: skip
 
 
