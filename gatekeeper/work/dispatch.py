@@ -22,10 +22,7 @@ import rfc8785
 
 from gatekeeper.agent.workspace import new_run_id, workspace_path
 from gatekeeper.digest import Sha256Digest
-from gatekeeper.errors import Blocked, UsageError, refusal
-from gatekeeper.gates.transfer import clock
-from gatekeeper.gates.transfer.autopilot import approving_rule
-from gatekeeper.gates.transfer.state import locate, state_at
+from gatekeeper.errors import refusal
 from gatekeeper.repo.refs import default_branch_ref
 from gatekeeper.work import roles
 from gatekeeper.work.api import opened
@@ -33,13 +30,10 @@ from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import Dispatch, DispatchPlan, RunFacts, Ticket
 from gatekeeper.work.providers import adapter
 from gatekeeper.work.providers.base import ProviderReceipt, ProviderRequest, Role, RoleUnavailable
+from gatekeeper.work.transfers import approved_transfer
 
 # What each engine's run may reach besides its workspace (the adapters choose the egress).
 _EGRESS: Mapping[str, str] = {"claude-code": "egress:api", "codex-cli": "egress:api"}
-
-
-class TransferRefused(Blocked):
-    """An external role's dispatch without an approved, unexpired transfer manifest."""
 
 
 def dispatch(repo_dir: Path, ticket: str, lease_token: str, role_name: str, nonce: str,
@@ -49,7 +43,9 @@ def dispatch(repo_dir: Path, ticket: str, lease_token: str, role_name: str, nonc
     with opened(repo_dir) as work:
         role = _eligible(work, role_name)
         run = adapter(role)  # an engine without an adapter is refused here, before the fence
-        digest = _transfer(work, role, transfer)
+        digest = approved_transfer(
+            work, role, Sha256Digest.parse(transfer) if transfer is not None else None
+        )
         plan = _plan(work, role, digest)
         started = work.begin_dispatch(ticket, lease_token, plan, nonce)
         try:
@@ -72,36 +68,6 @@ def _eligible(work: Work, name: str) -> Role:
         raise RoleUnavailable(f"role {role.name} is read-only; a ticket is dispatched to a "
                               "worktree-write role")  # fmt: skip
     return role
-
-
-def _transfer(work: Work, role: Role, transfer: str | None) -> str | None:
-    """The transfer digest bound into the envelope. An external role needs one naming an
-    approved (or released) manifest of this repository that has not expired, or one an
-    autopilot rule of the trusted policy covers; the transfer gate's own state decides."""
-    if transfer is None:
-        if role.external:
-            raise TransferRefused(
-                f"role {role.name} sends repo context to an external model ({role.provider}); "
-                "pass --transfer sha256:<digest> of an approved transfer manifest"
-            )
-        return None
-    digest = Sha256Digest.parse(transfer)
-    try:
-        at = locate(work.repo.top, digest)
-    except UsageError:
-        raise TransferRefused(f"no transfer manifest {digest} in this repository") from None
-    m = at.manifest
-    if m.blocked:
-        raise TransferRefused(f"transfer manifest {digest} is blocked")
-    if clock.parse_stamp(m.expires) <= clock.now():
-        raise TransferRefused(f"transfer manifest {digest} expired at {m.expires}; preview again")
-    status = state_at(at).status
-    if status not in ("approved", "released") and (
-        approving_rule(work.loaded.policy.transfer, m) is None
-    ):
-        raise TransferRefused(f"transfer manifest {digest} is {status}, not approved, and no "
-                              "autopilot rule covers it")  # fmt: skip
-    return str(digest)
 
 
 def _plan(work: Work, role: Role, transfer: str | None) -> DispatchPlan:

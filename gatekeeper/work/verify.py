@@ -20,12 +20,9 @@ from evidence import Draft
 from gatekeeper.agent.run import AgentInterrupted
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.digest import Sha256Digest
-from gatekeeper.errors import Blocked, OmsError, UsageError
+from gatekeeper.errors import Blocked, OmsError
 from gatekeeper.gates.result.pipeline import GateRequest, gate
 from gatekeeper.gates.result.verdict import Decision, Verdict
-from gatekeeper.gates.transfer import clock
-from gatekeeper.gates.transfer.autopilot import approving_rule
-from gatekeeper.gates.transfer.state import locate, state_at
 from gatekeeper.work import grade as g
 from gatekeeper.work import payloads as p
 from gatekeeper.work import roles
@@ -34,6 +31,7 @@ from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import Verification, VerifyOutcome
 from gatekeeper.work.providers import adapter
 from gatekeeper.work.providers.base import ProviderReceipt, ProviderRequest, Role
+from gatekeeper.work.transfers import TransferRefused, approved_transfer
 
 Progress = Callable[[str], None]
 EXIT_BY_STATE: Mapping[str, int] = {"completed": 0, "retryable": 1, "blocked": 3, "parked": 4}
@@ -124,29 +122,13 @@ def grader_role(work: Work, v: Verification) -> Role:
     return role
 
 
-def approved_transfer(work: Work, role: Role, digest: Sha256Digest | None) -> str | None:
-    """The transfer a grade is made under: an external grader needs an approved (or
-    released, or autopilot-covered) unexpired manifest of this repository; the transfer
-    gate's own state decides. A grader that is not external may name one too (recorded)."""
-    if digest is None:
-        if role.external:
-            raise g.GradeProblem(
-                f"the grader role {role.name} sends repo context to an "
-                "external model; pass --transfer of an approved manifest"
-            )
-        return None
+def grading_transfer(work: Work, role: Role, digest: Sha256Digest | None) -> str | None:
+    """The transfer the grade is made under (`transfers.approved_transfer`); a refusal is a
+    grade problem, so the ticket parks visibly instead of the grade being skipped."""
     try:
-        at = locate(work.repo.top, digest)
-    except UsageError:
-        raise g.GradeProblem(f"no transfer manifest {digest} in this repository") from None
-    m = at.manifest
-    if m.blocked or clock.parse_stamp(m.expires) <= clock.now():
-        raise g.GradeProblem(f"transfer manifest {digest} is blocked or expired")
-    status = state_at(at).status
-    covered = approving_rule(work.loaded.policy.transfer, m) is not None
-    if status not in ("approved", "released") and not covered:
-        raise g.GradeProblem(f"transfer manifest {digest} is {status}, not approved")
-    return str(digest)
+        return approved_transfer(work, role, digest)
+    except TransferRefused as exc:
+        raise g.GradeProblem(exc.message) from None
 
 
 def run_grader(work: Work, at: str, role: Role, doc: bytes) -> ProviderReceipt:
@@ -173,7 +155,7 @@ def obtain_grade(work: Work, v: Verification, verdict: Verdict, title: str,
                  transfer: Sha256Digest | None) -> Graded:  # fmt: skip
     """Exactly one fresh grade, whatever the verdict, recorded as a `grade` entry."""
     role = grader_role(work, v)
-    under = approved_transfer(work, role, transfer)
+    under = grading_transfer(work, role, transfer)
     doc = g.document(work.repo, v.ticket, title, v.attempt, verdict)
     # A change whose diff is withheld is not in the grader's workspace either: it reads the base.
     got = run_grader(work, v.base if g.withhold_diff(verdict) else v.commit, role, doc)
