@@ -681,6 +681,12 @@ class Work:
                        commit=r["commit_sha"], exit_code=json.loads(r["body"])["exit_code"],
                        created=r["created"])  # fmt: skip
 
+    def lease_left(self, ticket: str) -> float:
+        """Seconds until the ticket's active lease expires (0 when it has none)."""
+        rows = self.db.read("SELECT expires FROM leases WHERE ticket = ? AND state = 'active'",
+                            ticket)  # fmt: skip
+        return max(0.0, float(rows[0]["expires"]) - self.clock()) if rows else 0.0
+
     def reflection(self, ticket: str, attempt: int) -> bytes | None:
         """The bounded reflection stored for a failed attempt (for the next attempt's task)."""
         rows = self.db.read("SELECT reflection_blob FROM attempts WHERE ticket = ? AND number = ?",

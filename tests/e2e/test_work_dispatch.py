@@ -28,6 +28,7 @@ from evidence import EvidenceStore, state_root
 from gatekeeper.gates.records import init
 from gatekeeper.repo.git import open_repo
 from gatekeeper.work.db import db_path
+from gatekeeper.work.dispatch import LEASE_MARGIN_S
 from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import DispatchPlan, RunFacts
 
@@ -289,7 +290,7 @@ def test_a_run_oms_refuses_to_collect_ends_the_dispatch_with_the_refusal(lab: La
 
 def test_a_sigkill_during_a_dispatch_leaves_a_ticket_a_new_lease_recovers(lab: Lab) -> None:
     t = lab.ticket("mode:sleep until killed")
-    token = lab.lease(t["id"], ttl_s=10)
+    token = lab.lease(t["id"], ttl_s=20)  # the run may take 20 - LEASE_MARGIN_S seconds
     cmd = [*OMS, "dispatch", t["id"], "--lease", token, "--role", "impl", "--nonce",
            new_nonce(), "--repo", str(lab.repo), "--json"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=lab.env, stdout=subprocess.DEVNULL,
@@ -352,6 +353,25 @@ def _wait_for(probe: Any, proc: subprocess.Popen[bytes] | None = None) -> Any:
 def leased(lab: Lab) -> Iterator[tuple[Lab, str, str]]:
     t = lab.ticket()
     yield lab, t["id"], lab.lease(t["id"])
+
+
+def test_a_run_ends_while_its_lease_still_fences_the_result(lab: Lab) -> None:
+    # The run's time-out is cut to the lease: it is stopped with LEASE_MARGIN_S left, so the
+    # end of the dispatch is still recorded under the lease, never after it expired.
+    t = lab.ticket("mode:sleep until stopped")
+    token = lab.lease(t["id"], ttl_s=LEASE_MARGIN_S + 3)
+    code, data = lab.dispatch(t["id"], token)
+    assert code == 1, data
+    assert data["dispatch"]["state"] == "ended" and data["ticket"]["state"] == "retryable"
+    assert "timed out" in (lab.show(t["id"])["dispatch"]["reason"] or "")
+    assert _kinds(lab, t["id"])[-3:] == ["work.dispatch.start", "work.dispatch.run",
+                                         "work.dispatch.end"]  # fmt: skip
+
+
+def test_a_lease_too_short_for_a_run_is_refused_before_anything_starts(lab: Lab) -> None:
+    t = lab.ticket()
+    token = lab.lease(t["id"], ttl_s=LEASE_MARGIN_S)
+    _refused(lab, 3, "blocked", "too little time left", *_dispatch_args(t["id"], token))
 
 
 def _refused(lab: Lab, code: int, kind: str, want: str, *args: str) -> dict[str, Any]:
