@@ -26,7 +26,7 @@ from gatekeeper.errors import refusal
 from gatekeeper.repo.refs import default_branch_ref
 from gatekeeper.work import roles
 from gatekeeper.work.api import opened
-from gatekeeper.work.fence import LeaseRefused, Work, new_nonce
+from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import Dispatch, DispatchPlan, RunFacts, Ticket
 from gatekeeper.work.providers import adapter
 from gatekeeper.work.providers.base import ProviderReceipt, ProviderRequest, Role, RoleUnavailable
@@ -48,8 +48,10 @@ def dispatch(repo_dir: Path, ticket: str, lease_token: str, role_name: str, nonc
             work, role, Sha256Digest.parse(transfer) if transfer is not None else None
         )
         plan = _plan(work, role, digest)
-        timeout_s = _within_lease(work, ticket, role)
-        started = work.begin_dispatch(ticket, lease_token, plan, nonce)
+        # The run is cut to the lease, so its end is recorded while the lease still fences it.
+        started = work.begin_dispatch(ticket, lease_token, plan, nonce,
+                                      min_left_s=LEASE_MARGIN_S + 1)  # fmt: skip
+        timeout_s = max(1, min(role.timeout_s, int(work.lease_left(ticket)) - LEASE_MARGIN_S))
         try:
             doc = task_document(work, started)
             got = run(ProviderRequest(work.repo.top, plan.base, role, plan.run_id, doc,
@@ -62,16 +64,6 @@ def dispatch(repo_dir: Path, ticket: str, lease_token: str, role_name: str, nonc
 
 
 # -- before anything starts -------------------------------------------------------------------
-
-
-def _within_lease(work: Work, ticket: str, role: Role) -> int:
-    """The run's time-out: the role's, cut so that the run ends while its lease still fences
-    the receipt (LEASE_MARGIN_S left for collecting it); a lease too short refuses."""
-    left = int(work.lease_left(ticket)) - LEASE_MARGIN_S
-    if left < 1:
-        raise LeaseRefused(f"the lease on {ticket} has too little time left for a run; lease "
-                           "it again (a longer --ttl-s); nothing changed")  # fmt: skip
-    return min(role.timeout_s, left)
 
 
 def _eligible(work: Work, name: str) -> Role:

@@ -367,12 +367,17 @@ class Work:
 
     # -- dispatch, run, receipt ---------------------------------------------------------------
 
-    def begin_dispatch(self, ticket: str, token: str, plan: DispatchPlan, nonce: str) -> Dispatch:
-        """The envelope validated and persisted, the ticket `running`, before any delivery."""
+    def begin_dispatch(self, ticket: str, token: str, plan: DispatchPlan, nonce: str,
+                       min_left_s: float = 0) -> Dispatch:  # fmt: skip
+        """The envelope validated and persisted, the ticket `running`, before any delivery.
+        `min_left_s`: the lease must have at least that long to run (a run is cut to it)."""
         did = _new_id("d")
         with self._fenced(nonce, "dispatch") as tx:
             row = self._ticket_row(tx, ticket)
             digest = self._held(tx, ticket, token)
+            if self.lease_left(ticket) < min_left_s:
+                raise LeaseRefused(f"the lease on {ticket} has too little time left for a run "
+                                   "(lease again, longer); nothing changed")  # fmt: skip
             if row["state"] != "leased":
                 raise WrongState(f"ticket {ticket} is {row['state']}, not leased; "
                                  "nothing changed")  # fmt: skip

@@ -27,6 +27,7 @@ from support.repos import commit_on, git, make_repo
 from evidence import EvidenceStore, state_root
 from gatekeeper.gates.records import init
 from gatekeeper.repo.git import open_repo
+from gatekeeper.work import api
 from gatekeeper.work.db import db_path
 from gatekeeper.work.dispatch import LEASE_MARGIN_S
 from gatekeeper.work.fence import Work, new_nonce
@@ -133,19 +134,19 @@ class Lab:
         assert code == 0, data
         return data
 
+    # Goals, tickets and leases are made in-process (the same functions the CLI calls, which
+    # tests/e2e/test_work_cli.py drives as subprocesses); the dispatch itself is the real CLI.
     def ticket(self, title: str = "mode:ok do it", body: bytes | None = None) -> dict[str, Any]:
-        goal = self.ok("goal", "create", "--objective", "ship", "--stop-when", "done")
-        args = ["ticket", "add", "--goal", goal["goal"]["id"], "--title", title]
+        goal = api.create_goal(self.repo, "ship", "done", "until-empty", None)
+        path = None
         if body is not None:
             path = self.repo.parent / f"body-{new_nonce()}"
             path.write_bytes(body)
-            args += ["--body-file", str(path)]
-        return self.ok(*args)["ticket"]  # type: ignore[no-any-return]
+        return api.add_ticket(self.repo, goal["goal"]["id"], title, path, None)["ticket"]  # type: ignore[no-any-return]
 
     def lease(self, ticket: str, ttl_s: int = 600) -> str:
-        version = self.ok("ticket", "show", ticket)["ticket"]["version"]
-        got = self.ok("ticket", "lease", ticket, "--expected-version", str(version),
-                      "--nonce", new_nonce(), "--ttl-s", str(ttl_s))  # fmt: skip
+        version = self.show(ticket)["version"]
+        got = api.lease(self.repo, ticket, version, new_nonce(), ttl_s)
         return str(got["lease"]["token"])
 
     def dispatch(self, ticket: str, token: str, role: str = "impl",
@@ -154,7 +155,7 @@ class Lab:
                         "--nonce", new_nonce(), *extra)  # fmt: skip
 
     def show(self, ticket: str) -> dict[str, Any]:
-        return self.ok("ticket", "show", ticket)["ticket"]  # type: ignore[no-any-return]
+        return api.show_ticket(self.repo, ticket)["ticket"]  # type: ignore[no-any-return]
 
     def store(self) -> EvidenceStore:
         r = open_repo(self.repo)
