@@ -60,12 +60,6 @@ def _tamper(oms_home: Path, sql: str) -> int:
         conn.close()
 
 
-def test_no_work_section_without_a_work_db(repo: Path, oms_json: OmsJson) -> None:
-    code, report = oms_json(["doctor", "--repo", repo])
-    assert code == EXIT_OK, report["problems"]
-    assert "work" not in report
-
-
 def test_an_agreeing_work_db_is_ready(repo: Path, oms_json: OmsJson) -> None:
     _some_work(oms_json, repo)
     code, report = oms_json(["doctor", "--repo", repo])
@@ -77,11 +71,10 @@ def test_an_agreeing_work_db_is_ready(repo: Path, oms_json: OmsJson) -> None:
     assert keys.index("evidence") < keys.index("work") < keys.index("kernel_memory")
 
 
+# One tamper through the real doctor; every kind of mismatch is in tests/unit/work/test_audit.py.
 @pytest.mark.parametrize(
     ("sql", "says"),
-    [("DELETE FROM transitions WHERE seq = ?", "is in the log but not in transitions"),
-     ("UPDATE transitions SET kind = 'work.goal.create' WHERE seq = ?",
-      "is work.goal.create in transitions but work.ticket.lease in the log")],
+    [("DELETE FROM transitions WHERE seq = ?", "is in the log but not in transitions")],
 )  # fmt: skip
 def test_a_tampered_work_db_is_not_ready_and_names_the_seq(
     repo: Path, oms_json: OmsJson, run_oms: RunOms, oms_home: Path, sql: str, says: str
@@ -127,5 +120,3 @@ def test_an_interrupted_transition_is_a_warning(
     assert [c["seq"] for c in report["work"]["interrupted"]] == [seq]
     assert report["work"]["interrupted"][0]["kind"] == "work.dispatch.run"
     assert "never committed" in report["work"]["warning"]
-    proc = run_oms(["doctor", "--repo", str(repo)])
-    assert f"interrupted at seq {seq}" in proc.stdout
