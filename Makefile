@@ -49,12 +49,12 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 # Three workers (pytest-xdist) on two cores: the tests often wait on bwrap, git, pip and the
-# scanners. --dist loadgroup keeps a module whose tests share a module-scoped world on one
-# worker (tests/conftest.py groups them), so that world is built once; other tests spread.
+# scanners. --dist loadscope keeps each module on one worker, so that a module's shared
+# world (a prepared toolchain, a pre-commit environment, a gate's repository) is built once.
 # Tests marked `alone` (a fork storm that fills the sandbox uid's process count, which
 # RLIMIT_NPROC counts across every sandbox of that uid) run afterwards, by themselves.
 test: lint $(INSPECTOR) $(AGENTS)
-	$(VENV)/bin/pytest -q -n 3 --dist loadgroup -m "not alone"
+	$(VENV)/bin/pytest -q -n 3 --dist loadscope -m "not alone"
 	$(VENV)/bin/pytest -q -m alone
 
 # The fast unit tests alone (no bwrap, scanners or MCP clients), with ruff: a quick loop.

@@ -114,28 +114,15 @@ def oms_json(run_oms: RunOms) -> Callable[..., tuple[int, dict[str, Any]]]:
     return run
 
 
-# Modules that take the longest, run first, so that none of them is the tail at the end.
+# Modules that take the longest, run first: with `--dist loadscope` each module goes to one
+# worker in collection order, so a long module collected last would run alone at the end.
 SLOWEST_FIRST = (
     "test_pre_commit.py", "test_packaging.py", "test_result_gate.py", "test_transfer.py",
-    "test_agent_clis.py", "test_work_verify.py", "test_git_isolation.py", "test_work_dispatch.py",
-    "test_toolchain_gate.py", "test_evidence_store.py", "test_mcp.py",
+    "test_agent_clis.py", "test_work_verify.py", "test_work_dispatch.py", "test_toolchain_gate.py",
+    "test_evidence_store.py", "test_mcp.py",
 )  # fmt: skip
-_SHARED_SCOPES = ("class", "module", "package")
 
 
-def _shares_a_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs.values() if info is not None else ()
-    return any(d.scope in _SHARED_SCOPES for chain in defs for d in chain)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # A module whose tests share a module- or class-scoped world (a prepared toolchain, a
-    # pre-commit environment, a gate's repository) stays on one worker, so it is built once;
-    # every other test goes to whichever worker is free.
-    for item in items:
-        if _shares_a_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: else as found
