@@ -118,8 +118,8 @@ def oms_json(run_oms: RunOms) -> Callable[..., tuple[int, dict[str, Any]]]:
 # worker in collection order, so a long module collected last would run alone at the end.
 SLOWEST_FIRST = (
     "test_pre_commit.py", "test_packaging.py", "test_result_gate.py", "test_transfer.py",
-    "test_agent_clis.py", "test_work_verify.py", "test_work_dispatch.py", "test_toolchain_gate.py",
-    "test_evidence_store.py", "test_mcp.py",
+    "test_agent_clis.py", "test_work_verify.py", "test_git_isolation.py", "test_work_dispatch.py",
+    "test_toolchain_gate.py", "test_evidence_store.py", "test_mcp.py",
 )  # fmt: skip
 
 
