@@ -360,7 +360,8 @@ def test_a_run_ends_while_its_lease_still_fences_the_result(lab: Lab) -> None:
     # The run's time-out is cut to the lease: it is stopped with LEASE_MARGIN_S left, so the
     # end of the dispatch is still recorded under the lease, never after it expired.
     t = lab.ticket("mode:sleep until stopped")
-    token = lab.lease(t["id"], ttl_s=LEASE_MARGIN_S + 3)
+    # 10 s for the run: oms' own start before the dispatch (a loaded machine) must fit too.
+    token = lab.lease(t["id"], ttl_s=LEASE_MARGIN_S + 10)
     code, data = lab.dispatch(t["id"], token)
     assert code == 1, data
     assert data["dispatch"]["state"] == "ended" and data["ticket"]["state"] == "retryable"
