@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 from support.oms import OMS, parse_single_json, run_oms
 from support.repos import commit_on, git, make_repo
+from support.work import dump
 
 from evidence import EvidenceStore, state_root
 from gatekeeper.gates.records import init
@@ -172,17 +172,6 @@ class Lab:
             "refs": git(self.repo, "for-each-ref"),
             "work": sorted(os.listdir(self.work_dir)) if self.work_dir.exists() else [],
         }
-
-
-def dump(db: Path) -> dict[str, list[str]]:
-    conn = sqlite3.connect(db)
-    try:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = "
-                                             "'table' ORDER BY name")]  # fmt: skip
-        return {t: sorted(repr(tuple(r)) for r in conn.execute(f'SELECT * FROM "{t}"'))
-                for t in tables}  # fmt: skip
-    finally:
-        conn.close()
 
 
 @pytest.fixture
