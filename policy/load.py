@@ -21,7 +21,7 @@ from typing import Any
 import rfc8785
 from pydantic import ValidationError
 
-from .model import DEFAULT_POLICY, Check, Policy, WorkPolicy
+from .model import DEFAULT_POLICY, Check, Policy, RunsPolicy, WorkPolicy
 
 POLICY_FILE = "oms.toml"
 MAX_POLICY_BYTES = 256 << 10
@@ -65,6 +65,8 @@ def policy_digest(policy: Policy) -> str:
             del data[name]
     if policy.work == WorkPolicy():
         del data["work"]
+    if policy.runs == RunsPolicy():
+        del data["runs"]
     return _digest(data)
 
 

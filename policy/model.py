@@ -266,6 +266,17 @@ class WorkPolicy(_Model):
     reflection_bytes: Annotated[int, Field(ge=256, le=65_536)] = 4096
 
 
+class RunsPolicy(_Model):
+    """`[runs]`: how far runs go on their own. The fan-out cap can be lowered, never raised
+    past 8; `autopilot = ["plan"]` lets an implement run's plan gate pass without a human
+    (transfer gates have their own `[[transfer.autopilot]]` rules)."""
+
+    fanout_max_items: Annotated[int, Field(ge=1, le=8)] = 8
+    max_cycles: Annotated[int, Field(ge=1, le=50)] = 8
+    max_steps_per_cycle: Annotated[int, Field(ge=1, le=50)] = 10
+    autopilot: list[Literal["plan"]] = []
+
+
 class Policy(_Model):
     """The whole of `oms.toml`. `version = 1` is required in a file."""
 
@@ -280,6 +291,7 @@ class Policy(_Model):
     providers: dict[Name, ProviderPolicy] = {}
     toolchains: list[Toolchain] = []
     work: WorkPolicy = WorkPolicy()
+    runs: RunsPolicy = RunsPolicy()
 
     @field_validator("version", mode="before")
     @classmethod

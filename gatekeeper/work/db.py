@@ -29,6 +29,13 @@ TICKET_STATES = ("pending", "leased", "running", "verifying", "completed", "retr
                  "parked", "blocked")  # fmt: skip
 ACTIVITIES = ("idle", "working", "blocked", "done")
 HEALTH = ("healthy", "parked", "stalled", "stopped")
+RUN_KINDS = ("plan", "orchestrate", "consult", "reconcile")
+RUN_MODES = ("plan", "research", "implement", "review")
+RUN_STATES = ("created", "planning", "awaiting_approval", "implementing", "verifying",
+              "completed", "failed", "aborted")  # fmt: skip
+ARTIFACT_KINDS = ("plan", "diff", "log", "report", "metadata", "status", "agent", "directive",
+                  "context", "remote_context", "progress", "reconciliation", "critic_trigger",
+                  "revision_packet", "fanout", "transfer_manifest")  # fmt: skip
 
 
 def _in(values: tuple[str, ...]) -> str:
@@ -157,6 +164,51 @@ MIGRATIONS: tuple[str, ...] = (
         object TEXT NOT NULL,
         nonce TEXT NOT NULL UNIQUE REFERENCES nonces(nonce),
         time TEXT NOT NULL
+    );
+    """,
+    # v2: runs (thehood's model, `gatekeeper.work.runs`), their artifacts and events.
+    f"""
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN {_in(RUN_KINDS)}),
+        mode TEXT NOT NULL CHECK (mode IN {_in(RUN_MODES)}),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN {_in(RUN_STATES)}),
+        step TEXT NOT NULL,
+        objective TEXT NOT NULL,
+        constraints TEXT NOT NULL,
+        roles TEXT NOT NULL,
+        gate TEXT,
+        stop_reason TEXT,
+        goal TEXT REFERENCES goals(id),
+        ticket TEXT REFERENCES tickets(id),
+        parent TEXT REFERENCES runs(id),
+        cycles INTEGER NOT NULL DEFAULT 0,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_updated ON runs(updated);
+    CREATE TABLE run_artifacts (
+        run TEXT NOT NULL REFERENCES runs(id),
+        ref TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN {_in(ARTIFACT_KINDS)}),
+        blob TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        media_type TEXT NOT NULL,
+        role TEXT,
+        summary TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        created TEXT NOT NULL,
+        PRIMARY KEY (run, ref)
+    );
+    CREATE TABLE run_events (
+        run TEXT NOT NULL REFERENCES runs(id),
+        n INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        data TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        created TEXT NOT NULL,
+        PRIMARY KEY (run, n)
     );
     """,
 )

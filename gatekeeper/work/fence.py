@@ -26,7 +26,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -145,6 +145,9 @@ class _Tx:
     target: str = ""
     detail: dict[str, p.Small] = field(default_factory=dict)
     blobs: tuple[str, ...] = ()  # hex digests of evidence blobs the entry names
+    # Run with the entry's seq once it is appended, still inside the transaction (rows that
+    # name the entry that recorded them: a run's artifacts and events).
+    after: list[Callable[[int], None]] = field(default_factory=list)
 
     def one(self, sql: str, *args: object) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self.conn.execute(sql, args).fetchone()
@@ -189,6 +192,13 @@ class Work:
     # -- the critical section ----------------------------------------------------------------
 
     @contextmanager
+    def fenced(self, nonce: str, op: str) -> Iterator[_Tx]:
+        """The critical section, for the runs (`gatekeeper.work.runs.store`): the caller sets
+        `tx.record`, `tx.subject` and `tx.target` as `_record` does."""
+        with self._fenced(nonce, op) as tx:
+            yield tx
+
+    @contextmanager
     def _fenced(self, nonce: str, op: str) -> Iterator[_Tx]:
         _checked(nonce, NONCE_RE, "nonce (8-128 of A-Z a-z 0-9 . _ : -)")
         with self.db.mutation() as conn:
@@ -207,6 +217,8 @@ class Work:
             conn.execute("INSERT INTO transitions (seq, kind, object, nonce, time) "
                          "VALUES (?, ?, ?, ?, ?)",
                          (entry.seq, entry.kind, tx.target, nonce, entry.time))  # fmt: skip
+            for then in tx.after:
+                then(entry.seq)
 
     def _record(self, tx: _Tx, kind: type[p.WorkRecord], ticket: str | None, goal: str | None,
                 **fields: Any) -> None:  # fmt: skip

@@ -21,7 +21,7 @@ Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 
 class WorkRecord(Payload):
-    object: Literal["goal", "ticket", "dispatch", "verification"]
+    object: Literal["goal", "ticket", "dispatch", "verification", "run"]
     id: str
     ticket: str | None = None
     goal: str | None = None
@@ -71,9 +71,22 @@ class VerifyFinished(WorkRecord):
     KIND: ClassVar[str] = "work.verify.finish"
 
 
+class RunCreated(WorkRecord):
+    """A run (`gatekeeper.work.runs`) was created; `detail` names its kind, mode and roles."""
+
+    KIND: ClassVar[str] = "work.run.create"
+
+
+class RunStepped(WorkRecord):
+    """One step of a run: its state, step, gate, and the artifacts and events it added (their
+    blobs are the entry's blobs)."""
+
+    KIND: ClassVar[str] = "work.run.step"
+
+
 KINDS: tuple[type[WorkRecord], ...] = (GoalCreated, TicketAdded, TicketLeased, DispatchStarted,
                                        DispatchRan, DispatchEnded, ReceiptFiled, VerifyStarted,
-                                       VerifyFinished)  # fmt: skip
+                                       VerifyFinished, RunCreated, RunStepped)  # fmt: skip
 WORK_KINDS = frozenset(k.KIND for k in KINDS)
 
 

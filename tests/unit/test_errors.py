@@ -115,6 +115,7 @@ KINDS = {
     "WorkDbUnavailable": "unavailable", "StaleVersion": "blocked", "NonceReplayed": "blocked",
     "LeaseRefused": "blocked", "WrongState": "blocked", "AttemptsExhausted": "blocked",
     "ReceiptRefused": "blocked", "RoleUnavailable": "unavailable", "TransferRefused": "blocked",
+    "ApprovalRefused": "blocked", "RunFinished": "blocked", "TransferBlocked": "blocked",
 }  # fmt: skip
 
 

@@ -1,0 +1,129 @@
+"""Runs end to end: an `oms init`ed repository whose default branch's policy has scripted
+`command:` roles for every run role, run under the real `oms agent run` (bwrap).
+
+The scripted provider (`SCRIPT`) reads the brief document from stdin (never argv) and
+answers markdown that names what it saw, so a test can assert what reached it. Its argv
+(from the trusted policy) picks a behaviour: `answer` (default), `fail` (exit 3),
+`empty` (prints nothing), `hang`, `implement` (writes `feature.py` and exits 0: the
+implementer), and a grader's `grade`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from support.repos import commit_on, make_repo
+
+from gatekeeper.gates.records import init
+
+PY = "/usr/bin/python3"
+NEEDS = (os.access("/usr/bin/bwrap", os.X_OK) and os.access(PY, os.X_OK))  # fmt: skip
+
+SCRIPT = r"""
+import json, os, sys, time
+mode = sys.argv[1]
+raw = sys.stdin.buffer.read()
+doc = json.loads(raw) if raw else {}
+if mode == "hang":
+    time.sleep(600)
+if mode == "fail":
+    print("something went wrong")
+    sys.exit(3)
+if mode == "empty":
+    sys.exit(0)
+if mode == "implement":
+    with open("feature.py", "w") as f:
+        f.write("def feature():\n    return %r\n" % doc.get("title", "x"))
+    print("implemented")
+    sys.exit(0)
+if mode == "grade":
+    print(json.dumps({"grade": "pass", "reasons": ["looks right"], "confidence": 0.9}))
+    sys.exit(0)
+if mode == "garbage":
+    print("not json at all")
+    sys.exit(0)
+print("# %s answer (%s)" % (doc.get("role"), doc.get("kind")))
+print("")
+print("goal: %s" % doc.get("goal"))
+print("brief: %s" % doc.get("brief"))
+print("evidence: %s" % json.dumps([e.get("ref") for e in doc.get("evidence", [])]))
+print("files: %s" % sorted(os.listdir(".")))
+"""
+
+ROLE = """[roles.{name}]
+provider = "command:{provider}"
+model = "scripted"
+auth = "none"
+billing = "none"
+transport = "exec"
+authority = "{authority}"
+unattended = true
+timeout_s = {timeout}
+"""
+UNIT = (PY, "-m", "unittest", "-q")
+READ_ROLES = ("orchestrator", "planner", "researcher", "qa", "verifier", "critic")
+
+
+def _s(text: str) -> str:
+    return json.dumps(text)  # a JSON string is a TOML basic string
+
+
+def policy(*, modes: Mapping[str, str] | None = None, external: tuple[str, ...] = (),
+           autopilot: tuple[str, ...] = (), roles: tuple[str, ...] = READ_ROLES,
+           implementer: bool = True, extra: str = "", timeout: int = 60) -> str:  # fmt: skip
+    """The default branch's `oms.toml`: one check (unittest), a `command:<role>` provider per
+    run role (engine `command:<role>`, model `scripted`), an implementer and a grader.
+    `modes` picks a role's behaviour; a role in `external` declares `external = true`
+    (so it needs a transfer); `autopilot` lists roles whose transfers an autopilot rule
+    approves."""
+    modes = dict(modes or {})
+    out = ["version = 1", "", "[[checks]]", 'name = "unit"',
+           "cmd = [" + ", ".join(_s(a) for a in UNIT) + "]", "timeout_s = 120", "",
+           "[work]", 'grader = "grader"', "max_attempts = 2", ""]  # fmt: skip
+    names = list(roles) + (["implementer"] if implementer else []) + ["grader"]
+    for name in names:
+        authority = "worktree-write" if name == "implementer" else "read-only"
+        mode = modes.get(name, {"implementer": "implement", "grader": "grade"}.get(name, "answer"))
+        out.append(ROLE.format(name=name, provider=name, authority=authority, timeout=timeout))
+        out += [f"[providers.{name}]", f"cmd = [{_s(PY)}, \"-c\", {_s(SCRIPT)}, {_s(mode)}]"]
+        if name in external:
+            out.append("external = true")
+        out.append("")
+    for name in autopilot:
+        out += ["[[transfer.autopilot]]", f'name = "auto-{name}"',
+                f'destinations = ["command:{name}:scripted"]', "max_bytes = 10000000",
+                'context = ["repo", "none"]', "require_clean_pushed = false", ""]  # fmt: skip
+    out.append(extra)
+    return "\n".join(out)
+
+
+TEST_MOD = ("import unittest\n\n\nclass T(unittest.TestCase):\n"
+            "    def test_ok(self):\n        self.assertTrue(True)\n")  # fmt: skip
+
+
+@dataclass
+class RunLab:
+    """A repository for runs: `set_policy` commits a new `oms.toml` to main."""
+
+    root: Path
+    repo: Path
+    env: dict[str, str]
+    n: int = 0
+
+    def set_policy(self, text: str) -> None:
+        self.n += 1
+        commit_on(self.repo, "main", {"oms.toml": text}, env=self.env,
+                  index=self.root / f"index-{self.n}", message="policy")  # fmt: skip
+
+
+def run_lab(tmp_path: Path, env: dict[str, str], **policy_args: Any) -> RunLab:
+    """A repository with `test_mod.py`, the runs policy on main, `oms init`ed."""
+    repo = make_repo(tmp_path / "repo", {"test_mod.py": TEST_MOD,
+                                         "oms.toml": policy(**policy_args)}, env=env)  # fmt: skip
+    init(repo)
+    return RunLab(tmp_path, repo, env)
