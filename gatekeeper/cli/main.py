@@ -74,6 +74,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.role:role",
         "Roles from policy: provider:model, eligibility and authority (display only).",
     ),
+    "run": (
+        "gatekeeper.cli.run:run",
+        "Runs: plan, orchestrate, consult, summon, fanout, continue, loop, reconcile, abort.",
+    ),
     "sandbox": ("gatekeeper.cli.sandbox:sandbox", "Run a command in the check sandbox."),
     "scan": (
         "gatekeeper.cli.scan:scan",

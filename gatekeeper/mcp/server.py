@@ -22,7 +22,7 @@ from gatekeeper.agent.payloads import RUN_ID_RE, run_subject
 from gatekeeper.mcp.context import ToolContext
 from gatekeeper.mcp.listing import listed_digest
 from gatekeeper.mcp.policy_cache import PolicyCache
-from gatekeeper.mcp.tools import doctor, evidence, policy, repo, result, transfer
+from gatekeeper.mcp.tools import board, doctor, evidence, policy, repo, result, runs, transfer
 from gatekeeper.repo.git import open_repo
 
 INSTRUCTIONS = (
@@ -30,7 +30,7 @@ INSTRUCTIONS = (
     "transfers and run the result gate; it cannot approve or release anything."
 )
 # In this order: `tools/list` lists tools as they were registered.
-TOOL_GROUPS = (doctor, policy, transfer, result, evidence, repo)
+TOOL_GROUPS = (doctor, policy, transfer, result, evidence, repo, runs, board)
 DISTRIBUTION = "oh-my-super-agent"
 
 
