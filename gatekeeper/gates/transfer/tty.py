@@ -111,7 +111,7 @@ def _show_paged(fd: int, lines: list[str]) -> None:
             raise Blocked(NOT_READ)
 
 
-def confirm_at_terminal(lines: list[str]) -> HumanApprover:
+def confirm_at_terminal(lines: list[str], question: bytes = _QUESTION) -> HumanApprover:
     """Show `lines` (already neutralised) in full at /dev/tty and read `yes` there."""
     _check_showable(lines)
     try:
@@ -121,7 +121,7 @@ def confirm_at_terminal(lines: list[str]) -> HumanApprover:
                       ) from None  # fmt: skip
     try:
         _show_paged(fd, [_HEADER, *lines])
-        _write_all(fd, _QUESTION)
+        _write_all(fd, question)
         answer = _read_answer(fd)
     finally:
         os.close(fd)

@@ -31,10 +31,14 @@ from gatekeeper.gates.transfer.preview import preview
 from gatekeeper.gates.transfer.release import release
 from gatekeeper.gates.transfer.state import locate, state_at
 from gatekeeper.gates.transfer.tty import confirm_at_terminal
+from gatekeeper.text import sanitize
 from gatekeeper.work import payloads as p
 from gatekeeper.work.fence import Work
 from gatekeeper.work.providers.base import Role
 from gatekeeper.work.runs.model import Gate, Run
+
+PLAN_QUESTION = b"Approve this plan? Type 'yes' to approve: "
+LINE_CHARS = 300
 
 
 class ApprovalRefused(Blocked):
@@ -128,8 +132,9 @@ def approve_at_terminal(work: Work, run: Run, summary_lines: list[str]) -> str:
             at = locate(work.repo.top, Sha256Digest.parse(g.transfer))
             approve_transfer(work.repo.top, g.transfer, at.manifest.nonce[:8])
             return "human"
-        who = confirm_at_terminal([f"oms: run {run.id} asks you to approve its plan", "",
-                                   *summary_lines])  # fmt: skip
+        shown = [sanitize(line, limit=LINE_CHARS) for line in summary_lines]
+        who = confirm_at_terminal([f"run {run.id} asks you to approve its plan", "", *shown],
+                                  PLAN_QUESTION)  # fmt: skip
     except Blocked as exc:
         raise ApprovalRefused(exc.message) from None
     return f"human:{who.name}"
