@@ -78,38 +78,47 @@ def transfer_gate(work: Work, run: Run, role: Role, run_role: str, step: str,
     g = run.gate
     if g is not None and g.kind == "transfer" and g.step == step and g.policy_role == role.name:
         assert g.transfer is not None
-        at = locate(work.repo.top, Sha256Digest.parse(g.transfer))
-        status = state_at(at).status
-        if status == "approved":
-            return Cleared(g.transfer, "human")
-        if status == "previewed":
-            rule = approving_rule(work.loaded.policy.transfer, at.manifest)
-            if rule is None:
-                return g
-            approve_transfer(work.repo.top, g.transfer, at.manifest.nonce[:8])
-            return Cleared(g.transfer, f"policy:{rule}")
+        got = readiness(work, g.transfer)
+        if got is not None:
+            return got if isinstance(got, Cleared) else g
         # expired, released or blocked: that manifest is spent; preview a fresh one
-    return _fresh(work, run, role, run_role, step, purpose)
-
-
-def _fresh(work: Work, run: Run, role: Role, run_role: str, step: str,
-           purpose: str) -> Cleared | Gate:  # fmt: skip
-    subject = p.subject(f"oms-run:{run.id}")
-    got = preview(work.repo.top, destination(role), purpose, "repo", [], None, False,
-                  requested_by=subject)  # fmt: skip
-    m = got.manifest
-    digest = str(got.digest)
-    if m.blocked:
-        raise TransferBlocked(f"the transfer to {destination(role)} is blocked: "
-                              + "; ".join(m.block_reasons))  # fmt: skip
-    rule = approving_rule(work.loaded.policy.transfer, m)
-    if rule is not None:
-        approve_transfer(work.repo.top, digest, m.nonce[:8])
-        return Cleared(digest, f"policy:{rule}")
+    digest = previewed(work, run, role, purpose)
+    got = readiness(work, digest)
+    if isinstance(got, Cleared):
+        return got
     return Gate(kind="transfer", step=step, role=run_role, policy_role=role.name,
                 transfer=digest,
                 reason=f"{run_role} ({destination(role)}) would receive repository context: "
                 "a human approves the transfer manifest first")  # fmt: skip
+
+
+def previewed(work: Work, run: Run, role: Role, purpose: str) -> str:
+    """A fresh manifest for `role`'s destination: the repository at HEAD, `purpose` (scanned
+    too), recorded as `transfer.preview` naming the run. TransferBlocked when blocked."""
+    subject = p.subject(f"oms-run:{run.id}")
+    got = preview(work.repo.top, destination(role), purpose, "repo", [], None, False,
+                  requested_by=subject)  # fmt: skip
+    if got.manifest.blocked:
+        raise TransferBlocked(f"the transfer to {destination(role)} is blocked: "
+                              + "; ".join(got.manifest.block_reasons))  # fmt: skip
+    return str(got.digest)
+
+
+def readiness(work: Work, digest: str) -> Cleared | str | None:
+    """Where manifest `digest` stands: Cleared when approved (by a human, or now by an
+    autopilot rule, which approves it as the policy); "previewed" while it waits for a
+    human; None when it is spent (expired, released or blocked)."""
+    at = locate(work.repo.top, Sha256Digest.parse(digest))
+    status = state_at(at).status
+    if status == "approved":
+        return Cleared(digest, "human")
+    if status != "previewed":
+        return None
+    rule = approving_rule(work.loaded.policy.transfer, at.manifest)
+    if rule is None:
+        return "previewed"
+    approve_transfer(work.repo.top, digest, at.manifest.nonce[:8])
+    return Cleared(digest, f"policy:{rule}")
 
 
 def approval_line(work: Work, gate: Gate) -> str | None:
