@@ -17,6 +17,7 @@ BENCHES = [
     "agent_bench.py",
     "toolchain_bench.py",
     "work_bench.py",
+    "runs_bench.py",
 ]
 
 
