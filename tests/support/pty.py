@@ -99,3 +99,14 @@ def continue_at_pty(repo: Path, run_id: str, answer: bytes | None, *, env: Mappi
                     approval: str = "approve") -> AtPty:  # fmt: skip
     """`flow.continue_run(repo, run_id, approval, via="terminal")` at a pty."""
     return at_pty(["-c", CONTINUE, str(repo), run_id, approval], answer, env=env, cwd=repo)
+
+
+def continue_without_terminal(repo: Path, run_id: str, *, env: Mapping[str, str],
+                              approval: str = "approve",
+                              stdin: bytes = b"yes\n") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The same call in a new session with no controlling terminal, `stdin` piped in (a
+    yes there must count for nothing)."""
+    return subprocess.run([sys.executable, "-c", CONTINUE, str(repo), run_id, approval],
+                          input=stdin.decode(), capture_output=True, text=True, env=dict(env),
+                          cwd=repo, start_new_session=True, timeout=TIMEOUT_S * 5,
+                          check=False)  # fmt: skip
