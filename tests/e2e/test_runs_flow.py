@@ -190,8 +190,8 @@ def test_loop_stops_at_the_cycle_cap_then_at_a_gate_and_abort_ends_it(lab: RunLa
     rid = out["run_id"]
     looped, code = flow.loop_run(lab.repo, rid)
     assert code == 0 and looped["stop"] == "gate" and looped["gate"]["kind"] == "plan"
-    assert looped["cycle_count"] == 1 and looped["cycles"][0]["steps"][-1]["to"] == (
-        "awaiting_approval")
+    assert looped["cycle_count"] == 1
+    assert looped["cycles"][0]["steps"][-1]["to"] == "awaiting_approval"
     again, _ = flow.loop_run(lab.repo, rid)
     assert again["stop"] == "gate" and again["version"] == looped["version"]
     with pytest.raises(Exception, match="reason is empty"):

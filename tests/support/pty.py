@@ -101,9 +101,12 @@ def continue_at_pty(repo: Path, run_id: str, answer: bytes | None, *, env: Mappi
     return at_pty(["-c", CONTINUE, str(repo), run_id, approval], answer, env=env, cwd=repo)
 
 
+Done = subprocess.CompletedProcess[str]
+
+
 def continue_without_terminal(repo: Path, run_id: str, *, env: Mapping[str, str],
                               approval: str = "approve",
-                              stdin: bytes = b"yes\n") -> subprocess.CompletedProcess[str]:  # fmt: skip
+                              stdin: bytes = b"yes\n") -> Done:  # fmt: skip
     """The same call in a new session with no controlling terminal, `stdin` piped in (a
     yes there must count for nothing)."""
     return subprocess.run([sys.executable, "-c", CONTINUE, str(repo), run_id, approval],

@@ -19,7 +19,7 @@ from gatekeeper.work.runs import actions, engine, gates
 from gatekeeper.work.runs.api import Out, checked_text, exit_of, opened_runs, shown
 from gatekeeper.work.runs.gates import ApprovalRefused
 from gatekeeper.work.runs.model import MAX_MESSAGE_CHARS, Gate, Run
-from gatekeeper.work.runs.store import NewArtifact, Runs, RunFinished, checked_run_id
+from gatekeeper.work.runs.store import NewArtifact, RunFinished, Runs, checked_run_id
 
 APPROVALS = ("approve", "reject", "revise", "none")
 VIA = ("terminal", "cli", "mcp")
@@ -46,9 +46,10 @@ def _open_gate(run: Run) -> Gate:
 def refused_here(run: Run, why: str) -> ApprovalRefused:
     """The refusal of an approval asked for where no human can give it, naming what the
     human runs at their own terminal instead."""
+    told = [actions.approve_command(run).to_json()]
     return ApprovalRefused(f"{why}: a human approves run {run.id} at a controlling terminal "
                            f"with `oms run continue {run.id} --approve`",
-                           data={"next_actions": [actions.approve_command(run).to_json()]})  # fmt: skip
+                           data={"next_actions": told})  # fmt: skip
 
 
 def plan_lines(runs: Runs, run: Run, gate: Gate) -> list[str]:
@@ -67,6 +68,12 @@ def _approve(work: Work, runs: Runs, run: Run, gate: Gate) -> Run:
     """A human's yes at the controlling terminal, recorded as `approval_granted` in the step
     that clears a plan gate; a transfer gate stays open until its step runs under the now
     approved manifest (clearing it would send the step to a fresh, unapproved one)."""
+    if gate.kind == "transfer":
+        assert gate.transfer is not None
+        if gates.readiness(work, gate.transfer) != "previewed":
+            # approved already (`oms transfer approve` as copied), or spent (expired): the
+            # step goes on under it, or previews a fresh manifest and stops there again
+            return run
     lines = plan_lines(runs, run, gate) if gate.kind == "plan" else []
     try:
         who = gates.approve_at_terminal(work, run, lines)
@@ -124,8 +131,8 @@ def continue_run(repo_dir: Path, run_id: str, approval: str = "none", message: s
             else:
                 run = _revise(runs, run, gate, message, via)
         looped = engine.loop(work, runs, run, 1, work.loaded.policy.runs.max_steps_per_cycle)
-        return shown(work, runs, looped.run, looped.responses, stop=looped.stop), exit_of(
-            looped.run)
+        out = shown(work, runs, looped.run, looped.responses, stop=looped.stop)
+        return out, exit_of(looped.run)
 
 
 def loop_run(repo_dir: Path, run_id: str, max_cycles: int | None = None,

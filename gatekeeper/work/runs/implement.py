@@ -19,7 +19,7 @@ from typing import Any
 
 from gatekeeper.work import roles
 from gatekeeper.work.dispatch import dispatch
-from gatekeeper.work.fence import Work, new_nonce
+from gatekeeper.work.fence import LEASABLE, RECOVERABLE, Work, new_nonce
 from gatekeeper.work.model import Ticket
 from gatekeeper.work.providers.base import Role, RoleUnavailable
 from gatekeeper.work.runs import engine, gates, mapping
@@ -122,7 +122,7 @@ def implement(work: Work, runs: Runs, run: Run) -> Progress:
     if run.ticket is None:
         return _ticket_created(work, runs, run, events)
     ticket = work.ticket(run.ticket)
-    if ticket.state not in ("pending", "retryable", "parked"):
+    if ticket.state not in LEASABLE + RECOVERABLE:
         return engine.fail(runs, run, f"the ticket {ticket.id} is {ticket.state}; an implement "
                            "step leases only a pending or retryable ticket")  # fmt: skip
     try:
@@ -153,8 +153,14 @@ def verdict_artifact(got: Mapping[str, Any]) -> NewArtifact:
 @step("verify")
 def verify(work: Work, runs: Runs, run: Run) -> Progress:
     """The grader's transfer gate, then the core's `verify` of the run's ticket; its
-    ticket state decides the run's."""
+    ticket state decides the run's. The lease the receipt was filed under must still be
+    live (the core refuses a verify without it)."""
     assert run.ticket is not None, "a verify step follows a receipt"
+    if work.lease_left(run.ticket) <= 0:
+        # the lease ran out (a long wait at the grader's gate): the core recovers the ticket
+        # when it is leased again, as a new attempt; the run does not move the ticket itself
+        return engine.move(runs, run, "implementing", "implement",
+                           events=[("lease_expired", {"ticket": run.ticket})])  # fmt: skip
     role = grader(work)
     try:
         cleared = gates.transfer_gate(work, run, role, "verifier", "verify",
