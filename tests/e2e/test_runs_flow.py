@@ -106,8 +106,12 @@ def test_only_a_human_at_a_terminal_passes_the_plan_and_transfer_gates(lab: RunL
     try:
         t = w.ticket(shown["ticket"])
         assert t.state == "completed" and t.human_hold
+        assert t.body.blob is not None
+        body = w.store.blobs.get(t.body.blob.removeprefix("sha256:")).decode()
     finally:
         w.close()
+    assert body.startswith("Add a feature\n") and "## Approved plan (plan-1)" in body
+    assert "planner answer (plan)" in body
 
 
 def test_a_no_at_the_terminal_approves_nothing(lab: RunLab) -> None:

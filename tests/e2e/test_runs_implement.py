@@ -4,9 +4,11 @@ receipt, then the result gate and one grade; scripted `command:` roles under the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from support.pty import continue_at_pty
 from support.repos import git
 from support.runs import NEEDS, RunLab, policy, run_lab
 from support.work import open_work
@@ -85,3 +87,26 @@ def test_a_failing_implementer_retries_then_fails_the_run_at_max_attempts(lab: R
     assert [a["ref"] for a in logs] == ["log-1", "log-2"]
     assert "attempt 1: ended" in logs[0]["summary"] and "attempt 2: ended" in logs[1]["summary"]
     assert kinds(lab.repo).count("work.ticket.lease") == 2
+
+
+def test_an_external_grader_holds_the_run_at_its_transfer_gate_until_a_human_approves(
+    lab: RunLab,
+) -> None:
+    lab.set_policy(policy(roles=NO_PLANNER, external=("grader",)))
+    out, code = api.orchestrate(lab.repo, "Add a feature", auto_loop=True)
+    assert code == 0, out
+    assert out["status"] == "awaiting_approval" and out["stop"] == "gate", out
+    g = out["gate"]
+    assert (g["kind"], g["step"], g["role"], g["policy_role"]) == (
+        "transfer", "verify", "verifier", "grader")  # fmt: skip
+    assert "work.verify.start" not in kinds(lab.repo)
+    got = continue_at_pty(lab.repo, out["run_id"], b"yes\n", env=lab.env)
+    assert got.code == 0, got
+    assert "Approve this transfer?" in got.screen
+    done = json.loads(got.out)
+    assert done["status"] == "completed", done
+    log = kinds(lab.repo)
+    assert log.count("transfer.approve") == 1 and log.count("transfer.release") == 1
+    assert log.index("transfer.release") < log.index("work.verify.start")
+    report, _ = api.read_artifact(lab.repo, out["run_id"], "report-1")
+    assert json.loads(report["text"])["grade"]["grade"] == "pass"

@@ -20,7 +20,7 @@ from typing import Any
 from gatekeeper.work import roles
 from gatekeeper.work.dispatch import dispatch
 from gatekeeper.work.fence import LEASABLE, RECOVERABLE, Work, new_nonce
-from gatekeeper.work.model import Ticket
+from gatekeeper.work.model import MAX_BODY_BYTES, Ticket
 from gatekeeper.work.providers.base import Role, RoleUnavailable
 from gatekeeper.work.runs import engine, gates, mapping
 from gatekeeper.work.runs.engine import Progress, step
@@ -58,12 +58,23 @@ def _title(run: Run) -> str:
     return first[:TITLE_CHARS]
 
 
+def ticket_body(runs: Runs, run: Run) -> tuple[str | None, bytes]:
+    """The goal text and the approved plan, within the core's body bound (a longer plan is
+    cut, saying so: the whole plan stays the run's artifact)."""
+    ref, text = approved_plan(runs, run)
+    head = f"{run.objective}\n\n## Approved plan ({ref or 'none: no planner in this run'})\n\n"
+    body = (head + text).encode()
+    if len(body) > MAX_BODY_BYTES:
+        note = f"\n\n(cut here: the whole plan is artifact {ref} of run {run.id})".encode()
+        body = body[: MAX_BODY_BYTES - len(note)].decode("utf-8", "ignore").encode() + note
+    return ref, body
+
+
 def _ticket_created(work: Work, runs: Runs, run: Run, events: Events) -> Progress:
     """The run's goal and ticket, once: the goal text and the approved plan as the body."""
-    ref, text = approved_plan(runs, run)
-    goal = work.create_goal(_title(run), "the ticket is completed by the result gate",
+    goal = work.create_goal(run.objective, "the ticket is completed by the result gate",
                             "until-empty", new_nonce())  # fmt: skip
-    body = f"{run.objective}\n\n## Approved plan ({ref or 'none'})\n\n{text}".encode()
+    ref, body = ticket_body(runs, run)
     ticket = work.add_ticket(goal.id, _title(run), body, new_nonce())
     return engine.move(runs, run, "implementing", "implement", goal=goal.id, ticket=ticket.id,
                        events=[*events, ("ticket_created", {"goal": goal.id,

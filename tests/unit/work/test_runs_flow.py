@@ -12,14 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.work import initialised_work, snapshot
+from support.work import Clock, initialised_work, new_ticket, snapshot
 
 from gatekeeper.errors import EXIT_BLOCKED, NotFound, UsageError
 from gatekeeper.work.fence import StaleVersion, Work
-from gatekeeper.work.runs import actions, engine, flow, gates
+from gatekeeper.work.model import MAX_BODY_BYTES
+from gatekeeper.work.runs import actions, engine, flow, gates, implement
 from gatekeeper.work.runs.gates import ApprovalRefused
 from gatekeeper.work.runs.model import Gate, Run
-from gatekeeper.work.runs.store import RunFinished, Runs
+from gatekeeper.work.runs.store import NewArtifact, RunFinished, Runs
 
 PLAN_GATE = Gate(kind="plan", step="implement", role="planner", policy_role="planner",
                  artifact="plan-1", reason="approve the plan")  # fmt: skip
@@ -181,3 +182,33 @@ def test_no_next_action_lets_an_agent_approve(work: Work) -> None:
     assert approving and all(a.owner == "human" and a.tool is None for a in approving)
     assert {a.arguments.get("approval") for a in got if a.tool == "oms_continue"} == {
         "revise", "reject"}  # fmt: skip
+
+
+def test_a_lease_that_ran_out_before_verify_sends_the_run_back_to_the_core(
+    git_repo: Path, oms_home: Path
+) -> None:
+    clock = Clock()
+    with initialised_work(git_repo, clock) as work:
+        walk = new_ticket(work).leased(ttl_s=60).running().ran().verifying()
+        runs = Runs(work)
+        run = runs.create("orchestrate", "implement", "goal", (), {}, step="start")
+        run = runs.step(run, state="verifying", step="verify", ticket=walk.id).run
+        clock.advance(61)
+        got = engine.advance(work, runs, run)
+        assert got.moved and got.run.state == "implementing" and got.run.step == "implement"
+        [ev] = runs.events(run.id, last=1)
+        assert ev.kind == "lease_expired" and ev.data == {"ticket": walk.id}
+        t = work.ticket(walk.id)
+        assert t.state == "verifying" and t.verification is None  # the core's, untouched
+
+
+def test_a_ticket_body_holds_the_goal_and_the_plan_within_the_cores_bound(work: Work) -> None:
+    runs = Runs(work)
+    run = new_run(work)
+    ref, body = implement.ticket_body(runs, run)
+    assert ref is None and body.startswith(b"Add a feature\n\n## Approved plan (none")
+    big = NewArtifact(kind="plan", data=b"step\n" * 60_000, summary="a long plan")
+    run = runs.step(run, artifacts=[big]).run
+    ref, body = implement.ticket_body(runs, run)
+    assert ref == "plan-1" and len(body) == MAX_BODY_BYTES
+    assert body.endswith(f"the whole plan is artifact plan-1 of run {run.id})".encode())
