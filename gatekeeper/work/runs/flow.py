@@ -108,28 +108,31 @@ def _revise(runs: Runs, run: Run, gate: Gate, message: str | None, via: str) -> 
                                                      "plan": gate.artifact})]).run  # fmt: skip
 
 
+def _answered(work: Work, runs: Runs, run: Run, approval: str, message: str | None,
+              via: str) -> Run:  # fmt: skip
+    """The run after the answer to its open gate (UsageError when none is open)."""
+    gate = _open_gate(run)
+    if approval == "approve":
+        if via != "terminal":
+            raise refused_here(run, f"approve is refused over {via}")
+        return _approve(work, runs, run, gate)
+    if approval == "reject":
+        return _reject(runs, run, gate, message, via)
+    return _revise(runs, run, gate, message, via)
+
+
 def continue_run(repo_dir: Path, run_id: str, approval: str = "none", message: str | None = None,
                  *, via: str = "mcp") -> Out:  # fmt: skip
     """`oms run continue` / `oms_continue`. `via` is "terminal" only for the CLI's
     `--approve` (which asks at the controlling terminal); "cli" or "mcp" otherwise. After
-    the answer, the run advances one cycle (to its next gate or its end)."""
+    the answer, the run advances one cycle (to its next gate or its end); a finished run
+    is shown as it is, whatever the answer."""
     checked_run_id(run_id)
     _checked(approval, message, via)
     with opened_runs(repo_dir) as (work, runs):
         run = runs.get(run_id)
-        if run.terminal:
-            return shown(work, runs, run), exit_of(run)
-        if approval != "none":
-            gate = _open_gate(run)
-            if approval == "approve":
-                if via != "terminal":
-                    raise refused_here(run, f"approve is refused over {via}")
-                run = _approve(work, runs, run, gate)
-            elif approval == "reject":
-                run = _reject(runs, run, gate, message, via)
-                return shown(work, runs, run), exit_of(run)
-            else:
-                run = _revise(runs, run, gate, message, via)
+        if approval != "none" and not run.terminal:
+            run = _answered(work, runs, run, approval, message, via)
         looped = engine.loop(work, runs, run, 1, work.loaded.policy.runs.max_steps_per_cycle)
         out = shown(work, runs, looped.run, looped.responses, stop=looped.stop)
         return out, exit_of(looped.run)

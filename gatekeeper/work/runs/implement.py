@@ -32,7 +32,6 @@ from gatekeeper.work.verify import verify as core_verify
 Events = list[tuple[str, Mapping[str, Any]]]
 PLAN_RULE = "runs.autopilot"
 TITLE_CHARS = 120
-SUMMARY_CHARS = 300
 
 
 def approved_plan(runs: Runs, run: Run) -> tuple[str | None, str]:
@@ -83,9 +82,10 @@ def _ticket_created(work: Work, runs: Runs, run: Run, events: Events) -> Progres
 
 
 def _purpose(runs: Runs, run: Run, what: str) -> str:
-    ref, text = approved_plan(runs, run)
-    summary = " ".join(text.split())[:SUMMARY_CHARS]
-    return f"oms run {run.id} ({run.mode}), {what}: {run.objective}\n\nplan {ref}: {summary}"
+    """The manifest's purpose: the goal and the approved plan's summary (scanned too)."""
+    plans = [x for x in runs.artifacts(run.id) if x.kind == "plan"]
+    plan = f"plan {plans[-1].ref}: {plans[-1].summary}" if plans else "no plan"
+    return f"oms run {run.id} ({run.mode}), {what}: {run.objective}\n\n{plan}"
 
 
 def dispatch_artifact(got: Mapping[str, Any]) -> NewArtifact:
