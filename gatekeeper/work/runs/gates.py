@@ -65,6 +65,15 @@ class Cleared:
         return []
 
 
+def auto_passes(work: Work, gate: Gate | None) -> bool:
+    """A plan gate that `[runs] autopilot = ["plan"]` of the default branch's policy passes
+    (the implement step records it as `approval_auto_approved`); a transfer gate never
+    passes on its own here (its autopilot rules apply when it is previewed)."""
+    if gate is None or gate.kind != "plan":
+        return False
+    return "plan" in work.loaded.policy.runs.autopilot
+
+
 def destination(role: Role) -> str:
     return f"{role.provider}:{role.model}"
 
