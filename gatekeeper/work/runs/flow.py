@@ -24,7 +24,7 @@ from gatekeeper.work.runs.store import NewArtifact, RunFinished, Runs, checked_r
 APPROVALS = ("approve", "reject", "revise", "none")
 VIA = ("terminal", "cli", "mcp")
 SHOWN_CYCLES = 8
-PLAN_LINES = 40
+PLAN_LINES = 2000  # the whole plan, paged at the terminal (its tty bounds still hold)
 REASON_CHARS = 500
 
 
@@ -53,8 +53,8 @@ def refused_here(run: Run, why: str) -> ApprovalRefused:
 
 
 def plan_lines(runs: Runs, run: Run, gate: Gate) -> list[str]:
-    """What the human reads before approving a plan: the plan artifact's summary, then its
-    first lines (bounded; the whole plan is the artifact)."""
+    """What the human reads before approving a plan: the plan artifact's summary, then the
+    plan itself (paged at the terminal; past PLAN_LINES a line names the artifact)."""
     if gate.artifact is None:
         return ["(no plan artifact)"]
     a = runs.artifact(run.id, gate.artifact)
