@@ -200,3 +200,13 @@ def test_role_assign_on_the_cli_merges_and_refuses_a_malformed_pair(lab: Lab) ->
         "message"]
     rows = {r["run_role"]: r for r in lab.ok("oms_roles")["run_roles"]}
     assert rows["qa"]["policy_role"] == "critic"
+
+
+def test_the_largest_inputs_are_cut_to_the_bound_and_say_so(lab: Lab) -> None:
+    many = [f"{i:02d} " + "x" * 490 for i in range(20)]
+    result = lab.call("oms_recommend_loop", {"goal": "Fix " + "y" * 4000, "constraints": many,
+                                             "acceptance_criteria": many,
+                                             "forbidden_changes": many})  # fmt: skip
+    sc = result.structured_content
+    assert sc is not None and sc["ok"] is True and sc["truncated"] is True
+    assert sc["data"]["recipe"] == "implement-verify"  # the small fields survive the cut
