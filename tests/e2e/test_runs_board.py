@@ -132,8 +132,7 @@ def test_assign_roles_persists_records_and_refuses_what_policy_lacks(lab: Lab) -
     assert data["roles"]["verifier"] == "critic" and data["evidence_seq"] > 0
     assert _assigned_entries(lab)[-1] == {"verifier": "critic"}
     rows = {r["run_role"]: r for r in lab.ok("oms_roles")["run_roles"]}
-    assert (rows["verifier"]["policy_role"], rows["verifier"]["source"]) == ("critic",
-                                                                            "assigned")
+    assert (rows["verifier"]["policy_role"], rows["verifier"]["source"]) == ("critic", "assigned")
     before = _assigned_entries(lab)
     msg = lab.refused("oms_assign_roles", {"role_mapping": {"verifier": "codex-cli:gpt-5.5"}})
     assert "usage: cannot assign verifier" in msg and "no role of the policy" in msg
@@ -196,8 +195,10 @@ def test_role_assign_on_the_cli_merges_and_refuses_a_malformed_pair(lab: Lab) ->
     assert out["assigned"] == {"qa": "critic"} and out["roles"]["qa"] == "critic"
     bad = run_oms(["role", "assign", "qa", "--repo", str(lab.repo), "--json"], env=lab.env,
                   cwd=lab.root)  # fmt: skip
-    assert bad.returncode == 2 and "expected RUN_ROLE=ROLE" in parse_single_json(bad)["error"][
-        "message"]
+    assert (
+        bad.returncode == 2
+        and "expected RUN_ROLE=ROLE" in parse_single_json(bad)["error"]["message"]
+    )
     rows = {r["run_role"]: r for r in lab.ok("oms_roles")["run_roles"]}
     assert rows["qa"]["policy_role"] == "critic"
 

@@ -84,7 +84,9 @@ def test_run_action_names_the_tool_that_starts_the_recipe() -> None:
     big = board.run_action("plan-implement-verify", "g", [], stack, 3)
     assert "auto_loop" not in big["arguments"]  # the plan gate waits for a human
     assert board.run_action("plan-only", "g", [], {"planner": "p"}, 3) == {
-        "tool": "oms_plan", "arguments": {"goal": "g", "constraints": [], "orchestrator": "p"}}
+        "tool": "oms_plan",
+        "arguments": {"goal": "g", "constraints": [], "orchestrator": "p"},
+    }
 
 
 # -- recommend_loop and pro_access on a repository -----------------------------------------------
@@ -116,8 +118,9 @@ def test_recommend_loop_falls_back_to_a_plan_when_policy_has_no_implementer(
     ({"goal": "x", "allowed_paths": ["a"] * 21}, "at most 20 allowed paths"),
     ({"goal": "x", "validation_commands": [""]}, "validation commands is empty"),
 ])  # fmt: skip
-def test_recommend_loop_refuses_bad_input(tmp_path: Path, oms_env: dict[str, str],
-                                          kw: dict[str, object], message: str) -> None:
+def test_recommend_loop_refuses_bad_input(
+    tmp_path: Path, oms_env: dict[str, str], kw: dict[str, object], message: str
+) -> None:
     lab = run_lab(tmp_path, oms_env)
     with pytest.raises(UsageError, match=message):
         board.recommend_loop(lab.repo, **kw)  # type: ignore[arg-type]
