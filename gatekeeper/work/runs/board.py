@@ -39,7 +39,7 @@ from gatekeeper.work.runs.api import (
     checked_text,
     opened_runs,
 )
-from gatekeeper.work.runs.model import MAX_GOAL_CHARS, RUN_ROLES, Run
+from gatekeeper.work.runs.model import MAX_GOAL_CHARS, RUN_ROLES, Artifact, Run, RunEvent
 from gatekeeper.work.runs.store import Runs, checked_run_id
 from policy import LoadedPolicy
 
@@ -219,27 +219,67 @@ def assign_roles(repo_dir: Path, role_mapping: Mapping[str, str]) -> Out:
 ACTED = ("provider_invoked", "agent_summoned")
 
 
-def _of_role(data: Mapping[str, Any], run_role: str, name: str | None) -> bool:
-    if data.get("run_role") is not None:
-        return bool(data.get("run_role") == run_role)
-    return data.get("role") in (run_role, name) if name is not None else False
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run's lanes are read from, fetched once: its events, its artifacts, and the
+    items of its latest fan-out (the guests' `fanout` artifact, sidecar only)."""
+
+    run: Run
+    events: Sequence[RunEvent]
+    artifacts: Sequence[Artifact]
+    fanout_ref: str | None
+    fanout_items: Sequence[Mapping[str, Any]]
+
+    @classmethod
+    def of(cls, runs: Runs, run: Run) -> RunFacts:
+        arts = runs.artifacts(run.id)
+        fans = [a for a in arts if a.kind == "fanout"]
+        items: list[Mapping[str, Any]] = []
+        if fans:
+            try:
+                doc = json.loads(runs.content(fans[-1]))
+                items = [i for i in doc.get("items", []) if isinstance(i, dict)]
+            except (ValueError, AttributeError):
+                items = []  # an unreadable record shows no sidecar, and grants nothing anyway
+        return cls(run, runs.events(run.id), arts, fans[-1].ref if fans else None, items)
+
+    def roles_of(self, e: RunEvent) -> set[str]:
+        """The run roles an event is about: a summon names its run role; a provider call is
+        the role whose answer the same step attached (its entry's seq)."""
+        if e.kind != "provider_invoked":
+            role = e.data.get("role")
+            return {role} if isinstance(role, str) else set()
+        return {a.role for a in self.artifacts if a.seq == e.seq and a.role is not None}
 
 
-def lane(runs: Runs, run: Run, row: Mapping[str, Any]) -> dict[str, Any]:
-    """One run role's lane in `run`: acted or not, blocked at the open gate, its sidecar
-    (fanout) items, bounded refs."""
-    run_role, name = row["run_role"], row["policy_role"]
-    events = [e for e in runs.events(run.id) if e.kind in ACTED or e.kind.startswith("fanout")]
-    mine = [e for e in events if _of_role(e.data, run_role, name)]
-    arts = [a for a in runs.artifacts(run.id) if a.role == run_role]
-    g = run.gate
+def _waiting(facts: RunFacts, run_role: str) -> bool:
+    """A summon of `run_role` stopped at its side gate and has not answered since."""
+    asked = [e.n for e in facts.events if e.kind == "approval_requested"
+             and e.data.get("side") and e.data.get("role") == run_role]  # fmt: skip
+    done = [e.n for e in facts.events if e.kind == "agent_summoned"
+            and e.data.get("role") == run_role]  # fmt: skip
+    return bool(asked) and max(asked) > max(done, default=-1)
+
+
+def lane(facts: RunFacts, run_role: str) -> dict[str, Any]:
+    """One run role's lane: acted or not, blocked at the run's gate or waiting at a side
+    gate, its fan-out items, bounded refs."""
+    run, g = facts.run, facts.run.gate
+    mine = [e for e in facts.events if e.kind in ACTED and run_role in facts.roles_of(e)]
+    arts = [a for a in facts.artifacts if a.role == run_role]
     blocked = g is not None and g.role == run_role and run.state == "awaiting_approval"
-    side = [a for a in arts if a.kind == "fanout"]
-    state = "blocked" if blocked else ("acted" if any(e.kind in ACTED for e in mine) else "idle")
-    return {"state": state,
-            "blocking": {"gate": g.kind, "reason": g.reason} if blocked and g else None,
-            "acted": [e.kind for e in mine if e.kind in ACTED][-REFS_SHOWN:],
-            "sidecar": [{"ref": a.ref, "summary": a.summary[:120]} for a in side][-REFS_SHOWN:],
+    waiting = _waiting(facts, run_role)
+    state = "blocked" if blocked else "waiting" if waiting else "acted" if mine else "idle"
+    side = [{"ref": facts.fanout_ref, "status": i.get("status"), "kind": i.get("kind")}
+            for i in facts.fanout_items if i.get("role") == run_role]  # fmt: skip
+    blocking = None
+    if blocked and g is not None:
+        blocking = {"gate": g.kind, "reason": g.reason}
+    elif waiting:
+        blocking = {"gate": "transfer", "reason": "a summon waits for its transfer approval"}
+    return {"state": state, "blocking": blocking,
+            "acted": [e.kind for e in mine][-REFS_SHOWN:],
+            "sidecar": side[-REFS_SHOWN:],
             "artifact_refs": [a.ref for a in arts][-REFS_SHOWN:],
             "event_refs": [f"event-{e.n}" for e in mine][-REFS_SHOWN:]}  # fmt: skip
 
@@ -279,10 +319,14 @@ def agent_board(repo_dir: Path, run_id: str | None = None, include_artifact: boo
             run = runs.get(run_id)
             rows = run_role_rows(_Policy(work.loaded, work.repo.repo_id, work.repo.top))
             rows = [{**r, **_run_mapped(work.loaded, run, r)} for r in rows]
-            cards = [{**card(r), **lane(runs, run, r)} for r in rows]
-            arts = runs.artifacts(run.id)
+            facts = RunFacts.of(runs, run)
+            cards = [{**card(r), **lane(facts, r["run_role"])} for r in rows]
+            arts = list(facts.artifacts)
             out = {"scope": "run", "run_id": run.id, "status": run.state, "step": run.step,
                    "gate": run.gate.to_json() if run.gate else None, "cards": cards,
+                   "sidecar": {"fanout_ref": facts.fanout_ref, "items": len(facts.fanout_items),
+                               "note": "advisory only: satisfies no verifier, QA or "
+                               "completion gate"},
                    "next_actions": [a.to_json()
                                     for a in actions.derive(work, run, arts)]}  # fmt: skip
     out["authority_note"] = AUTHORITY_NOTE

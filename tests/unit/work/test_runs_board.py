@@ -17,6 +17,7 @@ from evidence import EvidenceStore, state_root
 from gatekeeper.errors import UsageError
 from gatekeeper.repo.git import open_repo
 from gatekeeper.work.runs import api, board, mapping
+from gatekeeper.work.runs.store import NewArtifact
 from policy import LoadedPolicy, Policy
 
 
@@ -235,3 +236,37 @@ def test_the_board_of_a_run_shows_who_acted_the_open_gate_and_next_actions(
     assert repo_board["scope"] == "repository" and "artifact" not in repo_board
     with pytest.raises(UsageError):
         board.agent_board(lab.repo, "not-a-run")
+
+
+def test_the_board_reads_fanout_items_and_a_summon_s_side_gate_per_role(
+    tmp_path: Path, oms_env: dict[str, str]
+) -> None:
+    """The guests' records as they write them: ONE `fanout` artifact (no role) whose items
+    name run roles, and a summon's `approval_requested` side-gate event."""
+    lab = run_lab(tmp_path, oms_env)
+    with api.opened_runs(lab.repo) as (work, runs):  # a run made, not advanced: no provider
+        roles_map = mapping.run_mapping(work.loaded, work.repo.repo_id)
+        made = runs.create("plan", "plan", "Add a feature flag", (), roles_map, step="start")
+    doc = {"v": 1, "status": "partial", "sidecar_only": True, "items": [
+        {"role": "qa", "kind": "qa", "status": "completed"},
+        {"role": "critic", "kind": "critique", "status": "failed"}]}  # fmt: skip
+    with api.opened_runs(lab.repo) as (_, runs):
+        run = runs.get(made.id)
+        fan = NewArtifact(kind="fanout", data=json.dumps(doc).encode(), summary="fan-out of 2",
+                          media_type="application/json")  # fmt: skip
+        asked = ("approval_requested", {"gate": "transfer", "side": "summon", "role": "researcher"})
+        runs.step(run, artifacts=[fan], events=[("fanout_recorded", {"status": "partial"}), asked])
+    out, _ = board.agent_board(lab.repo, made.id)
+    cards = {c["id"]: c for c in out["cards"]}
+    assert cards["qa"]["sidecar"] == [{"ref": "fanout-1", "status": "completed", "kind": "qa"}]
+    assert cards["critic"]["sidecar"][0]["status"] == "failed"
+    assert cards["planner"]["sidecar"] == [] and cards["planner"]["state"] == "idle"
+    assert cards["researcher"]["state"] == "waiting"
+    assert cards["researcher"]["blocking"]["gate"] == "transfer"
+    assert out["sidecar"]["fanout_ref"] == "fanout-1" and "advisory" in out["sidecar"]["note"]
+    with api.opened_runs(lab.repo) as (_, runs):
+        summoned = ("agent_summoned", {"role": "researcher", "status": "completed"})
+        runs.step(runs.get(made.id), events=[summoned])
+    cards = {c["id"]: c for c in board.agent_board(lab.repo, made.id)[0]["cards"]}
+    assert cards["researcher"]["state"] == "acted"
+    assert cards["researcher"]["acted"] == ["agent_summoned"]
