@@ -12,6 +12,7 @@ side effects and send nothing.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -531,12 +532,29 @@ HOST_NOTE = ("the host's own external-disclosure policy (ChatGPT, Codex, a works
              "admin) is outside oms' control: oms decides only what oms itself sends")  # fmt: skip
 
 
+def _shell_escaped(text: str) -> str:
+    return re.sub(r'([\\"$`])', r"\\\1", text)
+
+
+def mcp_command_word(top: Path) -> str:
+    """`--mcp-command`'s value as one shell word. A path under the home directory is
+    written `$HOME/...` inside double quotes: tool results never show the home directory,
+    and the line must still work as copied (the shell expands it before tunnel-client
+    reads it)."""
+    mcp = shlex.join([*oms_command(), "mcp", "--repo", str(top)])
+    home = os.path.expanduser("~").rstrip("/")
+    if not home or home not in mcp:
+        return shlex.quote(mcp)
+    at_home = re.escape(_shell_escaped(home)) + r"(?=/|\s|'|$)"
+    return '"' + re.sub(at_home, lambda _: "$HOME", _shell_escaped(mcp)) + '"'
+
+
 def tunnel_commands(top: Path) -> list[str]:
     """OpenAI's Secure MCP Tunnel pointed at this installation's `oms mcp` for this repo."""
-    mcp = shlex.join([*oms_command(), "mcp", "--repo", str(top)])
     tc = ["tunnel-client"]
-    return [shlex.join([*tc, "init", "--sample", "sample_mcp_stdio_local", "--profile", PROFILE,
-                        "--tunnel-id", TUNNEL_ID, "--mcp-command", mcp]),
+    init = shlex.join([*tc, "init", "--sample", "sample_mcp_stdio_local", "--profile", PROFILE,
+                       "--tunnel-id", TUNNEL_ID, "--mcp-command"])  # fmt: skip
+    return [f"{init} {mcp_command_word(top)}",
             shlex.join([*tc, "doctor", "--profile", PROFILE, "--explain"]),
             shlex.join([*tc, "run", "--profile", PROFILE])]  # fmt: skip
 

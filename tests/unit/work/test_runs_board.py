@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from support.secrets import fake_aws_key
 
 from evidence import EvidenceStore, state_root
 from gatekeeper.errors import UsageError
+from gatekeeper.integrations import oms_command
 from gatekeeper.repo.git import open_repo
 from gatekeeper.work.runs import api, board, mapping
 from gatekeeper.work.runs.store import NewArtifact
@@ -270,3 +273,22 @@ def test_the_board_reads_fanout_items_and_a_summon_s_side_gate_per_role(
     cards = {c["id"]: c for c in board.agent_board(lab.repo, made.id)[0]["cards"]}
     assert cards["researcher"]["state"] == "acted"
     assert cards["researcher"]["acted"] == ["agent_summoned"]
+
+
+@pytest.mark.parametrize("under_home", [True, False])
+def test_the_tunnel_command_works_as_copied_with_no_home_path_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, under_home: bool
+) -> None:
+    top = tmp_path / "my repo's $dir"
+    home = tmp_path if under_home else tmp_path / "elsewhere"
+    monkeypatch.setenv("HOME", str(home))
+    init = board.tunnel_commands(top)[0]
+    assert str(home) not in init and ("$HOME" in init) is under_home
+    # What the shell hands tunnel-client: the command that serves exactly this repository.
+    shown = init.replace("tunnel-client", "printf '%s\\n'", 1)
+    got = subprocess.run(["/bin/sh", "-c", shown], capture_output=True, text=True, check=True,
+                         env={"HOME": str(home), "PATH": "/usr/bin:/bin"}).stdout  # fmt: skip
+    words = got.splitlines()
+    assert words[:-1] == ["init", "--sample", "sample_mcp_stdio_local", "--profile",
+                          "oms-local", "--tunnel-id", "<tunnel-id>", "--mcp-command"]  # fmt: skip
+    assert shlex.split(words[-1]) == [*oms_command(), "mcp", "--repo", str(top)]
