@@ -26,8 +26,8 @@ from gatekeeper.errors import UsageError
 from gatekeeper.gates.result.protected import BUILTIN
 from gatekeeper.integrations import oms_command
 from gatekeeper.outfile import check_output
-from gatekeeper.repo.git import open_repo
-from gatekeeper.scan.interface import ScanItem
+from gatekeeper.repo.git import Repo, open_repo
+from gatekeeper.scan.interface import ScanItem, ScannerUnavailable
 from gatekeeper.scan.policy import scan_with_policy
 from gatekeeper.text import sanitize
 from gatekeeper.work import roles
@@ -97,13 +97,15 @@ def _source(run_role: str, name: str, saved: Mapping[str, str]) -> str:
 @dataclass(frozen=True)
 class _Policy:
     loaded: LoadedPolicy
-    repo_id: str
-    top: Path
+    repo: Repo
+
+    @property
+    def repo_id(self) -> str:
+        return self.repo.repo_id
 
 
 def _trusted(repo_dir: Path) -> _Policy:
-    repo = open_repo(repo_dir)
-    return _Policy(roles.trusted_policy(repo_dir), repo.repo_id, repo.top)
+    return _Policy(roles.trusted_policy(repo_dir), open_repo(repo_dir))
 
 
 def run_role_rows(p: _Policy) -> list[dict[str, Any]]:
@@ -204,8 +206,7 @@ def assign_roles(repo_dir: Path, role_mapping: Mapping[str, str]) -> Out:
     ensure_private_dir(path.parent, root)
     check_output(path)
     merged = dict(sorted({**_saved(path, p.repo_id), **new}.items()))
-    repo = open_repo(repo_dir)
-    store = EvidenceStore.open(root, p.repo_id, common_dir=repo.common_dir)
+    store = EvidenceStore.open(root, p.repo_id, common_dir=p.repo.common_dir)
     entry = store.append(Draft.of(RolesAssigned(roles=new), subject=subject(f"oms-roles:"
                                   f"{p.repo_id}"), policy=p.loaded.digest))  # fmt: skip
     check_output(path)
@@ -318,7 +319,7 @@ def agent_board(repo_dir: Path, run_id: str | None = None, include_artifact: boo
         checked_run_id(run_id)
         with opened_runs(repo_dir) as (work, runs):
             run = runs.get(run_id)
-            rows = run_role_rows(_Policy(work.loaded, work.repo.repo_id, work.repo.top))
+            rows = run_role_rows(_Policy(work.loaded, work.repo))
             rows = [{**r, **_run_mapped(work.loaded, run, r)} for r in rows]
             facts = RunFacts.of(runs, run)
             cards = [{**card(r), **lane(facts, r["run_role"])} for r in rows]
@@ -407,7 +408,7 @@ def classify(goal: str) -> tuple[str, float, dict[str, int]]:
         if top == 0:
             return "plan-only", 0.35, hits
     rest = sum(hits.values()) - top
-    return recipe, round(min(0.9, 0.5 + 0.15 * top - 0.1 * rest), 2), hits
+    return recipe, round(max(0.1, min(0.9, 0.5 + 0.15 * top - 0.1 * rest)), 2), hits
 
 
 def _fits(recipe: str, played: Mapping[str, str]) -> bool:
@@ -566,6 +567,19 @@ def secret_rules(loaded: LoadedPolicy, texts: Sequence[tuple[str, str]]) -> list
     return [{"item": f.file, "rule": f.rule, "line": f.line} for f in found][:10]
 
 
+def _scanned(loaded: LoadedPolicy,
+             texts: Sequence[tuple[str, str]]) -> tuple[list[Any], str | None]:  # fmt: skip
+    """The findings and why the prompt is withheld (None: it is not). A scanner that cannot
+    run never means "no secret" (fail closed); the other paths are still shown."""
+    try:
+        found = secret_rules(loaded, texts)
+    except ScannerUnavailable as exc:
+        return [], f"withheld: the scanners cannot run ({sanitize(str(exc), limit=200)})"
+    if found:
+        return found, "withheld: the goal or a constraint holds a secret; remove it first"
+    return [], None
+
+
 def _prompt(goal: str, cons: Sequence[str]) -> str:
     lines = ["No repository context is attached; answer from the goal alone.", "",
              f"Goal: {goal}"]  # fmt: skip
@@ -584,13 +598,13 @@ def pro_access(repo_dir: Path, goal: str | None = None,
     p = _trusted(repo_dir)
     texts = [("<goal>", goal)] if goal is not None else []
     texts += [(f"<constraint {i + 1}>", c) for i, c in enumerate(cons)]
-    found = secret_rules(p.loaded, texts)
+    found, withheld = _scanned(p.loaded, texts)
     prompt: dict[str, Any] = {"mode": "no_repo_context_prompt", "prompt": None,
                               "secret_found": bool(found), "findings": found}  # fmt: skip
     if goal is None:
         prompt["note"] = "pass a goal (and constraints) for a prompt to paste into ChatGPT Pro"
-    elif found:
-        prompt["note"] = "withheld: the goal or a constraint holds a secret; remove it first"
+    elif withheld is not None:
+        prompt["note"] = withheld
     else:
         prompt["prompt"] = _prompt(goal, cons)
     rules = [r.name for r in p.loaded.policy.transfer.autopilot]
@@ -599,7 +613,7 @@ def pro_access(repo_dir: Path, goal: str | None = None,
                                "runs_autopilot": list(p.loaded.policy.runs.autopilot),
                                "note": "only a human at a terminal or these rules approve; "
                                "MCP never approves"},
-           "paths": [_connector(p.top), prompt, _transfer()],
+           "paths": [_connector(p.repo.top), prompt, _transfer()],
            "host_policy_note": HOST_NOTE}  # fmt: skip
     return out, 0
 

@@ -150,6 +150,12 @@ def test_pro_access_withholds_a_prompt_whose_goal_holds_a_secret(
     assert f"mcp --repo {lab.repo.resolve()}" in init
     assert transfer["first"]["tool"] == "oms_model_access"
     assert out["calls_made"] == 0 and out["context_sent"] == "none"
+    # A scanner that cannot be trusted never means "no secret": the prompt is withheld.
+    lab.set_policy(policy(extra=f'[scanners]\ngitleaks_sha256 = "{"0" * 64}"\n'))
+    out, _ = board.pro_access(lab.repo, "Sketch a retry policy")
+    [connector, prompt, _] = out["paths"]
+    assert prompt["prompt"] is None and "scanners cannot run" in prompt["note"]
+    assert connector["commands"]
 
 
 # -- assignments ----------------------------------------------------------------------------------
