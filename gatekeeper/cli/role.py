@@ -21,7 +21,8 @@ UNATTENDED = click.option(
 
 @click.group()
 def role() -> None:
-    """Roles from policy: provider:model, eligibility and authority (display only)."""
+    """Roles from policy: provider:model, eligibility and authority (display only); `assign`
+    chooses which of them plays a run role, never more than the policy allows."""
 
 
 @role.command("list")
