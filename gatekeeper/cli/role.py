@@ -21,8 +21,7 @@ UNATTENDED = click.option(
 
 @click.group()
 def role() -> None:
-    """Roles from policy: provider:model, eligibility and authority (display only); `assign`
-    chooses which of them plays a run role, never more than the policy allows."""
+    """Roles from policy: provider:model, eligibility and authority (display only)."""
 
 
 @role.command("list")
