@@ -1,4 +1,5 @@
-"""`oms role list|check`: the roster from the default branch's policy; display only."""
+"""`oms role list|check`: the roster from the default branch's policy; display only.
+`oms role assign`: which policy role plays a run role, within what the policy defines."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import click
 
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Data, Outcome, command
-from gatekeeper.errors import EXIT_UNAVAILABLE
+from gatekeeper.errors import EXIT_UNAVAILABLE, UsageError
 from gatekeeper.text import sanitize
 from gatekeeper.work.roles import status, statuses
+from gatekeeper.work.runs.board import assign_roles
 
 UNATTENDED = click.option(
     "--unattended", is_flag=True, help="Judge eligibility for a run with nobody at a terminal."
@@ -45,6 +47,26 @@ def role_check(name: str, repo: Path, unattended: bool) -> Outcome:
     message = f"role {name} cannot run: {'; '.join(shown['reasons'])}"
     data = {"role": shown, "error": {"kind": "unavailable", "message": sanitize(message)}}
     return Outcome(data, code=EXIT_UNAVAILABLE, lines=role_lines(shown))
+
+
+@role.command("assign")
+@click.argument("pairs", nargs=-1, required=True, metavar="RUN_ROLE=ROLE...")
+@REPO_OPTION
+@command
+def role_assign(pairs: tuple[str, ...], repo: Path) -> Outcome:
+    """Persist which policy role (a name or its provider:model) plays each run role named;
+    merged with earlier assignments, recorded as evidence. It never widens the policy."""
+    given: dict[str, str] = {}
+    for pair in pairs:
+        run_role, sep, value = pair.partition("=")
+        if not sep or not run_role or not value:
+            raise UsageError(f"expected RUN_ROLE=ROLE, not {pair[:80]!r}")
+        if run_role in given:
+            raise UsageError(f"{run_role[:40]!r} is assigned twice")
+        given[run_role] = value
+    data, code = assign_roles(repo, given)
+    lines = [sanitize(f"{r}: {n}") for r, n in data["roles"].items()]
+    return Outcome(data, code=code, lines=[*lines, sanitize(f"note: {data['note']}")])
 
 
 def role_lines(r: Data) -> list[str]:
