@@ -72,7 +72,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "release": ("gatekeeper.cli.release:release", "Release readiness of oms itself."),
     "role": (
         "gatekeeper.cli.role:role",
-        "Roles from policy: provider:model, eligibility and authority (display only).",
+        "Roles from policy: provider:model, eligibility, authority; assign one to a run role.",
     ),
     "run": (
         "gatekeeper.cli.run:run",

@@ -21,7 +21,7 @@ UNATTENDED = click.option(
 
 @click.group()
 def role() -> None:
-    """Roles from policy: provider:model, eligibility and authority (display only)."""
+    """Roles from policy: provider:model, eligibility, authority; assign one to a run role."""
 
 
 @role.command("list")

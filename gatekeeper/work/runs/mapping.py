@@ -10,6 +10,7 @@ policy role named after the run role; a planner falls back to the orchestrator.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from gatekeeper.work.runs.model import RUN_ROLES
 from policy import LoadedPolicy
 
 ASSIGNMENTS_FILE = "run-roles.json"
+MAX_FILE_BYTES = 64 << 10
 FALLBACK: Mapping[str, str] = {"planner": "orchestrator", "orchestrator": "planner"}
 
 
@@ -33,11 +35,16 @@ def assigned(repo_id: str) -> dict[str, str]:
     A file that cannot be read as such is a configuration error, never ignored."""
     path = assignments_path(repo_id)
     try:
-        raw = path.read_bytes()
+        # never through a symlink: the state root's files are oms' own, read as they are
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise UsageError(f"cannot read the role assignments: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
+        raise UsageError(f"{ASSIGNMENTS_FILE} is larger than {MAX_FILE_BYTES} bytes")
     try:
         doc = json.loads(raw)
         found = doc["roles"]
