@@ -164,8 +164,10 @@ def test_a_bad_summon_is_a_usage_error(lab: Lab, args: dict[str, Any], message: 
 
 
 def test_the_default_kind_follows_the_role() -> None:
-    got = {r: guests.checked_call(r, "b").kind for r in ("qa", "critic", "researcher",
-                                                         "planner", "orchestrator", "verifier")}
+    got = {
+        r: guests.checked_call(r, "b").kind
+        for r in ("qa", "critic", "researcher", "planner", "orchestrator", "verifier")
+    }
     assert got == {"qa": "qa", "critic": "critique", "researcher": "research", "planner": "plan",
                    "orchestrator": "plan", "verifier": "review"}  # fmt: skip
 
