@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from support.env import clean_env, use_clean_git_here
+from support.repos import commit_on
 from support.runs import NEEDS, READ_ROLES, RunLab, run_lab
 
 from evidence import EvidenceStore, state_root
@@ -303,3 +304,26 @@ def test_the_fanout_cap_is_the_least_of_the_call_policy_and_eight(lab: Lab) -> N
         for bad in (0, 9, True):
             with pytest.raises(UsageError, match="max_items is 1 to 8"):
                 guests.cap_of(work, bad)
+
+
+def test_a_side_gate_whose_manifest_went_stale_previews_anew(lab: Lab) -> None:
+    ask = {"role": "critic", "brief": "Critique again after a change"}
+    first, _ = guests.summon(lab.repo, lab.done, **ask)
+    assert first["summon_status"] == "awaiting_approval"
+    commit_on(lab.repo, "main", {"notes.txt": "moved on\n"}, env=lab.lab.env,
+              index=lab.lab.root / "index-stale", message="HEAD moves")  # fmt: skip
+    # The old manifest names the old HEAD: approve and release would refuse it, so the
+    # same summon asks for a fresh one instead of waiting on it for ever.
+    second, _ = guests.summon(lab.repo, lab.done, **ask)
+    assert second["summon_status"] == "awaiting_approval"
+    assert second["transfer"] != first["transfer"]
+    manifests = [a for a in second["artifacts"] if a["kind"] == "transfer_manifest"]
+    assert len(manifests) >= 2
+
+
+def test_a_fanout_whose_every_item_failed_exits_1(lab: Lab) -> None:
+    items = [{"role": "qa", "brief": "Check it", "agent": "failer"}]
+    out, code = guests.fanout(lab.repo, lab.done, items)
+    assert code == 1, out
+    assert out["fanout_status"] == "failed"
+    assert out["items"][0]["stop_reason"] == "qa: the provider exited 3"

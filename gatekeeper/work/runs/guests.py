@@ -204,13 +204,13 @@ def _side_gate(work: Work, runs: Runs, run: Run, c: Call, b: ask.Brief,
     if not role.external:
         return gates.Cleared(), None
     known = _manifests(runs, run, c.key)
-    if known is not None:
+    if known is not None and gates.still_holds(work, known):
         got = gates.readiness(work, known)
         if isinstance(got, gates.Cleared):
             return got, None
         if got == "previewed":
             return known, None
-        # spent (expired, released, blocked): preview anew
+        # spent (expired, released, blocked) or stale (HEAD moved): preview anew
     digest = gates.previewed(work, run, role, ask.purpose(run, b))
     got = gates.readiness(work, digest)
     return (got if isinstance(got, gates.Cleared) else digest), _manifest_artifact(c, role, digest)
@@ -355,7 +355,8 @@ def fanout(repo_dir: Path, run_id: str, items: Sequence[Mapping[str, Any]],
     """`oms run fanout` / `oms_fanout`: up to the cap of summons in order, then ONE `fanout`
     artifact. Sidecar-only: the run's state, step and gate never change, and nothing here
     satisfies a verifier, QA or completion gate. A side gate waiting for a human stops the
-    group (later items `not_attempted`); a failed answer marks its item and goes on."""
+    group (later items `not_attempted`); a failed answer marks its item and goes on. Exit 1
+    only when every attempted item failed."""
     checked_run_id(run_id)
     calls = checked_items(items)
     with opened_runs(repo_dir) as (work, runs):
@@ -380,7 +381,7 @@ def fanout(repo_dir: Path, run_id: str, items: Sequence[Mapping[str, Any]],
         out = shown(work, runs, run, fanout_status=status, bounds=bounds, fanout_ref=ref,
                     items=rows)  # fmt: skip
         out["next_actions"] = [*stop, *out["next_actions"]]
-        return out, 0
+        return out, 1 if status == "failed" else 0
 
 
 def _unrun(c: Call, status: str, why: str) -> dict[str, Any]:
