@@ -145,10 +145,11 @@ def test_a_summon_onto_a_run_at_its_gate_leaves_the_gate_as_it_was(lab: Lab) -> 
 
 
 def test_evidence_of_another_run_is_refused_and_nothing_changes(lab: Lab) -> None:
-    before = _run(lab.repo, lab.waiting)
+    with opened_runs(lab.repo) as (_, runs):  # a run with no artifacts; lab.done has plan-1
+        other = runs.create("plan", "plan", "another run", (), {}, step="start")
     with pytest.raises(NotFound, match="has no artifact 'plan-1'"):
-        guests.summon(lab.repo, lab.waiting, "qa", "Check it", evidence_refs=["plan-1"])
-    assert _run(lab.repo, lab.waiting).version == before.version
+        guests.summon(lab.repo, other.id, "qa", "Check it", evidence_refs=["plan-1"])
+    assert _run(lab.repo, other.id).version == other.version
 
 
 @pytest.mark.parametrize(("args", "message"), [
