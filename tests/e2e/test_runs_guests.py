@@ -25,6 +25,7 @@ from support.runs import NEEDS, READ_ROLES, RunLab, run_lab
 from evidence import EvidenceStore, state_root
 from gatekeeper.errors import NotFound, UsageError
 from gatekeeper.repo.git import open_repo
+from gatekeeper.work.providers.base import RoleUnavailable
 from gatekeeper.work.runs import api, guests
 from gatekeeper.work.runs.api import opened_runs
 from gatekeeper.work.runs.model import Run
@@ -163,6 +164,13 @@ def test_a_bad_summon_is_a_usage_error(lab: Lab, args: dict[str, Any], message: 
     call: dict[str, Any] = {"role": "qa", "brief": "Check it", **args}
     with pytest.raises(UsageError, match=message):
         guests.summon(lab.repo, lab.done, **call)
+
+
+def test_a_summon_by_a_role_the_policy_lacks_is_refused_before_anything(lab: Lab) -> None:
+    before = _run(lab.repo, lab.done)
+    with pytest.raises(RoleUnavailable, match="'nobody' is no role of the policy"):
+        guests.summon(lab.repo, lab.done, "qa", "Check it", agent="nobody")
+    assert _run(lab.repo, lab.done).version == before.version
 
 
 def test_the_default_kind_follows_the_role() -> None:

@@ -138,18 +138,23 @@ def test_reconcile_refuses_what_it_cannot_reconcile(lab: tuple[RunLab, str]) -> 
     got, parent = lab
     with opened_runs(got.repo) as (_, runs):
         fresh = runs.create("plan", "plan", "not done yet", (), {}, step="start").id
+        itself = runs.create("reconcile", "research", "a reconcile", (), {}, step="reconcile",
+                             parent=fresh).id  # fmt: skip
     cases: list[tuple[dict[str, Any], str]] = [
         ({"run_id": fresh}, "is created; only a completed run is reconciled"),
         ({"run_id": parent, "role": "qa"}, "the planner or the orchestrator"),
         ({"run_id": parent, "approval": "yes"}, "approval is one of"),
         ({"run_id": parent, "approval": "approve"}, "has no open reconcile run to approve"),
         ({"run_id": "r-nothex"}, "not a run id"),
+        ({"run_id": itself}, "is itself a reconcile run; reconcile its parent"),
     ]
     for args, message in cases:
         with pytest.raises(UsageError, match=message):
             reconcile.reconcile(got.repo, **args)
+    with opened_runs(got.repo) as (_, runs):
+        assert runs.get(itself).version == 1  # nothing was created or advanced
     with opened_runs(got.repo) as (work, _):
-        assert reconcile.open_reconcile(work, parent) is None  # nothing was created
+        assert reconcile.open_reconcile(work, parent) is None
 
 
 def test_reconcile_pauses_at_its_manifest_then_a_human_or_autopilot_lets_it_leave(
