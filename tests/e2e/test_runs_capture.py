@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from support.env import clean_env, use_clean_git_here
-from support.repos import git
-from support.runs import NEEDS, PY, RunLab, _s, run_lab
+from support.repos import commit_on, git
+from support.runs import NEEDS, PY, TEST_MOD, UNIT, RunLab, _s, policy, run_lab
+from support.work import new_ticket, nonce
 
 from gatekeeper.errors import UsageError
 from gatekeeper.work.runs import api, capture, guests
@@ -99,3 +100,33 @@ def test_a_qa_agents_summon_is_never_captured_evidence(lab: tuple[RunLab, str]) 
     kinds = [k for k, _ in _events(got.repo, run_id)]
     assert kinds.count("evidence_captured") == before
     assert kinds[-1] == "agent_summoned"
+
+
+BROKEN_TEST = TEST_MOD.replace("self.assertTrue(True)", "self.assertTrue(False)")
+
+
+def test_an_implement_run_captures_on_its_candidate_with_the_trusted_plan(
+    lab: tuple[RunLab, str],
+) -> None:
+    got, _ = lab
+    # The candidate breaks the test and rewrites the plan so that "unit" would pass: the
+    # trusted plan (main's) is what runs, so the capture fails.
+    unit = "cmd = [" + ", ".join(_s(w) for w in UNIT) + "]"
+    theirs = policy().replace(unit, 'cmd = ["/bin/true"]') + '[[checks]]\nname = "unit2"\n'
+    theirs += 'cmd = ["/bin/true"]\n'
+    assert unit in policy() and unit not in theirs
+    candidate = commit_on(got.repo, "cand", {"test_mod.py": BROKEN_TEST, "oms.toml": theirs},
+                          env=got.env, index=got.root / "index-cand")  # fmt: skip
+    with opened_runs(got.repo) as (work, runs):
+        walk = new_ticket(work).leased().running().ran(candidate)
+        assert walk.lease is not None and walk.dispatch is not None
+        work.file_receipt(walk.dispatch, walk.lease.token, nonce(), candidate)
+        run = runs.create("orchestrate", "implement", "x", (), {}, step="start")
+        run = runs.step(run, ticket=walk.id).run
+    out, code = capture.capture(got.repo, run.id, "unit")
+    assert code == 1, out
+    c = out["captured"]
+    assert (c["commit"], c["workspace"], c["passed"]) == (candidate, "candidate", False)
+    assert "FAILED" in c["stderr_tail"]
+    with pytest.raises(UsageError, match="no check 'unit2'"):  # the candidate's own check
+        capture.capture(got.repo, run.id, "unit2")
