@@ -238,14 +238,14 @@ def _awaiting(work: Work, run: Run, c: Call, role: Role, digest: str) -> list[di
 # -- one summon ---------------------------------------------------------------------------------
 
 
-def _call(work: Work, run: Run, b: ask.Brief, role: Role, cleared: gates.Cleared,
+def _call(work: Work, doc: bytes, b: ask.Brief, role: Role, cleared: gates.Cleared,
           kind: ArtifactKind) -> ask.Answer:  # fmt: skip
     """The provider call itself (as `ask.ask` makes it, past a gate of our own)."""
     _, base = default_branch_ref(work.repo)
     call = adapter(role)
     gates.use_up(work, cleared)  # spent as the context leaves
-    got = call(ProviderRequest(work.repo.top, base, role, new_agent_run_id(),
-                               ask.document(run, b, role), output_schema=b.schema))  # fmt: skip
+    got = call(ProviderRequest(work.repo.top, base, role, new_agent_run_id(), doc,
+                               output_schema=b.schema))  # fmt: skip
     artifact = NewArtifact(kind=kind, data=got.output.encode(), summary=ask.summarise(got.output),
                            role=b.run_role)  # fmt: skip
     return ask.Answer(role, got, cleared, artifact)
@@ -267,10 +267,11 @@ def summon_one(work: Work, runs: Runs, run: Run, c: Call) -> Summoned:
                         f"manifest {cleared[:19]}…", run, transfer=cleared,
                         next_actions=_awaiting(work, run, c, role, cleared))  # fmt: skip
     kind: ArtifactKind = "plan" if c.kind == "plan" else "report"
-    got = _call(work, run, b, role, cleared, kind)
+    sent = ask.document(run, b, role)
+    got = _call(work, sent, b, role, cleared, kind)
     run = runs.get(run.id)  # a summon moves nothing, so it goes on top of whatever is there
     directive_ref, response_ref = runs.next_ref(run.id, "directive"), runs.next_ref(run.id, kind)
-    directive = NewArtifact(kind="directive", data=ask.document(run, b, role),
+    directive = NewArtifact(kind="directive", data=sent,
                             summary=f"the brief sent to {c.role} ({c.kind})",
                             media_type="application/json", role=c.role)  # fmt: skip
     status = "completed" if got.ok else "failed"
