@@ -31,6 +31,7 @@ from gatekeeper.gates.transfer.preview import preview
 from gatekeeper.gates.transfer.release import release
 from gatekeeper.gates.transfer.state import locate, state_at
 from gatekeeper.gates.transfer.tty import confirm_at_terminal
+from gatekeeper.gates.transfer.unchanged import check_unchanged
 from gatekeeper.text import sanitize
 from gatekeeper.work import payloads as p
 from gatekeeper.work.fence import Work
@@ -164,3 +165,15 @@ def use_up(work: Work, cleared: Cleared) -> None:
     payload is not written anywhere). A refusal here means nothing was sent."""
     if cleared.transfer is not None:
         release(work.repo.top, cleared.transfer, "run")
+
+
+def still_holds(work: Work, digest: str) -> bool:
+    """Whether manifest `digest` still describes what would leave (HEAD, the selection and
+    its bytes as previewed). A summon's side gate previews anew when it does not, rather than
+    wait on an approval that approve or release would refuse ("HEAD moved")."""
+    at = locate(work.repo.top, Sha256Digest.parse(digest))
+    try:
+        check_unchanged(at.repo, at.manifest, work.loaded.policy.transfer)
+    except Blocked:
+        return False
+    return True
