@@ -120,12 +120,18 @@ def ask(work: Work, run: Run, b: Brief, kind: ArtifactKind = "report") -> Answer
     cleared = gates.transfer_gate(work, run, role, b.run_role, b.step, purpose(run, b))
     if isinstance(cleared, Gate):
         return cleared
+    return call(work, role, b, document(run, b, role), cleared, kind)
+
+
+def call(work: Work, role: Role, b: Brief, doc: bytes, cleared: gates.Cleared,
+         kind: ArtifactKind) -> Answer:  # fmt: skip
+    """The provider call itself, past whichever gate cleared it (a run's own, or a summon's
+    side gate): the approval is spent as the context leaves, then the CLI runs read-only."""
     _, base = default_branch_ref(work.repo)
-    call = adapter(role)
+    run_provider = adapter(role)
     gates.use_up(work, cleared)  # the approval is spent as the context leaves, not after
-    got = call(ProviderRequest(work.repo.top, base, role, new_agent_run_id(),
-                               document(run, b, role), output_schema=b.schema))  # fmt: skip
-    text = got.output
-    artifact = NewArtifact(kind=kind, data=text.encode(), summary=summarise(text),
+    got = run_provider(ProviderRequest(work.repo.top, base, role, new_agent_run_id(), doc,
+                                       output_schema=b.schema))  # fmt: skip
+    artifact = NewArtifact(kind=kind, data=got.output.encode(), summary=summarise(got.output),
                            role=b.run_role)  # fmt: skip
     return Answer(role, got, cleared, artifact)

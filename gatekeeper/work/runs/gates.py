@@ -117,13 +117,14 @@ def previewed(work: Work, run: Run, role: Role, purpose: str) -> str:
 def readiness(work: Work, digest: str) -> Cleared | str | None:
     """Where manifest `digest` stands: Cleared when approved (by a human, or now by an
     autopilot rule, which approves it as the policy); "previewed" while it waits for a
-    human; None when it is spent (expired, released or blocked)."""
+    human; None when it is spent (expired, released, blocked) or no longer describes what
+    would leave (HEAD or the files moved since it was previewed)."""
     at = locate(work.repo.top, Sha256Digest.parse(digest))
     status = state_at(at).status
+    if status not in ("approved", "previewed") or not still_holds(work, digest):
+        return None  # HEAD or the files moved since: approve and release would refuse it
     if status == "approved":
         return Cleared(digest, "human")
-    if status != "previewed":
-        return None
     rule = approving_rule(work.loaded.policy.transfer, at.manifest)
     if rule is None:
         return "previewed"

@@ -29,12 +29,9 @@ from typing import Any
 
 import rfc8785
 
-from gatekeeper.agent.workspace import new_run_id as new_agent_run_id
 from gatekeeper.errors import NotFound, UsageError
-from gatekeeper.repo.refs import default_branch_ref
 from gatekeeper.work.fence import Work
-from gatekeeper.work.providers import adapter
-from gatekeeper.work.providers.base import ProviderRequest, Role
+from gatekeeper.work.providers.base import Role
 from gatekeeper.work.runs import actions, ask, gates
 from gatekeeper.work.runs.api import (
     Out,
@@ -204,7 +201,7 @@ def _side_gate(work: Work, runs: Runs, run: Run, c: Call, b: ask.Brief,
     if not role.external:
         return gates.Cleared(), None
     known = _manifests(runs, run, c.key)
-    if known is not None and gates.still_holds(work, known):
+    if known is not None:
         got = gates.readiness(work, known)
         if isinstance(got, gates.Cleared):
             return got, None
@@ -238,19 +235,6 @@ def _awaiting(work: Work, run: Run, c: Call, role: Role, digest: str) -> list[di
 # -- one summon ---------------------------------------------------------------------------------
 
 
-def _call(work: Work, doc: bytes, b: ask.Brief, role: Role, cleared: gates.Cleared,
-          kind: ArtifactKind) -> ask.Answer:  # fmt: skip
-    """The provider call itself (as `ask.ask` makes it, past a gate of our own)."""
-    _, base = default_branch_ref(work.repo)
-    call = adapter(role)
-    gates.use_up(work, cleared)  # spent as the context leaves
-    got = call(ProviderRequest(work.repo.top, base, role, new_agent_run_id(), doc,
-                               output_schema=b.schema))  # fmt: skip
-    artifact = NewArtifact(kind=kind, data=got.output.encode(), summary=ask.summarise(got.output),
-                           role=b.run_role)  # fmt: skip
-    return ask.Answer(role, got, cleared, artifact)
-
-
 def summon_one(work: Work, runs: Runs, run: Run, c: Call) -> Summoned:
     """One summon onto `run`: the side gate, the call, ONE step; the run's state, step and
     gate stay as they are. Refusals (a role that cannot run, a blocked manifest, evidence
@@ -268,7 +252,7 @@ def summon_one(work: Work, runs: Runs, run: Run, c: Call) -> Summoned:
                         next_actions=_awaiting(work, run, c, role, cleared))  # fmt: skip
     kind: ArtifactKind = "plan" if c.kind == "plan" else "report"
     sent = ask.document(run, b, role)
-    got = _call(work, sent, b, role, cleared, kind)
+    got = ask.call(work, role, b, sent, cleared, kind)
     run = runs.get(run.id)  # a summon moves nothing, so it goes on top of whatever is there
     directive_ref, response_ref = runs.next_ref(run.id, "directive"), runs.next_ref(run.id, kind)
     directive = NewArtifact(kind="directive", data=sent,
