@@ -7,11 +7,6 @@ they were, whatever it recorded beside them."""
 from __future__ import annotations
 
 import json
-import os
-import select
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +14,7 @@ from typing import Any
 
 import pytest
 from support.env import clean_env, use_clean_git_here
+from support.pty import approve_copied
 from support.repos import commit_on
 from support.runs import NEEDS, READ_ROLES, RunLab, run_lab
 
@@ -31,15 +27,6 @@ from gatekeeper.work.runs.api import opened_runs
 from gatekeeper.work.runs.model import Run
 
 pytestmark = pytest.mark.skipif(not NEEDS, reason="needs /usr/bin/bwrap and /usr/bin/python3")
-
-PTY_CHILD = (
-    "import fcntl, os, sys, termios\n"
-    "os.setsid()\n"
-    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-    "fcntl.ioctl(fd, termios.TIOCSCTTY, 0)\n"
-    "os.close(fd)\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'gatekeeper', *sys.argv[2:]])\n"
-)
 
 
 @dataclass
@@ -182,33 +169,6 @@ def test_the_default_kind_follows_the_role() -> None:
                    "orchestrator": "plan", "verifier": "review"}  # fmt: skip
 
 
-def _approve_at_pty(lab: Lab, argv: list[str]) -> tuple[int, str]:
-    """The copied `oms transfer approve …` with a pseudo-terminal as its controlling
-    terminal (stdin /dev/null); types yes at the prompt."""
-    words = argv[argv.index("transfer") :]
-    master, slave = os.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", PTY_CHILD, os.ttyname(slave), *words,
-                             "--json"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=lab.lab.env, cwd=lab.repo)  # fmt: skip
-    screen = b""
-    try:
-        deadline = time.monotonic() + 30
-        while b"Type 'yes'" not in screen and proc.poll() is None:
-            assert time.monotonic() < deadline, f"no prompt: {screen!r}"
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                screen += os.read(master, 4096)
-        os.write(master, b"yes\n")
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(slave)
-        os.close(master)
-    return proc.returncode, out.decode() + err.decode()
-
-
 def test_an_external_summon_waits_at_its_own_gate_then_runs_once_approved(lab: Lab) -> None:
     before = _run(lab.repo, lab.done)
     ask = {"role": "critic", "brief": "Critique the plan", "evidence_refs": ["plan-1"]}
@@ -234,7 +194,7 @@ def test_an_external_summon_waits_at_its_own_gate_then_runs_once_approved(lab: L
     assert _run(lab.repo, lab.done).version == waiting.version
     assert "transfer.release" not in _kinds(lab.repo)
 
-    rc, said = _approve_at_pty(lab, human["argv"])
+    rc, said = approve_copied(env=lab.lab.env, cwd=lab.repo, argv=human["argv"])
     assert rc == 0, said
     out3, code = guests.summon(lab.repo, **again["arguments"])
     assert code == 0, out3

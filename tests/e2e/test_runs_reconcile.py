@@ -8,17 +8,13 @@ The planner here answers JSON when it is asked to reconcile: it names what it wa
 from __future__ import annotations
 
 import json
-import os
-import select
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.env import clean_env, use_clean_git_here
+from support.pty import approve_copied
 from support.runs import NEEDS, PY, ROLE, RunLab, _s, policy, run_lab
 
 from gatekeeper.digest import Sha256Digest
@@ -179,7 +175,7 @@ def test_reconcile_pauses_at_its_manifest_then_a_human_or_autopilot_lets_it_leav
     again, _ = reconcile.reconcile(got.repo, done["run_id"])
     assert again["run_id"] == out["run_id"] and again["version"] == out["version"]
 
-    rc, said = _approve_at_pty(got, out["next_actions"][0]["argv"])
+    rc, said = approve_copied(env=got.env, cwd=got.repo, argv=out["next_actions"][0]["argv"])
     assert rc == 0, said
     last, code = reconcile.reconcile(got.repo, done["run_id"])
     assert code == 0, last
@@ -196,40 +192,3 @@ def test_reconcile_pauses_at_its_manifest_then_a_human_or_autopilot_lets_it_leav
     assert auto["run_id"] != out["run_id"] and auto["status"] == "completed", auto
     assert auto["reconciliation"]["remaining"] == ["wire the flag"]
     assert "approval_auto_approved" in _events(got.repo, auto["run_id"])
-
-
-PTY_CHILD = (
-    "import fcntl, os, sys, termios\n"
-    "os.setsid()\n"
-    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-    "fcntl.ioctl(fd, termios.TIOCSCTTY, 0)\n"
-    "os.close(fd)\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'gatekeeper', *sys.argv[2:]])\n"
-)
-
-
-def _approve_at_pty(lab: RunLab, argv: list[str]) -> tuple[int, str]:
-    """The copied `oms transfer approve …` with a pseudo-terminal as its controlling
-    terminal (stdin /dev/null); types yes at the prompt."""
-    words = argv[argv.index("transfer") :]
-    master, slave = os.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", PTY_CHILD, os.ttyname(slave), *words,
-                             "--json"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=lab.env, cwd=lab.repo)  # fmt: skip
-    screen = b""
-    try:
-        deadline = time.monotonic() + 30
-        while b"Type 'yes'" not in screen and proc.poll() is None:
-            assert time.monotonic() < deadline, f"no prompt: {screen!r}"
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                screen += os.read(master, 4096)
-        os.write(master, b"yes\n")
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(slave)
-        os.close(master)
-    return proc.returncode, out.decode() + err.decode()

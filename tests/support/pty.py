@@ -113,3 +113,11 @@ def continue_without_terminal(repo: Path, run_id: str, *, env: Mapping[str, str]
                           input=stdin.decode(), capture_output=True, text=True, env=dict(env),
                           cwd=repo, start_new_session=True, timeout=TIMEOUT_S * 5,
                           check=False)  # fmt: skip
+
+
+def approve_copied(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path) -> tuple[int, str]:
+    """A next action's copied `oms transfer approve …` (its argv, from `transfer` on) at a
+    pty, answering yes: (exit code, stdout and stderr)."""
+    words = list(argv[list(argv).index("transfer") :])
+    got = oms_at_pty([*words, "--json"], b"yes\n", env=env, cwd=cwd)
+    return got.code, got.out + got.err

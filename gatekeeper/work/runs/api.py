@@ -33,7 +33,8 @@ MODES: tuple[str, ...] = ("plan", "research", "implement", "review")
 FIRST_ROLE: Mapping[str, str] = {"plan": "planner", "research": "researcher",
                                  "implement": "implementer", "review": "critic"}  # fmt: skip
 RECENT_EVENTS = 8
-SHOWN_ARTIFACTS = 12
+SHOWN_ARTIFACTS = 8
+SHOWN_SUMMARY = 160  # per artifact or response in a run's answer; the artifact has it all
 MAX_LIST = 100
 Out = tuple[dict[str, Any], int]
 
@@ -83,9 +84,18 @@ def loop_bounds(auto_loop: bool, max_cycles: int | None, max_steps: int | None) 
 # -- output -----------------------------------------------------------------------------------
 
 
-def artifact_row(x: Artifact) -> dict[str, Any]:
+def artifact_row(x: Artifact, summary: int = SHOWN_SUMMARY) -> dict[str, Any]:
     return {"ref": x.ref, "kind": x.kind, "bytes": x.bytes, "role": x.role,
-            "summary": x.summary}  # fmt: skip
+            "summary": x.summary[:summary]}  # fmt: skip
+
+
+def response_row(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A provider response as a run's answer lists it: its summary cut (the artifact and
+    `oms_read_artifact` have the whole answer)."""
+    out = dict(r)
+    if isinstance(out.get("summary"), str):
+        out["summary"] = out["summary"][:SHOWN_SUMMARY]
+    return out
 
 
 def exit_of(run: Run) -> int:
@@ -108,7 +118,7 @@ def shown(work: Work, runs: Runs, run: Run, responses: Sequence[Mapping[str, Any
         "artifacts": [artifact_row(x) for x in arts[-SHOWN_ARTIFACTS:]],
         "artifact_count": len(arts),
         "provider_response_count": len(responses),
-        "responses": [dict(r) for r in responses],
+        "responses": [response_row(r) for r in responses[-SHOWN_ARTIFACTS:]],
         "next_actions": [a.to_json() for a in actions.derive(work, run, arts)],
     }  # fmt: skip
     out.update(extra)
