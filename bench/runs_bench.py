@@ -174,6 +174,8 @@ def main() -> int:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
                "OMS_HOME": str(root / "state"), "LANG": "C.UTF-8",
                "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
+        if "PYTHONPATH" in os.environ:  # a checkout run without installing it, as in make bench
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         repo = make_repo(root, env)
         out = anyio.run(drive, repo, env, root / "provider-times.jsonl", summons)
     steps = 2 + summons

@@ -3,6 +3,7 @@ worktree."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gatekeeper.repo.git import Repo, git
@@ -25,9 +26,23 @@ def read_committed_file(top: Path | Repo, sha: str, path: str) -> bytes | None:
     return git(top, "cat-file", "blob", obj)
 
 
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+# Parsed policies by (object store, commit id): a commit's tree never changes, so a long-lived
+# process (`oms mcp`) reads and validates one commit's policy once. Bounded; per process.
+_AT: dict[tuple[str, str], LoadedPolicy] = {}
+_AT_MAX = 32
+
+
 def read_policy_at(top: Path | Repo, sha: str) -> LoadedPolicy:
     """The policy committed at `sha` (never the worktree); absent means the defaults."""
+    store = str(top.common_dir if isinstance(top, Repo) else top)
+    key = (store, sha)
+    if key in _AT:
+        return _AT[key]
     data = read_committed_file(top, sha, POLICY_FILE)
-    if data is None:
-        return default_policy()
-    return parse_policy(data, f"{sha[:12]}:{POLICY_FILE}")
+    loaded = default_policy() if data is None else parse_policy(data, f"{sha[:12]}:{POLICY_FILE}")
+    if _FULL_SHA.fullmatch(sha):  # only an exact commit id names the same tree forever
+        if len(_AT) >= _AT_MAX:
+            _AT.pop(next(iter(_AT)))
+        _AT[key] = loaded
+    return loaded

@@ -162,12 +162,14 @@ class Work:
     from its default branch (never a worktree's)."""
 
     def __init__(self, repo: Repo, db: WorkDb, store: EvidenceStore, loaded: LoadedPolicy,
-                 clock: Any = time.time) -> None:  # fmt: skip
+                 clock: Any = time.time, default_commit: str | None = None) -> None:  # fmt: skip
         self.repo = repo
         self.db = db
         self.store = store
         self.loaded = loaded
         self.clock = clock
+        # the default branch's commit the policy was read at (None: read it when needed)
+        self.default_commit = default_commit
 
     @classmethod
     def open(cls, repo_dir: Path) -> Work:
@@ -175,8 +177,15 @@ class Work:
         store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
         store.key  # noqa: B018 -- fail closed before anything changes when the key is unusable
         _, commit = default_branch_ref(repo)
-        loaded = read_policy_at(repo.top, commit)
-        return cls(repo, WorkDb.open(repo.repo_id), store, loaded)
+        loaded = read_policy_at(repo, commit)
+        return cls(repo, WorkDb.open(repo.repo_id), store, loaded, default_commit=commit)
+
+    def base(self) -> str:
+        """The default branch's commit this `Work` read its policy at: what a run's provider
+        call is cloned at, so the policy and the workspace are of one commit."""
+        if self.default_commit is None:
+            _, self.default_commit = default_branch_ref(self.repo)
+        return self.default_commit
 
     def close(self) -> None:
         self.db.close()

@@ -19,7 +19,6 @@ from typing import Any
 import rfc8785
 
 from gatekeeper.agent.workspace import new_run_id as new_agent_run_id
-from gatekeeper.repo.refs import default_branch_ref
 from gatekeeper.text import sanitize
 from gatekeeper.work import roles
 from gatekeeper.work.fence import Work
@@ -127,7 +126,7 @@ def call(work: Work, role: Role, b: Brief, doc: bytes, cleared: gates.Cleared,
          kind: ArtifactKind) -> Answer:  # fmt: skip
     """The provider call itself, past whichever gate cleared it (a run's own, or a summon's
     side gate): the approval is spent as the context leaves, then the CLI runs read-only."""
-    _, base = default_branch_ref(work.repo)
+    base = work.base()  # the commit the policy was read at
     run_provider = adapter(role)
     gates.use_up(work, cleared)  # the approval is spent as the context leaves, not after
     got = run_provider(ProviderRequest(work.repo.top, base, role, new_agent_run_id(), doc,
