@@ -154,12 +154,25 @@ def resolve_commit(top: Path | Repo, ref: str) -> str:
         if not _HEX_PREFIX.match(name):
             raise UsageError(f"ref does not name a commit: {ref[:80]!r}")
         sha = name.lower()
+    known = (str(repo.common_dir), sha)
+    if not suffix and known in _COMMITS:
+        return sha
     out = git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options",
               f"{sha}{suffix}^{{commit}}", check=False).strip()  # fmt: skip
     commit = out.decode("ascii", "replace")
     if not SHA_RE.match(commit):
         raise UsageError(f"ref does not name a commit: {ref[:80]!r}")
+    if not suffix and commit == sha:  # a full id that is a commit stays one
+        if len(_COMMITS) >= _COMMITS_MAX:
+            _COMMITS.clear()
+        _COMMITS.add(known)
     return commit
+
+
+# Full commit ids found to be commits, by object store: a long-lived oms (the MCP server)
+# asks git once per commit, not once per call. Per process, bounded.
+_COMMITS: set[tuple[str, str]] = set()
+_COMMITS_MAX = 4096
 
 
 def _lookup(repo: Repo, name: str) -> str | None:
