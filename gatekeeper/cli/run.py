@@ -73,9 +73,10 @@ def read_items(path: Path) -> list[dict[str, Any]]:
     except OSError as exc:
         raise UsageError(f"--items: cannot open {sanitize(str(path), 200)}: "
                          f"{exc.strerror}") from None  # fmt: skip
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError("--items must name a regular file")
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise UsageError("--items must name a regular file")
         raw = f.read(MAX_ITEMS_FILE_BYTES + 1)
     if len(raw) > MAX_ITEMS_FILE_BYTES:
         raise UsageError(f"--items is larger than {MAX_ITEMS_FILE_BYTES} bytes")
