@@ -181,8 +181,9 @@ def _ran(data_code: tuple[dict[str, Any], int],
 
 @click.group()
 def run() -> None:
-    """Runs: plan, orchestrate, consult, summon, fanout, continue, loop, reconcile, abort.
-    Nothing here approves but `continue --approve` at a controlling terminal."""
+    """Runs: plan, orchestrate, consult, summon, fanout, continue, loop, reconcile, abort."""
+    # (its help is the command table's, tests/unit/cli/test_lazy.py). Nothing in the group
+    # approves but `continue --approve` at a controlling terminal.
 
 
 @run.command("plan")

@@ -81,12 +81,11 @@ def test_list_and_artifact_lines_are_sanitised() -> None:
     rows = {"runs": [{"run_id": "r-0123456789ab", "kind": "plan", "mode": "plan",
                       "status": "failed", "updated": "2026-12-02T03:00:00Z",
                       "stop_reason": BAD}]}  # fmt: skip
-    assert list_lines(rows) == [
-        f"r-0123456789ab plan/plan failed 2026-12-02T03:00:00Z: {SHOWN}"
-    ]
+    assert list_lines(rows) == [f"r-0123456789ab plan/plan failed 2026-12-02T03:00:00Z: {SHOWN}"]
     assert list_lines({"runs": []}) == ["no runs"]
     assert artifact_lines({"text": "# Plan\n\x1b[2Jstep one\u202e\n"}) == [
-        "# Plan", "\\u001b[2Jstep one\\u202e"
+        "# Plan",
+        "\\u001b[2Jstep one\\u202e",
     ]
 
 
