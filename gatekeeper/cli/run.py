@@ -133,11 +133,10 @@ def run_lines(data: Data) -> list[str]:
     for r in data.get("responses") or []:
         ok = "ok" if r.get("ok") else f"problem: {s(r.get('problem'), 120)}"
         lines.append(f"response from {s(r.get('role'), 40)} ({ok}): {s(r.get('summary'))}")
-    for item in data.get("items") or []:
+    for n, item in enumerate(data.get("items") or [], 1):
         if isinstance(item, dict):
-            lines.append(f"item {s(item.get('index', '?'), 6)} {s(item.get('role'), 30)}: "
-                         f"{s(item.get('status'), 30)} {s(item.get('stop_reason') or '')}"
-                         .rstrip())  # fmt: skip
+            lines.append(f"item {n} {s(item.get('role'), 30)}: {s(item.get('status'), 30)} "
+                         f"{s(item.get('stop_reason') or '')}".rstrip())  # fmt: skip
     acts = data.get("next_actions") or []
     if acts:
         lines.append("next:")
