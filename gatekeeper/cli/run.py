@@ -121,9 +121,10 @@ def run_lines(data: Data) -> list[str]:
     if g:
         lines.append(f"gate: {s(g.get('kind'), 20)} for {s(g.get('role'), 30)}: "
                      f"{s(g.get('reason'), 300)}")  # fmt: skip
-    for key in ("fanout_status", "consulted_role", "summoned_role", "reason"):
+    for key in ("fanout_status", "consulted_role", "summoned_role", "parent_run", "reason"):
         if data.get(key):
             lines.append(f"{key.replace('_', ' ')}: {s(data[key])}")
+    lines += extra_lines(data)
     arts = data.get("artifacts") or []
     if arts:
         shown = ", ".join(f"{s(a.get('ref'), 30)} ({s(a.get('kind'), 20)}, {a.get('bytes')} B)"
@@ -142,6 +143,29 @@ def run_lines(data: Data) -> list[str]:
         lines.append("next:")
         lines += [action_line(a) for a in acts[:SHOWN_ACTIONS]]
     return lines
+
+
+def extra_lines(data: Data) -> list[str]:
+    """What a fan-out, a capture or a reconcile adds to a run's lines."""
+    out = []
+    b = data.get("bounds")
+    if isinstance(b, dict):
+        out.append(f"fan-out: {s(b.get('attempted'), 6)} of {s(b.get('requested'), 6)} "
+                   f"attempted (cap {s(b.get('cap'), 6)})")  # fmt: skip
+    c = data.get("captured")
+    if isinstance(c, dict):
+        how = "passed" if c.get("passed") else f"failed (exit {s(c.get('exit_code'), 12)})"
+        if c.get("timed_out"):
+            how = "timed out"
+        out.append(f"captured: check {s(c.get('check'), 100)} {how} on "
+                   f"{s(c.get('commit'), 12)[:12]} ({s(c.get('workspace'), 20)}), runtime "
+                   f"evidence {s(c.get('ref'), 30)}")  # fmt: skip
+    r = data.get("reconciliation")
+    if isinstance(r, dict):
+        out.append(f"reconciliation {s(r.get('ref'), 30)}: {s(r.get('status'), 20)}, "
+                   f"{len(r.get('remaining') or [])} remaining")  # fmt: skip
+        out += [f"  - next: {s(n)}" for n in (r.get("next") or [])[:5]]
+    return out
 
 
 def status_lines(data: Data) -> list[str]:

@@ -2,9 +2,9 @@
 is sanitised, and every bad input is one clear line with its exit code.
 
 One lab for the module (an `oms init`ed repository whose main has scripted `command:`
-roles; the critic is external, so it needs a transfer), so the provider runs stay few: a
-plan run, a consult stopping at its transfer gate, and what the other helpers' functions
-need when they are present on this branch.
+roles; the critic and the orchestrator are external, so they need a transfer), so the
+provider runs stay few: a plan run, a consult stopping at its transfer gate, and what the
+other helpers' functions need when they are present on this branch.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from support.env import clean_env
 from support.oms import parse_single_json, run_oms
 from support.runs import NEEDS, RunLab, run_lab
 
-from gatekeeper.work.runs import capture, flow, guests
+from gatekeeper.work.runs import capture, flow, guests, reconcile
 
 pytestmark = pytest.mark.skipif(not NEEDS, reason="needs /usr/bin/bwrap and /usr/bin/python3")
 
@@ -66,7 +66,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with pytest.MonkeyPatch.context() as mp:  # `oms init` runs in this process
         for k in ("HOME", "OMS_HOME", "OMS_WORK_DIR"):
             mp.setenv(k, env[k])
-        got = run_lab(root, env, external=("critic",))
+        got = run_lab(root, env, external=("critic", "orchestrator"))
         first = Lab(got, "", "", "")
         proc = first.oms("run", "plan", ESC_GOAL)
         assert proc.returncode == 0, (proc.stdout, proc.stderr)
@@ -229,7 +229,33 @@ def test_fanout_from_an_items_file(lab: Lab) -> None:
     assert any(a["kind"] == "fanout" for a in got["artifacts"]), got
 
 
+def test_orchestrate_review_maps_a_role_and_stops_at_the_critics_gate(lab: Lab) -> None:
+    proc = lab.oms("run", "orchestrate", "Review it", "--mode", "review",
+                   "--role", "critic=command:critic:scripted")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [head, *rest] = proc.stdout.splitlines()
+    assert re.match(r"run r-[0-9a-f]{12} \(orchestrate, review\): awaiting_approval", head)
+    assert any(line.startswith("gate: transfer for critic:") for line in rest), rest
+
+
 @needs(capture.capture)
 def test_capture_runs_a_check_of_the_trusted_plan(lab: Lab) -> None:
+    proc = lab.oms("run", "capture", lab.plan_id, "unit")
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^captured: check unit passed on [0-9a-f]{12} \(default_branch\), "
+                     r"runtime evidence log-\d+$", proc.stdout, re.M), proc.stdout  # fmt: skip
     proc = lab.oms("run", "capture", lab.plan_id, "nosuchcheck")
     assert proc.returncode == 2 and "nosuchcheck" in proc.stderr, proc.stderr
+
+
+@needs(reconcile.reconcile)
+def test_reconcile_pauses_at_its_manifest_and_takes_no_approve_without_a_terminal(
+    lab: Lab,
+) -> None:
+    proc = lab.oms("run", "reconcile", lab.plan_id, "--role", "orchestrator")
+    assert proc.returncode == 0, proc.stderr
+    assert "awaiting_approval" in proc.stdout.splitlines()[0]
+    assert f"parent run: {lab.plan_id}" in proc.stdout
+    assert "gate: transfer for orchestrator:" in proc.stdout
+    proc = lab.oms("run", "reconcile", lab.plan_id, "--approve")
+    assert proc.returncode == 3 and "controlling terminal" in proc.stderr, proc.stderr

@@ -77,6 +77,22 @@ def test_a_fanout_shows_its_items_and_a_status_its_counts_and_events() -> None:
     assert st[-1] == "events: 1 run_started, 2 " + f"odd{SHOWN}"[:40] + "…"  # a kind: 40 at most
 
 
+def test_a_capture_a_fanout_and_a_reconcile_add_their_lines() -> None:
+    lines = run_lines({**RUN, "gate": None, "next_actions": [],
+                       "bounds": {"requested": 9, "cap": 8, "attempted": 8},
+                       "captured": {"check": f"unit{BAD}", "passed": False, "exit_code": 1,
+                                    "commit": "c" * 40, "workspace": "candidate",
+                                    "ref": "log-3", "timed_out": False},
+                       "reconciliation": {"ref": "reconciliation-1", "status": "partial",
+                                          "remaining": ["a", "b"],
+                                          "next": [f"write {BAD}"]}})  # fmt: skip
+    assert "fan-out: 8 of 9 attempted (cap 8)" in lines
+    assert (f"captured: check unit{SHOWN} failed (exit 1) on cccccccccccc (candidate), "
+            "runtime evidence log-3") in lines  # fmt: skip
+    assert "reconciliation reconciliation-1: partial, 2 remaining" in lines
+    assert f"  - next: write {SHOWN}" in lines
+
+
 def test_list_and_artifact_lines_are_sanitised() -> None:
     rows = {"runs": [{"run_id": "r-0123456789ab", "kind": "plan", "mode": "plan",
                       "status": "failed", "updated": "2026-12-02T03:00:00Z",
