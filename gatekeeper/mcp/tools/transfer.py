@@ -167,6 +167,9 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
             if to is not None or purpose is not None:
                 raise UsageError("give run_id (read a run's manifest) or to and purpose "
                                  "(a new preview), not both")  # fmt: skip
+            if context != "none" or paths is not None or base is not None or redact:
+                raise UsageError("context, paths, base and redact go with a new preview, "
+                                 "not with run_id")  # fmt: skip
             return bounded(hide_paths_in(await in_thread(run_manifest, ctx, run_id)))
         if to is None or purpose is None:
             raise UsageError("give to and purpose (a new preview) or run_id (a run's "

@@ -116,6 +116,7 @@ def test_read_artifact_and_transfer_preview_refuse_an_address_in_one_clean_line(
         ("oms_transfer_preview", {}, "usage: give to and purpose"),
         ("oms_transfer_preview", {"to": "a:b", "run_id": RID}, "usage: give run_id"),
         ("oms_transfer_preview", {"purpose": "p"}, "usage: give to and purpose"),
+        ("oms_transfer_preview", {"run_id": RID, "redact": True}, "usage: context, paths"),
     ):
         with pytest.raises(ToolError) as err:  # the wire's isError (tests/e2e/test_mcp.py)
             call(git_repo, name, args)
