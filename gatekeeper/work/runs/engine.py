@@ -19,6 +19,7 @@ from typing import Any
 
 from gatekeeper.errors import NotFound, UsageError
 from gatekeeper.work.fence import Work
+from gatekeeper.work.runs import gates
 from gatekeeper.work.runs.model import Gate, Run, RunState
 from gatekeeper.work.runs.store import NewArtifact, Runs
 
@@ -105,7 +106,9 @@ def loop(work: Work, runs: Runs, run: Run, max_cycles: int = DEFAULT_CYCLES,
                     "gate" if run.state == "awaiting_approval" else "no_progress")  # fmt: skip
                 return Looped(run, stop, cycles, responses)
             steps.append({"from": before, "to": run.state, "step": run.step})
-            if run.terminal or run.state == "awaiting_approval":
+            # a gate an autopilot rule passes is no stop: its step records the rule and goes on
+            waits = run.state == "awaiting_approval" and not gates.auto_passes(work, run.gate)
+            if run.terminal or waits:
                 cycles.append({"cycle": c, "steps": steps})
                 return Looped(run, "terminal" if run.terminal else "gate", cycles, responses)
         cycles.append({"cycle": c, "steps": steps})

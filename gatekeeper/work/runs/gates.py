@@ -31,6 +31,7 @@ from gatekeeper.gates.transfer.preview import preview
 from gatekeeper.gates.transfer.release import release
 from gatekeeper.gates.transfer.state import locate, state_at
 from gatekeeper.gates.transfer.tty import confirm_at_terminal
+from gatekeeper.gates.transfer.unchanged import check_unchanged
 from gatekeeper.text import sanitize
 from gatekeeper.work import payloads as p
 from gatekeeper.work.fence import Work
@@ -63,6 +64,15 @@ class Cleared:
             return [("approval_auto_approved", {"gate": "transfer", "transfer": self.transfer,
                                                 "rule": self.approver})]  # fmt: skip
         return []
+
+
+def auto_passes(work: Work, gate: Gate | None) -> bool:
+    """A plan gate that `[runs] autopilot = ["plan"]` of the default branch's policy passes
+    (the implement step records it as `approval_auto_approved`); a transfer gate never
+    passes on its own here (its autopilot rules apply when it is previewed)."""
+    if gate is None or gate.kind != "plan":
+        return False
+    return "plan" in work.loaded.policy.runs.autopilot
 
 
 def destination(role: Role) -> str:
@@ -155,3 +165,15 @@ def use_up(work: Work, cleared: Cleared) -> None:
     payload is not written anywhere). A refusal here means nothing was sent."""
     if cleared.transfer is not None:
         release(work.repo.top, cleared.transfer, "run")
+
+
+def still_holds(work: Work, digest: str) -> bool:
+    """Whether manifest `digest` still describes what would leave (HEAD, the selection and
+    its bytes as previewed). A summon's side gate previews anew when it does not, rather than
+    wait on an approval that approve or release would refuse ("HEAD moved")."""
+    at = locate(work.repo.top, Sha256Digest.parse(digest))
+    try:
+        check_unchanged(at.repo, at.manifest, work.loaded.policy.transfer)
+    except Blocked:
+        return False
+    return True
