@@ -37,8 +37,9 @@ def test_a_plan_run_asks_the_planner_and_completes(tmp_path: Path, oms_env: dict
     assert [a["action"] for a in out["next_actions"]] == ["inspect_final_report", "reconcile"]
 
 
-def test_an_external_consult_stops_at_its_transfer_gate(tmp_path: Path,
-                                                       oms_env: dict[str, str]) -> None:
+def test_an_external_consult_stops_at_its_transfer_gate(
+    tmp_path: Path, oms_env: dict[str, str]
+) -> None:
     lab = run_lab(tmp_path, oms_env, external=("critic",))
     out, code = api.consult(lab.repo, "Critique it", "critic")
     assert code == 0, out
@@ -50,8 +51,9 @@ def test_an_external_consult_stops_at_its_transfer_gate(tmp_path: Path,
     assert "provider_invoked" not in str(out["responses"])
 
 
-def test_an_autopilot_rule_passes_the_transfer_gate(tmp_path: Path,
-                                                   oms_env: dict[str, str]) -> None:
+def test_an_autopilot_rule_passes_the_transfer_gate(
+    tmp_path: Path, oms_env: dict[str, str]
+) -> None:
     lab = run_lab(tmp_path, oms_env, external=("critic",), autopilot=("critic",))
     out, code = api.consult(lab.repo, "Critique it", "critic")
     assert code == 0, out

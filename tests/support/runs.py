@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from support.repos import commit_on, make_repo
-
 from gatekeeper.gates.records import init
+from support.repos import commit_on, make_repo
 
 PY = "/usr/bin/python3"
 NEEDS = (os.access("/usr/bin/bwrap", os.X_OK) and os.access(PY, os.X_OK))  # fmt: skip
@@ -90,7 +89,7 @@ def policy(*, modes: Mapping[str, str] | None = None, external: tuple[str, ...] 
         authority = "worktree-write" if name == "implementer" else "read-only"
         mode = modes.get(name, {"implementer": "implement", "grader": "grade"}.get(name, "answer"))
         out.append(ROLE.format(name=name, provider=name, authority=authority, timeout=timeout))
-        out += [f"[providers.{name}]", f"cmd = [{_s(PY)}, \"-c\", {_s(SCRIPT)}, {_s(mode)}]"]
+        out += [f"[providers.{name}]", f'cmd = [{_s(PY)}, "-c", {_s(SCRIPT)}, {_s(mode)}]']
         if name in external:
             out.append("external = true")
         out.append("")
