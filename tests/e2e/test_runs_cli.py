@@ -46,6 +46,7 @@ class Lab:
     plan_id: str
     plan_out: str  # the plan run's human output
     gate_id: str  # a consult waiting at its transfer gate
+    review_id: str = ""  # an orchestrate run waiting at its critic's gate
 
     def oms(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
         # A new session: no controlling terminal, whatever the test runner has.
@@ -121,9 +122,7 @@ def test_status_and_list_show_the_runs(lab: Lab) -> None:
 # of the input checks in the functions' and the CLI's unit tests.
 @pytest.mark.parametrize(("args", "code", "message"), [
     (("run", "status", "r-nothex"), 2, "run id"),
-    (("run", "artifact", "r-000000000000", "plan-1"), 2, "has no artifact 'plan-1'"),
     (("run", "orchestrate", "Do it", "--mode", "bogus"), 2, "mode is one of plan, research"),
-    (("run", "consult", "Do it", "--role", "implementer"), 2, "a consult's role is one of"),
     (("run", "consult", "Do it", "--role", "critic", "--agent", "nosuch"), 4,
      "'nosuch' is no role of the policy"),
     (("run", "plan", "   "), 2, "the goal is empty"),
@@ -137,14 +136,6 @@ def test_every_bad_input_is_one_clear_line(lab: Lab, args: tuple[str, ...], code
     assert proc.stdout == ""
     [line] = proc.stderr.splitlines()
     assert line.startswith("oms: ") and message in line, line
-
-
-def test_a_refusal_with_json_is_the_one_envelope(lab: Lab) -> None:
-    got = parse_single_json(lab.oms("run", "status", "r-000000000000", "--json"))
-    assert got["ok"] is False and got["error"] == {
-        "kind": "not_found",
-        "message": "no run r-000000000000 in this repository",
-    }
 
 
 def test_fanout_items_must_be_a_bounded_regular_file_holding_a_json_list(lab: Lab) -> None:
@@ -166,11 +157,10 @@ def test_fanout_items_must_be_a_bounded_regular_file_holding_a_json_list(lab: La
 
 @needs(flow.continue_run)
 def test_approve_without_a_terminal_is_refused_with_exit_3_and_what_to_run(lab: Lab) -> None:
-    proc = lab.oms("run", "continue", lab.gate_id, "--approve")
-    assert proc.returncode == 3, (proc.stdout, proc.stderr)
-    assert "controlling terminal" in proc.stderr, proc.stderr
-    got = parse_single_json(lab.oms("run", "continue", lab.gate_id, "--approve", "--json"))
-    assert got["error"]["kind"] == "blocked"
+    # (the human text of the same refusal: the reconcile test below)
+    code, got = lab.json("run", "continue", lab.gate_id, "--approve")
+    assert code == 3 and got["error"]["kind"] == "blocked", got
+    assert "controlling terminal" in got["error"]["message"], got
     assert f"run continue {lab.gate_id} --approve" in got["next_actions"][0]["command"]
     _, st = lab.json("run", "status", lab.gate_id)
     assert st["status"] == "awaiting_approval", st  # nothing changed
@@ -178,18 +168,24 @@ def test_approve_without_a_terminal_is_refused_with_exit_3_and_what_to_run(lab: 
 
 @needs(flow.continue_run)
 def test_continue_none_then_reject_at_the_gate_fails_the_run(lab: Lab) -> None:
-    code, plan = lab.json("run", "consult", "Critique again", "--role", "critic")
-    assert plan["status"] == "awaiting_approval"
-    rid = plan["run_id"]
+    rid = lab.gate_id
     code, same = lab.json("run", "continue", rid)
     assert code == 0 and same["status"] == "awaiting_approval", same
     proc = lab.oms("run", "continue", rid, "--reject", "--message", "not \x1b now")
     assert proc.returncode == 1, proc.stderr
     assert f"run {rid} (consult, research): failed" in proc.stdout
     assert "rejected at the transfer gate: not \\u001b now" in proc.stdout
-    _, st = lab.json("run", "status", rid)
-    assert st["status"] == "failed", st
-    assert "approval_rejected" in [e["kind"] for e in st["recent_events"]]
+
+
+def test_orchestrate_review_maps_a_role_and_stops_at_the_critics_gate(lab: Lab) -> None:
+    proc = lab.oms("run", "orchestrate", "Review it", "--mode", "review",
+                   "--role", "critic=command:critic:scripted")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [head, *rest] = proc.stdout.splitlines()
+    m = re.match(r"run (r-[0-9a-f]{12}) \(orchestrate, review\): awaiting_approval", head)
+    assert m is not None, head
+    assert any(line.startswith("gate: transfer for critic:") for line in rest), rest
+    lab.review_id = m.group(1)
 
 
 @needs(flow.abort)
@@ -197,14 +193,11 @@ def test_continue_none_then_reject_at_the_gate_fails_the_run(lab: Lab) -> None:
 def test_loop_on_a_finished_run_and_abort_of_an_open_one(lab: Lab) -> None:
     code, looped = lab.json("run", "loop", lab.plan_id, "--max-cycles", "2")
     assert code == 0 and looped["status"] == "completed", looped
-    code, opened = lab.json("run", "consult", "One more", "--role", "critic")
-    rid = opened["run_id"]
+    rid = lab.review_id or pytest.skip("the review run did not start")
     proc = lab.oms("run", "abort", rid, "--reason", "changed \x07 my mind")
     assert proc.returncode == 0, proc.stderr
-    assert f"run {rid} (consult, research): aborted" in proc.stdout
-    assert "\x07" not in proc.stdout
-    code, st = lab.json("run", "status", rid)
-    assert st["status"] == "aborted" and st["gate"] is None
+    assert f"run {rid} (orchestrate, review): aborted" in proc.stdout
+    assert "\x07" not in proc.stdout and "\\u0007" in proc.stdout, proc.stdout
     proc = lab.oms("run", "abort", rid, "--reason", "again")
     assert proc.returncode != 0 and len(proc.stderr.splitlines()) == 1, proc.stderr
 
@@ -227,15 +220,6 @@ def test_fanout_from_an_items_file(lab: Lab) -> None:
     code, got = lab.json("run", "fanout", lab.plan_id, "--items", str(items))
     assert code == 0, got
     assert any(a["kind"] == "fanout" for a in got["artifacts"]), got
-
-
-def test_orchestrate_review_maps_a_role_and_stops_at_the_critics_gate(lab: Lab) -> None:
-    proc = lab.oms("run", "orchestrate", "Review it", "--mode", "review",
-                   "--role", "critic=command:critic:scripted")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    [head, *rest] = proc.stdout.splitlines()
-    assert re.match(r"run r-[0-9a-f]{12} \(orchestrate, review\): awaiting_approval", head)
-    assert any(line.startswith("gate: transfer for critic:") for line in rest), rest
 
 
 @needs(capture.capture)
