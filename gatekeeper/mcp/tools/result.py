@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from evidence import Entry, EvidenceStore
 from gatekeeper.agent.records import recorded_base
-from gatekeeper.errors import Unavailable
+from gatekeeper.errors import OmsError, Unavailable
 from gatekeeper.gates.result import pipeline as result_gate
 from gatekeeper.mcp.actions import listed
-from gatekeeper.mcp.bounds import Result, bounded, tool_errors
+from gatekeeper.mcp.bounds import Result, bounded, clean_error, hide_paths_in, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
 from gatekeeper.mcp.tools import READ_ONLY, RECORDS
 from gatekeeper.mcp.tools.verdicts import unavailable_actions, verdict_actions
 from gatekeeper.repo.refs import resolve_commit
+from gatekeeper.work.runs import api as runs_api
 
 TAIL_CHARS = 600  # of each check's stdout and stderr
 RUN_KINDS = ("result", "transfer.preview", "transfer.release")
@@ -29,6 +30,13 @@ Ticket = Annotated[str | None, Field(description="Ticket id, recorded in evidenc
 Attempt = Annotated[int | None, Field(description="Attempt number (1 or more), recorded "
                                       "in evidence.")]  # fmt: skip
 RunsLimit = Annotated[int, Field(description=f"How many entries, newest first (1 to {MAX_RUNS}).")]
+RunIdOpt = Annotated[str | None, Field(description="A run id (r-<12 hex>): that run's status "
+                                       "instead of the repository's.")]  # fmt: skip
+Detail = Annotated[Literal["summary", "full"],
+                   Field(description="With run_id: summary (compact), or full only when the "
+                         "whole record is needed.")]  # fmt: skip
+DetailOpt = Annotated[Literal["summary", "full"] | None,
+                      Field(description="work_runs rows: summary (default) or full.")]  # fmt: skip
 
 
 def _row(e: Entry) -> dict[str, Any]:
@@ -53,6 +61,15 @@ def _status(ctx: ToolContext) -> dict[str, Any]:
     last = recent(store, ("result",), 1)
     return {"head": head, "evidence_entries": store.head(),
             "last_verdict": last[0] if last else None}  # fmt: skip
+
+
+def _work_runs(ctx: ToolContext, limit: int, detail: str) -> dict[str, Any]:
+    """The newest runs (`oms run list`) beside today's entries; a repository whose runs
+    cannot be opened (no policy on its default branch) still gets today's answer."""
+    try:
+        return {"work_runs": runs_api.list_runs(ctx.repo.top, limit, detail)[0]["runs"]}
+    except OmsError as exc:
+        return {"work_runs": [], "work_runs_problem": clean_error(exc)}
 
 
 def _verdict(ctx: ToolContext, candidate: str, ticket: str | None,
@@ -95,15 +112,23 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
         return bounded({**out, "next_actions": listed(actions)},
                        ok=out["decision"] == "READY_FOR_HUMAN")  # fmt: skip
 
-    @server.tool(description="Recent result-gate verdicts and transfers, newest first.",
-                 annotations=READ_ONLY)  # fmt: skip
+    @server.tool(description="Recent result-gate verdicts and transfers, newest first (runs), "
+                 "and the newest work runs (work_runs: plan, orchestrate, consult, "
+                 "reconcile).", annotations=READ_ONLY)  # fmt: skip
     @tool_errors
-    async def oms_runs(limit: RunsLimit = 20) -> Result:
+    async def oms_runs(limit: RunsLimit = 20, detail: DetailOpt = None) -> Result:
         limit = max(1, min(limit, MAX_RUNS))
-        return bounded({"runs": await in_thread(_runs, ctx, RUN_KINDS, limit)})
+        runs = await in_thread(_runs, ctx, RUN_KINDS, limit)
+        work = await in_thread(_work_runs, ctx, limit, detail or "summary")
+        return bounded(hide_paths_in({"runs": runs, **work}))
 
-    @server.tool(description="Compact status: HEAD, evidence entries, the last verdict.",
+    @server.tool(description="Compact status: HEAD, evidence entries, the last verdict; with "
+                 "run_id, that run's state, counts, recent events, artifacts and "
+                 "next_actions (detail: full only on request).",
                  annotations=READ_ONLY)  # fmt: skip
     @tool_errors
-    async def oms_status() -> Result:
-        return bounded(await in_thread(_status, ctx))
+    async def oms_status(run_id: RunIdOpt = None, detail: Detail = "summary") -> Result:
+        if run_id is None:
+            return bounded(await in_thread(_status, ctx))
+        data, code = await in_thread(runs_api.status, ctx.repo.top, run_id, detail)
+        return bounded(hide_paths_in(data), ok=code == 0)

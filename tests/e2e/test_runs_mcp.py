@@ -1,0 +1,349 @@
+"""The run tools over MCP, end to end: a real `ClientSession` over stdio drives `oms mcp`
+against an `oms init`ed repository whose main has scripted `command:` roles (under the
+real `oms agent run`, bwrap), the real scanners and the real evidence log.
+
+The scenario (one server, one lab, in order): consult -> plan -> orchestrate an
+implement run -> a revise at its plan gate -> the plan approved at a pty -> the external
+implementer's transfer gate -> `approve` over MCP refused with the human's command ->
+the copied `oms transfer approve …` at a pty -> continue -> verifying -> completed on
+human hold; a reject; a fan-out of 9 items capped at 8; an abort; a reconcile pausing at
+its manifest. Every result is measured as sent (the text content's bytes) against the
+8 KiB bound.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from support.env import clean_env
+from support.oms import parse_single_json, run_oms
+from support.runs import NEEDS, RunLab, run_lab
+
+from gatekeeper.work.runs import capture, flow, guests, reconcile
+
+pytestmark = pytest.mark.skipif(not NEEDS, reason="needs /usr/bin/bwrap and /usr/bin/python3")
+
+try:  # the flow helper's pty support (tests/support/pty.py), present once flow17 is merged
+    from support.pty import oms_at_pty
+except ImportError:  # pragma: no cover - a branch without it skips the pty steps
+    oms_at_pty = None  # type: ignore[assignment]
+
+MAX_RESULT_BYTES = 8 * 1024
+EXTERNAL = ("implementer", "critic", "orchestrator")
+
+
+@asynccontextmanager
+async def _session(params: StdioServerParameters,
+                   errlog: Any) -> AsyncIterator[ClientSession]:  # fmt: skip
+    async with stdio_client(params, errlog=errlog) as (read, write):
+        async with ClientSession(read, write, read_timeout_seconds=300) as session:
+            await session.initialize()
+            yield session
+
+
+@dataclass
+class Mcp:
+    """`oms mcp` as a subprocess with a real client session on a portal thread."""
+
+    lab: RunLab
+    sizes: dict[str, int] = field(default_factory=dict)  # the largest result of each tool
+
+    def __enter__(self) -> Mcp:
+        self._errlog = open(self.lab.root / "mcp.stderr", "w")  # closed in __exit__
+        self._portal_cm = start_blocking_portal()
+        portal = self._portal_cm.__enter__()
+        params = StdioServerParameters(command=sys.executable,
+                                       args=["-m", "gatekeeper", "mcp", "--repo",
+                                             str(self.lab.repo)],
+                                       env=self.lab.env, cwd=str(self.lab.root))  # fmt: skip
+        self._session_cm = portal.wrap_async_context_manager(_session(params, self._errlog))
+        self.session = self._session_cm.__enter__()
+        self.portal = portal
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._session_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self._errlog.close()
+
+    def call(self, name: str, args: dict[str, Any] | None = None) -> types.CallToolResult:
+        result = self.portal.call(lambda: self.session.call_tool(name, args or {}, 300))
+        assert isinstance(result, types.CallToolResult)
+        sent = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        size = len(sent.encode())
+        assert size <= MAX_RESULT_BYTES, f"{name}: {size} bytes sent, over 8 KiB"
+        self.sizes[name] = max(size, self.sizes.get(name, 0))
+        return result
+
+    def doc(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A tool that answers a result (ok or not): its `{ok, truncated, data}`."""
+        result = self.call(name, args)
+        assert not result.is_error, (name, args, result.content)
+        [c] = result.content
+        assert isinstance(c, types.TextContent)
+        doc = json.loads(c.text)
+        assert doc == result.structured_content
+        return doc
+
+    def ok(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        doc = self.doc(name, args)
+        assert doc["ok"] is True, (name, doc)
+        data: dict[str, Any] = doc["data"]
+        return data
+
+    def error(self, name: str, args: dict[str, Any]) -> str:
+        result = self.call(name, args)
+        assert result.is_error, (name, args)
+        [c] = result.content
+        assert isinstance(c, types.TextContent) and "\n" not in c.text.strip()
+        return c.text
+
+
+@dataclass
+class World:
+    lab: RunLab
+    mcp: Mcp
+    runs: dict[str, str] = field(default_factory=dict)  # name -> run id, as the scenario goes
+
+    def at_pty(self, *args: str) -> Any:
+        assert oms_at_pty is not None
+        return oms_at_pty(list(args), b"yes\n", env=self.lab.env, cwd=self.lab.root)
+
+    def oms(self, *args: str) -> dict[str, Any]:
+        proc = run_oms([*args, "--repo", str(self.lab.repo), "--json"], env=self.lab.env,
+                       cwd=self.lab.root, start_new_session=True, timeout=120)  # fmt: skip
+        return parse_single_json(proc)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("runs-mcp")
+    home = root / "home"
+    home.mkdir()
+    env = {**clean_env(home, root / "oms-state"), "OMS_WORK_DIR": str(root / "work")}
+    with pytest.MonkeyPatch.context() as mp:  # `oms init` runs in this process
+        for k in ("HOME", "OMS_HOME", "OMS_WORK_DIR"):
+            mp.setenv(k, env[k])
+        lab = run_lab(root, env, external=EXTERNAL)
+        with Mcp(lab) as mcp:
+            yield World(lab, mcp)
+
+
+def actions_of(data: dict[str, Any]) -> list[str]:
+    return [a["action"] for a in data["next_actions"]]
+
+
+def needs(*fns: Any) -> pytest.MarkDecorator:
+    """Skip while another helper's function is a stub on this branch (it only raises)."""
+    missing = [f"{f.__module__}.{f.__name__}" for f in fns
+               if "NotImplementedError" in f.__code__.co_names]  # fmt: skip
+    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)}: a stub on this "
+                              "branch")  # fmt: skip
+
+
+def needs_pty() -> None:
+    if oms_at_pty is None:
+        pytest.skip("tests/support/pty.py (the flow helper's) is not on this branch")
+
+
+# -- the scenario, in order ---------------------------------------------------------------------
+
+
+def test_1_consult_answers_with_a_bounded_summary_and_its_artifact(world: World) -> None:
+    got = world.mcp.ok("oms_consult", {"goal": "Which tests are missing?", "role": "qa"})
+    assert got["status"] == "completed" and got["consulted_role"] == "qa", got
+    [resp] = got["responses"]
+    assert resp["ok"] is True and resp["summary"].startswith("# qa answer"), resp
+    [report] = [a for a in got["artifacts"] if a["kind"] == "report"]
+    page = world.mcp.ok("oms_read_artifact", {"run_id": got["run_id"], "ref": report["ref"]})
+    assert "goal: Which tests are missing?" in page["text"] and page["next_offset"] is None
+    world.runs["consult"] = got["run_id"]
+
+
+def test_2_plan_then_status_runs_and_a_paged_artifact(world: World) -> None:
+    got = world.mcp.ok("oms_plan", {"goal": "Add a feature flag",
+                                    "constraints": ["keep it small"]})  # fmt: skip
+    assert got["status"] == "completed" and "planner answer (plan)" in got["plan"], got
+    rid = world.runs["plan"] = got["run_id"]
+    assert actions_of(got) == ["inspect_final_report", "reconcile"]
+    st = world.mcp.ok("oms_status", {"run_id": rid})
+    assert st["status"] == "completed" and "all_artifacts" not in st
+    full = world.mcp.ok("oms_status", {"run_id": rid, "detail": "full"})
+    assert full["constraints"] == ["keep it small"] and full["all_artifacts"]
+    today = world.mcp.ok("oms_status")
+    assert set(today) == {"head", "evidence_entries", "last_verdict"}  # as before runs
+    listed = world.mcp.ok("oms_runs", {"limit": 5})
+    assert [r["run_id"] for r in listed["work_runs"][:2]] == [rid, world.runs["consult"]]
+    assert isinstance(listed["runs"], list)
+    first = world.mcp.ok("oms_read_artifact", {"run_id": rid, "ref": "plan-1", "limit": 20})
+    # 20 bytes of JSON text: a newline takes two, so fewer bytes of the artifact fit
+    assert first["offset"] == 0 and first["truncated"] is True
+    assert first["next_offset"] == len(first["text"].encode()) <= 20, first
+    rest = world.mcp.ok("oms_read_artifact", {"run_id": rid, "ref": "plan-1",
+                                              "offset": first["next_offset"]})  # fmt: skip
+    assert (first["text"] + rest["text"]).startswith("# planner answer (plan)")
+    assert "not_found" in world.mcp.error("oms_read_artifact", {"run_id": rid, "ref": "plan-9"})
+    assert "not_found" in world.mcp.error("oms_read_artifact",
+                                          {"run_id": world.runs["consult"],
+                                           "ref": "plan-1"})  # fmt: skip
+
+
+@needs(flow.continue_run)
+def test_3_an_implement_run_revised_then_approved_at_a_pty_stops_at_its_transfer_gate(
+    world: World,
+) -> None:
+    needs_pty()
+    got = world.mcp.ok("oms_orchestrate", {"goal": "Add feature()", "mode": "implement"})
+    rid = world.runs["implement"] = got["run_id"]
+    assert got["status"] == "awaiting_approval" and got["gate"]["kind"] == "plan", got
+    # no agent action offers approve: only a human's command does
+    assert all(a.get("arguments", {}).get("approval") != "approve" for a in got["next_actions"])
+    revised = world.mcp.ok("oms_continue", {"run_id": rid, "approval": "revise",
+                                            "message": "smaller, please"})  # fmt: skip
+    assert revised["status"] == "awaiting_approval" and revised["gate"]["kind"] == "plan"
+    kinds = [a["kind"] for a in revised["artifacts"]]
+    assert "revision_packet" in kinds and kinds.count("plan") == 2, kinds
+    refused = world.mcp.doc("oms_continue", {"run_id": rid, "approval": "approve"})
+    assert refused["ok"] is False and refused["data"]["run_id"] == rid
+    shown = world.at_pty("run", "continue", rid, "--approve", "--repo", str(world.lab.repo))
+    assert shown.code == 0, shown
+    assert "Approve this plan?" in shown.screen and "plan plan-2:" in shown.screen, shown
+    st = world.mcp.ok("oms_status", {"run_id": rid})
+    assert st["status"] == "awaiting_approval" and st["gate"]["kind"] == "transfer", st
+    assert st["gate"]["role"] == "implementer"
+    assert actions_of(st)[:3] == ["approve_transfer", "approve_gate", "preview_transfer"]
+
+
+@needs(flow.continue_run)
+def test_4_approve_over_mcp_is_refused_with_what_the_human_runs(world: World) -> None:
+    rid = world.runs.get("implement") or pytest.skip("the implement run did not start")
+    before = world.mcp.ok("oms_status", {"run_id": rid, "detail": "full"})
+    refused = world.mcp.doc("oms_continue", {"run_id": rid, "approval": "approve"})
+    assert refused["ok"] is False, refused
+    data = refused["data"]
+    assert data["run_id"] == rid and "refused over mcp" in data["refused"]
+    [act] = data["next_actions"]
+    assert act["owner"]["kind"] == "human" and act["argv"][-3:] == ["continue", rid, "--approve"]
+    after = world.mcp.ok("oms_status", {"run_id": rid, "detail": "full"})
+    assert after["version"] == before["version"]  # nothing changed
+
+
+@needs(flow.continue_run)
+def test_5_the_manifest_read_then_approved_at_a_pty_and_the_run_completes_on_hold(
+    world: World,
+) -> None:
+    needs_pty()
+    rid = world.runs.get("implement") or pytest.skip("the implement run did not start")
+    st = world.mcp.ok("oms_status", {"run_id": rid})
+    digest = st["gate"]["transfer"]
+    m = world.mcp.ok("oms_transfer_preview", {"run_id": rid})
+    assert (m["digest"], m["status"]) == (digest, "previewed"), m
+    assert m["destination"]["model"] == "implementer:scripted" and m["approvals"] == 0
+    assert m["next_actions"][0]["action"] == "approve_transfer"
+    again = world.mcp.ok("oms_transfer_preview", {"run_id": rid})
+    assert again["digest"] == digest  # reading records nothing new
+    [copy] = [a for a in st["next_actions"] if a["action"] == "approve_transfer"]
+    words = copy["argv"][copy["argv"].index("transfer") :]
+    assert words[:3] == ["transfer", "approve", digest] and "--code" in words
+    approved = world.at_pty(*words)
+    assert approved.code == 0, approved
+    seen = []
+    for _ in range(4):
+        got = world.mcp.ok("oms_continue", {"run_id": rid, "approval": "none"})
+        seen.append(got["status"])
+        if got["status"] == "completed":
+            break
+    assert seen[-1] == "completed", seen
+    assert got["ticket"] is not None
+    assert actions_of(got) == ["inspect_final_report", "review_candidate", "reconcile"], got
+    full = world.mcp.ok("oms_status", {"run_id": rid, "detail": "full"})
+    events = [e["kind"] for e in full["recent_events"]]
+    assert {"dispatched", "verified"} <= set(events), events
+    ticket = world.oms("ticket", "show", got["ticket"])["ticket"]
+    assert ticket["state"] == "completed" and ticket["human_hold"] is True, ticket
+    assert world.mcp.ok("oms_transfer_preview", {"run_id": rid})["releases"] == 1
+
+
+@needs(flow.continue_run, flow.loop_run)
+def test_6_a_reject_at_the_plan_gate_fails_the_run(world: World) -> None:
+    got = world.mcp.ok("oms_orchestrate", {"goal": "Something else", "mode": "implement"})
+    rid = got["run_id"]
+    assert got["gate"]["kind"] == "plan", got
+    rejected = world.mcp.doc("oms_continue", {"run_id": rid, "approval": "reject",
+                                              "message": "not now"})  # fmt: skip
+    assert rejected["ok"] is False and rejected["data"]["status"] == "failed", rejected
+    assert "not now" in rejected["data"]["stop_reason"]
+    assert world.mcp.ok("oms_loop", {"run_id": world.runs["plan"]})["status"] == "completed"
+
+
+@needs(guests.fanout, guests.summon)
+def test_7_a_fanout_of_9_items_runs_8(world: World) -> None:
+    items = [{"role": "qa", "brief": f"Angle {i}"} for i in range(9)]
+    got = world.mcp.doc("oms_fanout", {"run_id": world.runs["plan"], "items": items})
+    data = got["data"]
+    assert got["ok"] is True, data
+    assert any(a["kind"] == "fanout" for a in data["artifacts"]), data
+    [fan] = [a for a in world.mcp.ok("oms_status", {"run_id": world.runs["plan"],
+                                                    "detail": "full"})["all_artifacts"]
+             if a["kind"] == "fanout"]  # fmt: skip
+    doc = json.loads(world.mcp.ok("oms_read_artifact", {"run_id": world.runs["plan"],
+                                                        "ref": fan["ref"]})["text"])  # fmt: skip
+    assert doc["bounds"] == {"requested": 9, "cap": 8, "attempted": 8}, doc
+    assert [i["status"] for i in doc["items"]] == ["completed"] * 8 + ["skipped"], doc
+    assert data["fanout_status"] == doc["status"] == "partial" and doc["sidecar_only"] is True
+    summon = world.mcp.ok("oms_summon", {"run_id": world.runs["plan"], "role": "critic",
+                                         "brief": "Poke holes"})  # fmt: skip
+    assert summon["status"] == "completed"  # a summon never moves the run
+    assert summon["gate"] is None or summon["gate"]["kind"] == "transfer"
+
+
+@needs(flow.abort)
+def test_8_abort_an_open_run(world: World) -> None:
+    got = world.mcp.ok("oms_consult", {"goal": "Critique", "role": "critic"})
+    assert got["status"] == "awaiting_approval", got
+    aborted = world.mcp.ok("oms_abort", {"run_id": got["run_id"], "reason": "not needed"})
+    assert aborted["status"] == "aborted" and aborted["next_actions"] == [], aborted
+    assert "usage" in world.mcp.error("oms_abort", {"run_id": "r-nothex", "reason": "x"})
+
+
+@needs(reconcile.reconcile, capture.capture)
+def test_9_reconcile_pauses_at_its_manifest_and_cannot_be_approved_here(world: World) -> None:
+    got = world.mcp.ok("oms_reconcile", {"run_id": world.runs["plan"], "role": "orchestrator"})
+    assert got["status"] == "awaiting_approval" and got["gate"]["kind"] == "transfer", got
+    assert got["progress_ref"] and got["parent_run"] == world.runs["plan"]
+    m = world.mcp.ok("oms_transfer_preview", {"run_id": got["run_id"]})
+    assert m["status"] == "previewed", m
+    assert m["destination"]["model"] == "orchestrator:scripted", m
+    refused = world.mcp.doc("oms_reconcile", {"run_id": world.runs["plan"],
+                                              "approval": "approve"})  # fmt: skip
+    assert refused["ok"] is False and refused["data"]["next_actions"][0]["argv"][-1] == "--approve"
+    cap = world.mcp.error("oms_capture_evidence", {"run_id": world.runs["plan"], "check": "no"})
+    assert "no check 'no'" in cap
+    captured = world.mcp.ok("oms_capture_evidence", {"run_id": world.runs["plan"],
+                                                      "check": "unit"})  # fmt: skip
+    assert any(a["kind"] == "log" for a in captured["artifacts"]), captured
+
+
+def test_every_tool_was_measured_under_the_bound(world: World) -> None:
+    assert all(n <= MAX_RESULT_BYTES for n in world.mcp.sizes.values())
+    assert {
+        "oms_plan",
+        "oms_consult",
+        "oms_continue",
+        "oms_status",
+        "oms_read_artifact",
+        "oms_transfer_preview",
+        "oms_runs",
+    } <= set(world.mcp.sizes), world.mcp.sizes
