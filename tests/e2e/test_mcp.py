@@ -59,16 +59,20 @@ RUN_TOOLS = frozenset({
     "oms_plan", "oms_orchestrate", "oms_consult", "oms_summon", "oms_fanout", "oms_continue",
     "oms_loop", "oms_reconcile", "oms_abort", "oms_capture_evidence",
 })  # fmt: skip
+# The board tools (tests/e2e/test_runs_board.py drives them); only oms_assign_roles records.
+BOARD_TOOLS = frozenset({"oms_roles", "oms_assign_roles", "oms_agent_board",
+                         "oms_recommend_loop", "oms_pro_access"})  # fmt: skip
 TOOLS = frozenset({
     "oms_doctor", "oms_policy", "oms_model_access", "oms_transfer_preview",
     "oms_transfer_status", "oms_process_result", "oms_runs", "oms_status",
     "oms_read_artifact", "oms_evidence_audit", "oms_repo_tree", "oms_repo_search",
     "oms_repo_read_file", "oms_git_status", "oms_git_diff",
-}) | RUN_TOOLS  # fmt: skip
+}) | RUN_TOOLS | BOARD_TOOLS  # fmt: skip
 # The tools that append to oms' own evidence store (and work.db); every other one only reads.
 RECORDING = (
-    frozenset({"oms_model_access", "oms_transfer_preview", "oms_process_result"}) | RUN_TOOLS
-)
+    frozenset({"oms_model_access", "oms_transfer_preview", "oms_process_result",
+               "oms_assign_roles"}) | RUN_TOOLS
+)  # fmt: skip
 MAX_RESULT_BYTES = 8 * 1024
 PY = "/usr/bin/python3"  # Debian's python: present inside the sandbox
 DESTINATION = "anthropic:claude-sonnet"
@@ -363,7 +367,7 @@ def test_every_tool_answers_on_a_real_repository_with_progress(small: Small) -> 
     assert ok("oms_repo_read_file", {"path": "test_mod.py"})["text"] == TEST_MOD
     assert any("mod.py" in line for line in ok("oms_git_status")["status"])
     assert "+def sub(a, b):" in ok("oms_git_diff")["diff"]
-    assert called == TOOLS - RUN_TOOLS
+    assert called == TOOLS - RUN_TOOLS - BOARD_TOOLS
 
 
 def test_result_gate_through_mcp_decides_as_the_cli_and_records_evidence(small: Small) -> None:
