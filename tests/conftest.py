@@ -119,7 +119,8 @@ def oms_json(run_oms: RunOms) -> Callable[..., tuple[int, dict[str, Any]]]:
 SLOWEST_FIRST = (
     "test_pre_commit.py", "test_packaging.py", "test_result_gate.py", "test_transfer.py",
     "test_agent_clis.py", "test_work_verify.py", "test_git_isolation.py", "test_work_dispatch.py",
-    "test_toolchain_gate.py", "test_evidence_store.py", "test_mcp.py",
+    "test_toolchain_gate.py", "test_evidence_store.py", "test_mcp.py", "test_runs_flow.py",
+    "test_runs_cli.py", "test_runs_guests.py",
 )  # fmt: skip
 
 
