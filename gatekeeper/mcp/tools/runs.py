@@ -75,17 +75,9 @@ def ran(out: Out) -> Result:
 
 def refused_approval(exc: ApprovalRefused, run_id: str) -> Result:
     """`approve` asked for over MCP: what the human must run, as a result the host reads."""
-    shown = (exc.data or {}).get("next_actions") or [approve_at_terminal(run_id).to_json()]
+    shown = (exc.data or {}).get("next_actions") or [actions.approve_command(run_id).to_json()]
     return bounded(hide_paths_in({"refused": exc.message, "run_id": run_id,
                                   "next_actions": list(shown)}), ok=False)  # fmt: skip
-
-
-def approve_at_terminal(run_id: str) -> actions.NextAction:
-    """The human's way through, when the refusal did not name one itself."""
-    return actions.human("approve_gate", "Approve at your terminal",
-                         "A human runs this at a controlling terminal; it shows what is "
-                         "approved and asks there. This server cannot approve.",
-                         "run", "continue", run_id, "--approve")  # fmt: skip
 
 
 async def deciding(fn: Callable[..., Out], run_id: str, *args: Any, **kwargs: Any) -> Result:

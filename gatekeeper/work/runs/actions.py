@@ -76,11 +76,12 @@ def agent(action: str, label: str, description: str, tool: str, arguments: Mappi
                       artifact_refs=tuple(refs))  # fmt: skip
 
 
-def approve_command(run: Run) -> NextAction:
+def approve_command(run_id: str) -> NextAction:
+    """The one way through a gate that a human owns: `oms run continue RUN --approve`."""
     return human("approve_gate", "Approve at your terminal",
                  "A human runs this at a controlling terminal; it shows what is approved and "
                  "asks there. MCP and a CLI without a terminal cannot approve.",
-                 "run", "continue", run.id, "--approve")  # fmt: skip
+                 "run", "continue", run_id, "--approve")  # fmt: skip
 
 
 def derive(work: Work, run: Run, artifacts: Sequence[Artifact]) -> list[NextAction]:
@@ -94,7 +95,7 @@ def derive(work: Work, run: Run, artifacts: Sequence[Artifact]) -> list[NextActi
                 words = shlex.split(line)[1:]
                 out.append(human("approve_transfer", "Approve the transfer at your terminal",
                                  g.reason + "; then continue the run.", *words))  # fmt: skip
-            out.append(approve_command(run))
+            out.append(approve_command(run.id))
             out.append(agent("preview_transfer", "Read the transfer manifest",
                              "What would leave, before a human approves it.",
                              "oms_transfer_preview", {"run_id": run.id}))  # fmt: skip
@@ -104,7 +105,7 @@ def derive(work: Work, run: Run, artifacts: Sequence[Artifact]) -> list[NextActi
                 out.append(agent("read_plan", "Read the plan", "The plan to approve.",
                                  "oms_read_artifact", {"run_id": run.id, "ref": refs[0]},
                                  refs=refs))  # fmt: skip
-            out.append(approve_command(run))
+            out.append(approve_command(run.id))
             out.append(agent("revise", "Ask for a revision", "Continue with approval "
                              "'revise' and a message: the planner plans again.",
                              "oms_continue", {"run_id": run.id, "approval": "revise",

@@ -46,7 +46,7 @@ def _open_gate(run: Run) -> Gate:
 def refused_here(run: Run, why: str) -> ApprovalRefused:
     """The refusal of an approval asked for where no human can give it, naming what the
     human runs at their own terminal instead."""
-    told = [actions.approve_command(run).to_json()]
+    told = [actions.approve_command(run.id).to_json()]
     return ApprovalRefused(f"{why}: a human approves run {run.id} at a controlling terminal "
                            f"with `oms run continue {run.id} --approve`",
                            data={"next_actions": told})  # fmt: skip
