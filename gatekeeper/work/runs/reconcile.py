@@ -31,7 +31,7 @@ from gatekeeper.work.runs.store import NewArtifact, Runs, checked_run_id
 
 RECONCILERS: tuple[str, ...] = ("planner", "orchestrator")
 APPROVALS: tuple[str, ...] = ("approve", "reject", "revise", "none")
-PROGRESS_CHARS = 16_000
+PROGRESS_CHARS = 15_000  # with the objective (4096) it stays under the purpose bound (20,000)
 ARTIFACT_LINE_CHARS = 300
 MAX_LISTED = 40  # artifacts named in a progress packet
 MAX_ITEMS = 50  # of `remaining` and `next`
