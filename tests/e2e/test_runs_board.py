@@ -19,9 +19,8 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support.env import clean_env
 from support.oms import parse_single_json, run_oms
-from support.runs import NEEDS, run_lab
+from support.runs import NEEDS, module_env, run_lab
 
 from evidence import EvidenceStore, state_root
 from gatekeeper.repo.git import open_repo
@@ -80,13 +79,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("board")
-    home, state = root / "home", root / "oms-state"
-    home.mkdir()
-    env = clean_env(home, state)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("OMS_HOME", str(state))
-        mp.delenv("XDG_STATE_HOME", raising=False)
+        env = module_env(root, mp)
         rl = run_lab(root, env, external=("critic",), autopilot=("critic",))
         plan, _ = api.plan(rl.repo, "Add a feature flag")
         params = StdioServerParameters(command=sys.executable,

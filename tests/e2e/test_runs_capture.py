@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.env import clean_env, use_clean_git_here
 from support.repos import commit_on, git
-from support.runs import NEEDS, PY, TEST_MOD, UNIT, RunLab, _s, policy, run_lab
+from support.runs import NEEDS, PY, TEST_MOD, UNIT, RunLab, _s, module_env, policy, run_lab
 from support.work import new_ticket, nonce
 
 from gatekeeper.errors import UsageError
@@ -26,14 +25,10 @@ PROBE = "import os, sys; print('state root visible:', os.path.exists(sys.argv[1]
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunLab, str]]:
     root = tmp_path_factory.mktemp("capture")
-    (root / "home").mkdir()
-    env = clean_env(root / "home", root / "oms-state")
-    extra = (f'[[checks]]\nname = "probe"\ncmd = [{_s(PY)}, "-c", {_s(PROBE)}, '
-             f'{_s(env["OMS_HOME"])}]\ntimeout_s = 60\n')  # fmt: skip
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", env["HOME"])
-        mp.setenv("OMS_HOME", env["OMS_HOME"])
-        use_clean_git_here(env, mp)
+        env = module_env(root, mp)
+        extra = (f'[[checks]]\nname = "probe"\ncmd = [{_s(PY)}, "-c", {_s(PROBE)}, '
+                 f'{_s(env["OMS_HOME"])}]\ntimeout_s = 60\n')  # fmt: skip
         got = run_lab(root, env, extra=extra)
         done, code = api.plan(got.repo, "Add a feature flag")
         assert code == 0 and done["status"] == "completed", done

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support.env import clean_env
 from support.oms import parse_single_json, run_oms
-from support.runs import NEEDS, RunLab, run_lab
+from support.runs import NEEDS, RunLab, module_env, run_lab
 
 from gatekeeper.work.runs import capture, flow, guests, reconcile
 
@@ -61,12 +60,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("runs-cli")
-    home = root / "home"
-    home.mkdir()
-    env = {**clean_env(home, root / "oms-state"), "OMS_WORK_DIR": str(root / "work")}
-    with pytest.MonkeyPatch.context() as mp:  # `oms init` runs in this process
-        for k in ("HOME", "OMS_HOME", "OMS_WORK_DIR"):
-            mp.setenv(k, env[k])
+    with pytest.MonkeyPatch.context() as mp:
+        env = module_env(root, mp)
         got = run_lab(root, env, external=("critic", "orchestrator"))
         first = Lab(got, "", "", "")
         proc = first.oms("run", "plan", ESC_GOAL)

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.env import clean_env, use_clean_git_here
 from support.pty import approve_copied
 from support.repos import commit_on
-from support.runs import NEEDS, READ_ROLES, RunLab, run_lab
+from support.runs import NEEDS, READ_ROLES, RunLab, module_env, run_lab
 
 from evidence import EvidenceStore, state_root
 from gatekeeper.errors import NotFound, UsageError
@@ -43,12 +42,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("guests")
-    (root / "home").mkdir()
-    env = clean_env(root / "home", root / "oms-state")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", env["HOME"])
-        mp.setenv("OMS_HOME", env["OMS_HOME"])
-        use_clean_git_here(env, mp)
+        env = module_env(root, mp)
         got = run_lab(root, env, external=("critic",), roles=(*READ_ROLES, "failer"),
                       modes={"failer": "fail"})  # fmt: skip
         done, code = api.plan(got.repo, "Add a feature flag")

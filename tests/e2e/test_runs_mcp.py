@@ -25,9 +25,8 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support.env import clean_env
 from support.oms import parse_single_json, run_oms
-from support.runs import NEEDS, RunLab, run_lab
+from support.runs import NEEDS, RunLab, module_env, run_lab
 
 from gatekeeper.work.runs import capture, flow, guests, reconcile
 
@@ -130,12 +129,8 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("runs-mcp")
-    home = root / "home"
-    home.mkdir()
-    env = {**clean_env(home, root / "oms-state"), "OMS_WORK_DIR": str(root / "work")}
-    with pytest.MonkeyPatch.context() as mp:  # `oms init` runs in this process
-        for k in ("HOME", "OMS_HOME", "OMS_WORK_DIR"):
-            mp.setenv(k, env[k])
+    with pytest.MonkeyPatch.context() as mp:
+        env = module_env(root, mp)
         lab = run_lab(root, env, external=EXTERNAL)
         with Mcp(lab) as mcp:
             yield World(lab, mcp)

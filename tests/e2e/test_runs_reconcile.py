@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.env import clean_env, use_clean_git_here
 from support.pty import approve_copied
-from support.runs import NEEDS, PY, ROLE, RunLab, _s, policy, run_lab
+from support.runs import NEEDS, PY, ROLE, RunLab, _s, module_env, policy, run_lab
 
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import UsageError
@@ -51,11 +50,7 @@ def _policy(*, external: bool = False, autopilot: tuple[str, ...] = ()) -> str:
 
 
 def _env_lab(root: Path, mp: pytest.MonkeyPatch, text: str) -> RunLab:
-    (root / "home").mkdir()
-    env = clean_env(root / "home", root / "oms-state")
-    mp.setenv("HOME", env["HOME"])
-    mp.setenv("OMS_HOME", env["OMS_HOME"])
-    use_clean_git_here(env, mp)
+    env = module_env(root, mp)
     got = run_lab(root, env)
     got.set_policy(text)
     return got

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gatekeeper.gates.records import init
+from support.env import clean_env, use_clean_git_here
 from support.repos import commit_on, make_repo
 
 PY = "/usr/bin/python3"
@@ -126,3 +129,17 @@ def run_lab(tmp_path: Path, env: dict[str, str], **policy_args: Any) -> RunLab:
                                          "oms.toml": policy(**policy_args)}, env=env)  # fmt: skip
     init(repo)
     return RunLab(tmp_path, repo, env)
+
+
+def module_env(root: Path, mp: pytest.MonkeyPatch) -> dict[str, str]:
+    """The environment of a module-scoped lab under `root`: its own HOME, `$OMS_HOME` and
+    `$OMS_WORK_DIR`, set in this process too (`oms init` and the runs functions run here)
+    through `mp`, and the clean git environment."""
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    env = {**clean_env(home, root / "oms-state"), "OMS_WORK_DIR": str(root / "work")}
+    for k in ("HOME", "OMS_HOME", "OMS_WORK_DIR"):
+        mp.setenv(k, env[k])
+    mp.delenv("XDG_STATE_HOME", raising=False)
+    use_clean_git_here(env, mp)
+    return env
