@@ -19,7 +19,9 @@ from typing import Any
 
 from gatekeeper.errors import NotFound, UsageError
 from gatekeeper.work.fence import Work
+from gatekeeper.work.providers.base import Role
 from gatekeeper.work.runs import gates
+from gatekeeper.work.runs.gates import Cleared, TransferBlocked, transfer_gate
 from gatekeeper.work.runs.model import Gate, Run, RunState
 from gatekeeper.work.runs.store import NewArtifact, Runs
 
@@ -159,3 +161,16 @@ def move(runs: Runs, run: Run, state: RunState, next_step: str, *,
     got = runs.step(run, state=state, step=next_step, gate=None, artifacts=artifacts,
                     events=events, stop_reason=stop_reason, **cols)  # fmt: skip
     return Progress(got.run, True)
+
+
+def through_transfer(work: Work, runs: Runs, run: Run, role: Role, run_role: str, step: str,
+                     purpose: str) -> Cleared | Progress:  # fmt: skip
+    """The step's transfer gate: Cleared to go on, or the Progress of stopping at the gate
+    (or of failing the run when the manifest is blocked)."""
+    try:
+        cleared = transfer_gate(work, run, role, run_role, step, purpose)
+    except TransferBlocked as exc:
+        return fail(runs, run, exc.message)
+    if isinstance(cleared, Gate):
+        return stop_at(runs, run, cleared)
+    return cleared

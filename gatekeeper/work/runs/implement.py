@@ -24,8 +24,8 @@ from gatekeeper.work.model import MAX_BODY_BYTES, Ticket
 from gatekeeper.work.providers.base import Role, RoleUnavailable
 from gatekeeper.work.runs import engine, gates, mapping
 from gatekeeper.work.runs.engine import Progress, step
-from gatekeeper.work.runs.gates import Cleared, TransferBlocked
-from gatekeeper.work.runs.model import Gate, Run
+from gatekeeper.work.runs.gates import Cleared
+from gatekeeper.work.runs.model import Run
 from gatekeeper.work.runs.store import NewArtifact, Runs
 from gatekeeper.work.verify import verify as core_verify
 
@@ -136,13 +136,10 @@ def implement(work: Work, runs: Runs, run: Run) -> Progress:
     if ticket.state not in LEASABLE + RECOVERABLE:
         return engine.fail(runs, run, f"the ticket {ticket.id} is {ticket.state}; an implement "
                            "step leases only a pending or retryable ticket")  # fmt: skip
-    try:
-        cleared = gates.transfer_gate(work, run, role, "implementer", "implement",
+    cleared = engine.through_transfer(work, runs, run, role, "implementer", "implement",
                                       _purpose(runs, run, "implementer implements"))  # fmt: skip
-    except TransferBlocked as exc:
-        return engine.fail(runs, run, exc.message)
-    if isinstance(cleared, Gate):
-        return engine.stop_at(runs, run, cleared)
+    if isinstance(cleared, Progress):
+        return cleared
     return _dispatched(work, runs, run, role, cleared, ticket)
 
 
@@ -173,13 +170,10 @@ def verify(work: Work, runs: Runs, run: Run) -> Progress:
         return engine.move(runs, run, "implementing", "implement",
                            events=[("lease_expired", {"ticket": run.ticket})])  # fmt: skip
     role = grader(work)
-    try:
-        cleared = gates.transfer_gate(work, run, role, "verifier", "verify",
+    cleared = engine.through_transfer(work, runs, run, role, "verifier", "verify",
                                       _purpose(runs, run, "grader grades"))  # fmt: skip
-    except TransferBlocked as exc:
-        return engine.fail(runs, run, exc.message)
-    if isinstance(cleared, Gate):
-        return engine.stop_at(runs, run, cleared)
+    if isinstance(cleared, Progress):
+        return cleared
     gates.use_up(work, cleared)
     got, _ = core_verify(work.repo.top, run.ticket, transfer=cleared.transfer)
     art = verdict_artifact(got)
