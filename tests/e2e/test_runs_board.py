@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,8 @@ import mcp_types as types
 import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from support.mcp_session import session as mcp_session
+from support.mcp_session import text_of
 from support.oms import parse_single_json, run_oms
 from support.runs import NEEDS, module_env, run_lab
 
@@ -30,19 +30,6 @@ pytestmark = pytest.mark.skipif(not NEEDS, reason="needs /usr/bin/bwrap and /usr
 MAX_RESULT_BYTES = 8 * 1024
 BOARD_TOOLS = {"oms_roles", "oms_assign_roles", "oms_agent_board", "oms_recommend_loop",
                "oms_pro_access"}  # fmt: skip
-
-
-@asynccontextmanager
-async def _session(params: StdioServerParameters,
-                   errlog: Any) -> AsyncIterator[ClientSession]:  # fmt: skip
-    async with stdio_client(params, errlog=errlog) as (read, write):
-        async with ClientSession(read, write, read_timeout_seconds=120) as session:
-            await session.initialize()
-            yield session
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 @dataclass
@@ -87,7 +74,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                                        args=["-m", "gatekeeper", "mcp", "--repo", str(rl.repo)],
                                        env=env, cwd=str(root))  # fmt: skip
         with open(root / "server.stderr", "w") as errlog, start_blocking_portal() as portal:
-            with portal.wrap_async_context_manager(_session(params, errlog)) as session:
+            with portal.wrap_async_context_manager(mcp_session(params, errlog, 120)) as session:
                 yield Lab(rl.repo, root, env, plan["run_id"], portal, session)
 
 

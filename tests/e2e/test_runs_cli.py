@@ -21,22 +21,10 @@ import pytest
 from support.oms import parse_single_json, run_oms
 from support.runs import NEEDS, RunLab, module_env, run_lab
 
-from gatekeeper.work.runs import capture, flow, guests, reconcile
-
 pytestmark = pytest.mark.skipif(not NEEDS, reason="needs /usr/bin/bwrap and /usr/bin/python3")
 
 ESC_GOAL = "Add a flag \x1b[31mred\x1b[0m \u202e"
 RUN_LINE = re.compile(r"^run (r-[0-9a-f]{12}) \(")
-
-
-def stub(fn: Any) -> bool:
-    """A function another helper has not filled on this branch yet (it only raises)."""
-    return "NotImplementedError" in fn.__code__.co_names
-
-
-def needs(fn: Any) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(stub(fn), reason=f"{fn.__module__}.{fn.__name__} is a stub "
-                              "on this branch")  # fmt: skip
 
 
 @dataclass
@@ -150,7 +138,6 @@ def test_fanout_items_must_be_a_bounded_regular_file_holding_a_json_list(lab: La
         assert message in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
 
 
-@needs(flow.continue_run)
 def test_approve_without_a_terminal_is_refused_with_exit_3_and_what_to_run(lab: Lab) -> None:
     # (the human text of the same refusal: the reconcile test below)
     code, got = lab.json("run", "continue", lab.gate_id, "--approve")
@@ -161,7 +148,6 @@ def test_approve_without_a_terminal_is_refused_with_exit_3_and_what_to_run(lab: 
     assert st["status"] == "awaiting_approval", st  # nothing changed
 
 
-@needs(flow.continue_run)
 def test_continue_none_then_reject_at_the_gate_fails_the_run(lab: Lab) -> None:
     rid = lab.gate_id
     code, same = lab.json("run", "continue", rid)
@@ -183,8 +169,6 @@ def test_orchestrate_review_maps_a_role_and_stops_at_the_critics_gate(lab: Lab) 
     lab.review_id = m.group(1)
 
 
-@needs(flow.abort)
-@needs(flow.loop_run)
 def test_loop_on_a_finished_run_and_abort_of_an_open_one(lab: Lab) -> None:
     code, looped = lab.json("run", "loop", lab.plan_id, "--max-cycles", "2")
     assert code == 0 and looped["status"] == "completed", looped
@@ -197,7 +181,6 @@ def test_loop_on_a_finished_run_and_abort_of_an_open_one(lab: Lab) -> None:
     assert proc.returncode != 0 and len(proc.stderr.splitlines()) == 1, proc.stderr
 
 
-@needs(guests.summon)
 def test_summon_attaches_an_advisory_answer_to_the_run(lab: Lab) -> None:
     code, got = lab.json("run", "summon", lab.plan_id, "--role", "qa", "--brief", "Check it",
                          "--kind", "qa", "--evidence", "plan-1")  # fmt: skip
@@ -207,7 +190,6 @@ def test_summon_attaches_an_advisory_answer_to_the_run(lab: Lab) -> None:
     assert st["roles"] == got["roles"]  # a summon does not rewrite the mapping
 
 
-@needs(guests.fanout)
 def test_fanout_from_an_items_file(lab: Lab) -> None:
     items = lab.lab.root / "two.json"
     items.write_text(json.dumps([{"role": "qa", "brief": "Test ideas"},
@@ -217,7 +199,6 @@ def test_fanout_from_an_items_file(lab: Lab) -> None:
     assert any(a["kind"] == "fanout" for a in got["artifacts"]), got
 
 
-@needs(capture.capture)
 def test_capture_runs_a_check_of_the_trusted_plan(lab: Lab) -> None:
     proc = lab.oms("run", "capture", lab.plan_id, "unit")
     assert proc.returncode == 0, proc.stderr
@@ -227,7 +208,6 @@ def test_capture_runs_a_check_of_the_trusted_plan(lab: Lab) -> None:
     assert proc.returncode == 2 and "nosuchcheck" in proc.stderr, proc.stderr
 
 
-@needs(reconcile.reconcile)
 def test_reconcile_pauses_at_its_manifest_and_takes_no_approve_without_a_terminal(
     lab: Lab,
 ) -> None:

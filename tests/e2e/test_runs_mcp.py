@@ -15,39 +15,25 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
 import pytest
 from anyio.from_thread import start_blocking_portal
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import StdioServerParameters
+from support.mcp_session import session as mcp_session
+from support.mcp_session import text_of
 from support.oms import parse_single_json, run_oms
+from support.pty import oms_at_pty
 from support.runs import NEEDS, RunLab, module_env, run_lab
-
-from gatekeeper.work.runs import capture, flow, guests, reconcile
 
 pytestmark = pytest.mark.skipif(not NEEDS, reason="needs /usr/bin/bwrap and /usr/bin/python3")
 
-try:  # the flow helper's pty support (tests/support/pty.py), present once flow17 is merged
-    from support.pty import oms_at_pty
-except ImportError:  # pragma: no cover - a branch without it skips the pty steps
-    oms_at_pty = None  # type: ignore[assignment]
 
 MAX_RESULT_BYTES = 8 * 1024
 EXTERNAL = ("implementer", "critic", "orchestrator")
-
-
-@asynccontextmanager
-async def _session(params: StdioServerParameters,
-                   errlog: Any) -> AsyncIterator[ClientSession]:  # fmt: skip
-    async with stdio_client(params, errlog=errlog) as (read, write):
-        async with ClientSession(read, write, read_timeout_seconds=300) as session:
-            await session.initialize()
-            yield session
 
 
 @dataclass
@@ -65,7 +51,7 @@ class Mcp:
                                        args=["-m", "gatekeeper", "mcp", "--repo",
                                              str(self.lab.repo)],
                                        env=self.lab.env, cwd=str(self.lab.root))  # fmt: skip
-        self._session_cm = portal.wrap_async_context_manager(_session(params, self._errlog))
+        self._session_cm = portal.wrap_async_context_manager(mcp_session(params, self._errlog, 300))
         self.session = self._session_cm.__enter__()
         self.portal = portal
         return self
@@ -80,7 +66,7 @@ class Mcp:
     def call(self, name: str, args: dict[str, Any] | None = None) -> types.CallToolResult:
         result = self.portal.call(lambda: self.session.call_tool(name, args or {}, 300))
         assert isinstance(result, types.CallToolResult)
-        sent = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        sent = text_of(result)
         size = len(sent.encode())
         assert size <= MAX_RESULT_BYTES, f"{name}: {size} bytes sent, over 8 KiB"
         self.sizes[name] = max(size, self.sizes.get(name, 0))
@@ -140,19 +126,6 @@ def actions_of(data: dict[str, Any]) -> list[str]:
     return [a["action"] for a in data["next_actions"]]
 
 
-def needs(*fns: Any) -> pytest.MarkDecorator:
-    """Skip while another helper's function is a stub on this branch (it only raises)."""
-    missing = [f"{f.__module__}.{f.__name__}" for f in fns
-               if "NotImplementedError" in f.__code__.co_names]  # fmt: skip
-    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)}: a stub on this "
-                              "branch")  # fmt: skip
-
-
-def needs_pty() -> None:
-    if oms_at_pty is None:
-        pytest.skip("tests/support/pty.py (the flow helper's) is not on this branch")
-
-
 # -- the scenario, in order ---------------------------------------------------------------------
 
 
@@ -195,11 +168,9 @@ def test_2_plan_then_status_runs_and_a_paged_artifact(world: World) -> None:
                                            "ref": "plan-1"})  # fmt: skip
 
 
-@needs(flow.continue_run)
 def test_3_an_implement_run_revised_then_approved_at_a_pty_stops_at_its_transfer_gate(
     world: World,
 ) -> None:
-    needs_pty()
     got = world.mcp.ok("oms_orchestrate", {"goal": "Add feature()", "mode": "implement"})
     rid = world.runs["implement"] = got["run_id"]
     assert got["status"] == "awaiting_approval" and got["gate"]["kind"] == "plan", got
@@ -221,7 +192,6 @@ def test_3_an_implement_run_revised_then_approved_at_a_pty_stops_at_its_transfer
     assert actions_of(st)[:3] == ["approve_transfer", "approve_gate", "preview_transfer"]
 
 
-@needs(flow.continue_run)
 def test_4_approve_over_mcp_is_refused_with_what_the_human_runs(world: World) -> None:
     rid = world.runs.get("implement") or pytest.skip("the implement run did not start")
     before = world.mcp.ok("oms_status", {"run_id": rid, "detail": "full"})
@@ -235,11 +205,9 @@ def test_4_approve_over_mcp_is_refused_with_what_the_human_runs(world: World) ->
     assert after["version"] == before["version"]  # nothing changed
 
 
-@needs(flow.continue_run)
 def test_5_the_manifest_read_then_approved_at_a_pty_and_the_run_completes_on_hold(
     world: World,
 ) -> None:
-    needs_pty()
     rid = world.runs.get("implement") or pytest.skip("the implement run did not start")
     st = world.mcp.ok("oms_status", {"run_id": rid})
     digest = st["gate"]["transfer"]
@@ -271,7 +239,6 @@ def test_5_the_manifest_read_then_approved_at_a_pty_and_the_run_completes_on_hol
     assert world.mcp.ok("oms_transfer_preview", {"run_id": rid})["releases"] == 1
 
 
-@needs(flow.continue_run, flow.loop_run)
 def test_6_a_reject_at_the_plan_gate_fails_the_run(world: World) -> None:
     got = world.mcp.ok("oms_orchestrate", {"goal": "Something else", "mode": "implement"})
     rid = got["run_id"]
@@ -283,7 +250,6 @@ def test_6_a_reject_at_the_plan_gate_fails_the_run(world: World) -> None:
     assert world.mcp.ok("oms_loop", {"run_id": world.runs["plan"]})["status"] == "completed"
 
 
-@needs(guests.fanout, guests.summon)
 def test_7_a_fanout_of_9_items_runs_8(world: World) -> None:
     items = [{"role": "qa", "brief": f"Angle {i}"} for i in range(9)]
     got = world.mcp.doc("oms_fanout", {"run_id": world.runs["plan"], "items": items})
@@ -304,7 +270,6 @@ def test_7_a_fanout_of_9_items_runs_8(world: World) -> None:
     assert summon["gate"] is None or summon["gate"]["kind"] == "transfer"
 
 
-@needs(flow.abort)
 def test_8_abort_an_open_run(world: World) -> None:
     got = world.mcp.ok("oms_consult", {"goal": "Critique", "role": "critic"})
     assert got["status"] == "awaiting_approval", got
@@ -313,7 +278,6 @@ def test_8_abort_an_open_run(world: World) -> None:
     assert "usage" in world.mcp.error("oms_abort", {"run_id": "r-nothex", "reason": "x"})
 
 
-@needs(reconcile.reconcile, capture.capture)
 def test_9_reconcile_pauses_at_its_manifest_and_cannot_be_approved_here(world: World) -> None:
     got = world.mcp.ok("oms_reconcile", {"run_id": world.runs["plan"], "role": "orchestrator"})
     assert got["status"] == "awaiting_approval" and got["gate"]["kind"] == "transfer", got
