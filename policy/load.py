@@ -21,7 +21,7 @@ from typing import Any
 import rfc8785
 from pydantic import ValidationError
 
-from .model import DEFAULT_POLICY, Check, Policy, RunsPolicy, WorkPolicy
+from .model import DEFAULT_POLICY, Check, ConductorPolicy, Policy, RunsPolicy, WorkPolicy
 
 POLICY_FILE = "oms.toml"
 MAX_POLICY_BYTES = 256 << 10
@@ -67,6 +67,8 @@ def policy_digest(policy: Policy) -> str:
         del data["work"]
     if policy.runs == RunsPolicy():
         del data["runs"]
+    if policy.conductor == ConductorPolicy():
+        del data["conductor"]
     return _digest(data)
 
 

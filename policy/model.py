@@ -277,6 +277,22 @@ class RunsPolicy(_Model):
     autopilot: list[Literal["plan"]] = []
 
 
+class ConductorPolicy(_Model):
+    """`[conductor]`: who conducts, who advises, where verified tickets are delivered, and
+    the schedule's clocks. Delivery happens only when `remote` is set: a non-force push of
+    `<branch_prefix><ticket>` and a draft PR on `github_repo` (default: the remote's)."""
+
+    role: Name = "conductor"  # the interactive conductor (default Claude Code)
+    advisor: Name = "advisor"  # Codex exec, read-only, schema-validated advice
+    remote: Name | None = None
+    github_repo: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")] | None = None
+    branch_prefix: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9/_-]{0,40}$")] = "oms/"
+    ready_label: Annotated[str, Field(min_length=1, max_length=50)] = "oms:ready"
+    sync_interval_s: Annotated[int, Field(ge=30, le=3600)] = 60
+    watchdog_interval_s: Annotated[int, Field(ge=60, le=86400)] = 900
+    stall_after_s: Annotated[int, Field(ge=60, le=86400)] = 1800
+
+
 class Policy(_Model):
     """The whole of `oms.toml`. `version = 1` is required in a file."""
 
@@ -292,6 +308,7 @@ class Policy(_Model):
     toolchains: list[Toolchain] = []
     work: WorkPolicy = WorkPolicy()
     runs: RunsPolicy = RunsPolicy()
+    conductor: ConductorPolicy = ConductorPolicy()
 
     @field_validator("version", mode="before")
     @classmethod

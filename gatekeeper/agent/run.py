@@ -93,6 +93,11 @@ class AgentRunRequest:
     schema_file: bytes | None = None
     timeout_s: int | None = None
     read_only: bool = False
+    # The conductor's own (issue 18): `conductor` names the conductor session this run is
+    # (its broker relays `oms conductor bridge|wait-event` for it); `worker` names the
+    # worker pane this run is (its hooks' observations are recorded for that worker).
+    conductor: str | None = None
+    worker: str | None = None
 
 
 class EgressCounts(BaseModel):

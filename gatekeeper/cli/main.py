@@ -29,6 +29,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.cache:cache",
         "The scan-result cache: findings stored by content, so unchanged files are not rescanned.",
     ),
+    "conductor": (
+        "gatekeeper.cli.conductor:conductor",
+        "The conductor: a read-only agent in tmux that routes tickets through typed tools.",
+    ),
     "dispatch": (
         "gatekeeper.cli.dispatch:dispatch",
         "Deliver a leased ticket to a role's provider: the envelope first, then the run.",
@@ -36,6 +40,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "doctor": (
         "gatekeeper.cli.doctor:doctor",
         "Readiness: a real sandbox probe, AppArmor status, key and chain.",
+    ),
+    "events": (
+        "gatekeeper.cli.events:events",
+        "Typed events: GitHub sync into deduplicated events, pending tickets and notifications.",
     ),
     "evidence": (
         "gatekeeper.cli.evidence:evidence",
@@ -48,6 +56,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "hook": (
         "gatekeeper.cli.hook:hook",
         "Agent hooks in Claude Code's and Codex's protocols: deny secrets and protected writes.",
+    ),
+    "hud": (
+        "gatekeeper.cli.hud:hud",
+        "A read-only view of goals, tickets, workers, events and next actions.",
     ),
     "init": (
         "gatekeeper.cli.init:init",
@@ -69,6 +81,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.result:process_result",
         "The result gate: frozen plan from the base, sandboxed checks, both scanners, evidence.",
     ),
+    "reconcile": (
+        "gatekeeper.cli.reconcile:reconcile",
+        "Recovery: one watchdog pass over dead panes, stalled work and expired leases.",
+    ),
     "release": ("gatekeeper.cli.release:release", "Release readiness of oms itself."),
     "role": (
         "gatekeeper.cli.role:role",
@@ -83,6 +99,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
         "gatekeeper.cli.scan:scan",
         "Secrets in the repository's files, PATHs, the staged change, commits or stdin (exit 3).",
     ),
+    "schedule": (
+        "gatekeeper.cli.schedule:schedule",
+        "The one user-scoped schedule: GitHub sync every 60 s, the watchdog every 15 min.",
+    ),
     "ticket": (
         "gatekeeper.cli.ticket:ticket",
         "Tickets: work items of a goal, leased, dispatched, verified, held for a human.",
@@ -90,6 +110,10 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "toolchain": (
         "gatekeeper.cli.toolchain:toolchain",
         "Trusted toolchains: built from the base's lockfiles, bound read-only into checks.",
+    ),
+    "trace": (
+        "gatekeeper.cli.trace:trace",
+        "Local tracers: the whole ticket path on a fixture, offline and non-certifying.",
     ),
     "transfer": (
         "gatekeeper.cli.transfer:transfer",

@@ -33,6 +33,11 @@ RUN_KINDS = ("plan", "orchestrate", "consult", "reconcile")
 RUN_MODES = ("plan", "research", "implement", "review")
 RUN_STATES = ("created", "planning", "awaiting_approval", "implementing", "verifying",
               "completed", "failed", "aborted")  # fmt: skip
+CONDUCTOR_STATES = ("starting", "active", "idle", "dead", "stalled", "blocked", "stopped")
+WAITER_STATES = ("armed", "notified", "failed", "superseded")
+INTENT_STATES = ("prepared", "advised", "accepted", "refused", "expired")
+WORKER_STATES = ("starting", "running", "parked", "stopped", "exited", "dead", "stalled")
+DELIVERY_STATES = ("pushed", "pr-open", "confirmed", "failed")
 ARTIFACT_KINDS = ("plan", "diff", "log", "report", "metadata", "status", "agent", "directive",
                   "context", "remote_context", "progress", "reconciliation", "critic_trigger",
                   "revision_packet", "fanout", "transfer_manifest")  # fmt: skip
@@ -209,6 +214,115 @@ MIGRATIONS: tuple[str, ...] = (
         seq INTEGER NOT NULL,
         created TEXT NOT NULL,
         PRIMARY KEY (run, n)
+    );
+    """,
+    # v3: the conductor (`gatekeeper.work.conductor`) and events (`gatekeeper.work.events`).
+    # A process is named by (pid, start_ticks): /proc's start time tells PID reuse apart.
+    f"""
+    CREATE TABLE conductors (
+        id TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN {_in(CONDUCTOR_STATES)}),
+        socket TEXT NOT NULL,
+        session TEXT NOT NULL,
+        pane TEXT,
+        pid INTEGER,
+        start_ticks INTEGER,
+        argv TEXT NOT NULL,
+        reason TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE waiters (
+        generation INTEGER PRIMARY KEY,
+        conductor TEXT NOT NULL REFERENCES conductors(id),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN {_in(WAITER_STATES)}),
+        pid INTEGER,
+        start_ticks INTEGER,
+        notification TEXT,
+        reason TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX one_armed_waiter ON waiters(conductor) WHERE state = 'armed';
+    CREATE TABLE intents (
+        id TEXT PRIMARY KEY,
+        goal TEXT NOT NULL REFERENCES goals(id),
+        ticket TEXT NOT NULL REFERENCES tickets(id),
+        lease TEXT REFERENCES leases(token_sha256),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN {_in(INTENT_STATES)}),
+        role TEXT NOT NULL,
+        body_blob TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        advised_digest TEXT,
+        advice TEXT,
+        dispatch TEXT REFERENCES dispatches(id),
+        reason TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE teams (
+        id TEXT PRIMARY KEY,
+        goal TEXT NOT NULL REFERENCES goals(id),
+        dispatches TEXT NOT NULL,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE workers (
+        id TEXT PRIMARY KEY,
+        dispatch TEXT NOT NULL UNIQUE REFERENCES dispatches(id),
+        ticket TEXT NOT NULL REFERENCES tickets(id),
+        team TEXT REFERENCES teams(id),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN {_in(WORKER_STATES)}),
+        socket TEXT NOT NULL,
+        session TEXT NOT NULL,
+        pane TEXT,
+        pid INTEGER,
+        start_ticks INTEGER,
+        reason TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE watermarks (
+        source TEXT PRIMARY KEY,
+        etag TEXT,
+        cursor TEXT,
+        version INTEGER NOT NULL,
+        updated TEXT NOT NULL
+    );
+    ALTER TABLE events ADD COLUMN seq INTEGER;
+    CREATE TABLE batches (
+        id TEXT PRIMARY KEY,
+        events TEXT NOT NULL,
+        digest TEXT NOT NULL UNIQUE,
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'consumed')),
+        seq INTEGER NOT NULL,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE outbox (
+        key TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'done', 'failed')),
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE deliveries (
+        ticket TEXT PRIMARY KEY REFERENCES tickets(id),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN {_in(DELIVERY_STATES)}),
+        commit_sha TEXT NOT NULL,
+        remote TEXT NOT NULL,
+        branch TEXT NOT NULL,
+        pr_number INTEGER,
+        pr_url TEXT,
+        reason TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
     );
     """,
 )

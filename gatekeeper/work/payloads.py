@@ -21,7 +21,9 @@ Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 
 class WorkRecord(Payload):
-    object: Literal["goal", "ticket", "dispatch", "verification", "run"]
+    object: Literal["goal", "ticket", "dispatch", "verification", "run", "conductor", "intent",
+                    "worker", "team", "waiter", "batch", "events", "delivery",
+                    "watchdog"]  # fmt: skip
     id: str
     ticket: str | None = None
     goal: str | None = None
@@ -84,9 +86,65 @@ class RunStepped(WorkRecord):
     KIND: ClassVar[str] = "work.run.step"
 
 
+# -- the conductor (gatekeeper.work.conductor) and events (gatekeeper.work.events) ------------
+
+
+class ConductorChanged(WorkRecord):
+    """The conductor session was created, resumed, or changed state (idle, dead, stalled)."""
+
+    KIND: ClassVar[str] = "work.conductor"
+
+
+class IntentRecorded(WorkRecord):
+    """A dispatch intent was prepared, advised, accepted or refused (conductor bridge);
+    `detail` names its digest, and for advice the advisor's verdict."""
+
+    KIND: ClassVar[str] = "work.intent"
+
+
+class WorkerChanged(WorkRecord):
+    """A worker pane started, was observed dead, parked, resumed, stopped or exited."""
+
+    KIND: ClassVar[str] = "work.worker"
+
+
+class TeamStarted(WorkRecord):
+    """A team: a group of accepted dispatches, each started in its own pane."""
+
+    KIND: ClassVar[str] = "work.team"
+
+
+class WaiterChanged(WorkRecord):
+    """A conductor waiter generation was armed, notified, failed or superseded."""
+
+    KIND: ClassVar[str] = "work.waiter"
+
+
+class EventsProjected(WorkRecord):
+    """One projected batch of typed events (GitHub sync or provider hooks): `detail` counts
+    them; the batch's canonical JSON is the entry's blob."""
+
+    KIND: ClassVar[str] = "work.events"
+
+
+class DeliveryRecorded(WorkRecord):
+    """A READY_FOR_HUMAN ticket's branch pushed, its draft PR opened, the read-back."""
+
+    KIND: ClassVar[str] = "work.delivery"
+
+
+class WatchdogPassed(WorkRecord):
+    """One `oms reconcile watchdog` pass that recovered or marked something."""
+
+    KIND: ClassVar[str] = "work.watchdog"
+
+
 KINDS: tuple[type[WorkRecord], ...] = (GoalCreated, TicketAdded, TicketLeased, DispatchStarted,
                                        DispatchRan, DispatchEnded, ReceiptFiled, VerifyStarted,
-                                       VerifyFinished, RunCreated, RunStepped)  # fmt: skip
+                                       VerifyFinished, RunCreated, RunStepped, ConductorChanged,
+                                       IntentRecorded, WorkerChanged, TeamStarted, WaiterChanged,
+                                       EventsProjected, DeliveryRecorded,
+                                       WatchdogPassed)  # fmt: skip
 WORK_KINDS = frozenset(k.KIND for k in KINDS)
 
 

@@ -45,20 +45,29 @@ from gatekeeper.work.fence import (
 
 TABLES = [
     "attempts",
+    "batches",
+    "conductors",
+    "deliveries",
     "dispatches",
     "events",
     "goals",
+    "intents",
     "leases",
     "nonces",
     "notifications",
+    "outbox",
     "receipts",
     "run_artifacts",
     "run_events",
     "runs",
     "sessions",
+    "teams",
     "tickets",
     "transitions",
     "verifications",
+    "waiters",
+    "watermarks",
+    "workers",
 ]
 
 
@@ -597,10 +606,10 @@ def test_recovery_of_an_expired_verifying_ticket_abandons_the_verify(
 
 
 def test_a_fresh_db_is_at_the_schema_version_with_every_table(work: Work) -> None:
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
     conn = sqlite3.connect(work.db.path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert tables(conn) == TABLES
     finally:
@@ -610,12 +619,12 @@ def test_a_fresh_db_is_at_the_schema_version_with_every_table(work: Work) -> Non
 
 def test_a_db_from_a_newer_oms_is_refused(work: Work) -> None:
     repo_id = work.repo.repo_id
-    work.db.conn.execute("PRAGMA user_version = 3")
+    work.db.conn.execute("PRAGMA user_version = 4")
     with pytest.raises(WorkDbUnavailable) as caught:
         WorkDb.open(repo_id)
     assert caught.value.exit_code == EXIT_UNAVAILABLE
-    assert "has schema 3; this oms knows up to 2" in caught.value.message
-    assert work.db.conn.execute("PRAGMA user_version").fetchone()[0] == 3  # left as it was
+    assert "has schema 4; this oms knows up to 3" in caught.value.message
+    assert work.db.conn.execute("PRAGMA user_version").fetchone()[0] == 4  # left as it was
 
 
 def test_a_db_file_that_is_not_sqlite_is_unavailable(git_repo: Path, oms_home: Path) -> None:

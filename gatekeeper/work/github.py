@@ -1,0 +1,162 @@
+"""GitHub's REST API over httpx: conditional GETs, pagination, rate limits, a token never shown.
+
+The API root is `https://api.github.com`, or `$OMS_GITHUB_API_URL` (tests point it at a
+loopback server: GitHub itself is not reachable there). The token comes from
+`$GITHUB_TOKEN`, `$GH_TOKEN`, or `gh auth token`; it is sent only to that root, never logged,
+never put in argv or evidence. A `Link: rel="next"` outside the root is not followed.
+A 5xx, a network failure or a rate limit raises (exit 4): a sync that raises advances no
+watermark, so the next one starts where this one did.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from gatekeeper.errors import Unavailable, UsageError
+
+API_ENV = "OMS_GITHUB_API_URL"
+DEFAULT_API = "https://api.github.com"
+TIMEOUT_S = 30.0
+USER_AGENT = "oms"
+_LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
+REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
+
+
+class GitHubUnavailable(Unavailable):
+    """GitHub answered with a server error, could not be reached, or refused the token."""
+
+
+class RateLimited(GitHubUnavailable):
+    """GitHub's rate limit is spent; `reset` is when it refills (epoch seconds), if said."""
+
+    def __init__(self, message: str, reset: int | None = None) -> None:
+        super().__init__(message)
+        self.reset = reset
+
+
+def checked_repo(name: str) -> str:
+    if not isinstance(name, str) or not REPO_RE.fullmatch(name) or ".." in name:
+        raise UsageError(f"not a GitHub repository (OWNER/NAME): {str(name)[:80]!r}")
+    return name
+
+
+def token_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """`$GITHUB_TOKEN`, `$GH_TOKEN`, else `gh auth token` when gh is installed; None."""
+    env = os.environ if env is None else env
+    for name in ("GITHUB_TOKEN", "GH_TOKEN"):
+        if env.get(name):
+            return env[name].strip()
+    gh = shutil.which("gh")
+    if gh is None:
+        return None
+    try:
+        proc = subprocess.run([gh, "auth", "token"], capture_output=True, text=True,
+                              timeout=10, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    got = proc.stdout.strip()
+    return got if proc.returncode == 0 and got and got.isprintable() else None
+
+
+@dataclass(frozen=True)
+class Page:
+    status: int  # 200, or 304 (not modified: `data` is None)
+    etag: str | None
+    data: Any
+    next_url: str | None
+    remaining: int | None  # x-ratelimit-remaining
+
+
+class GitHub:
+    """One client for one API root. Use as a context manager, or `close()`."""
+
+    def __init__(self, api_url: str | None = None, token: str | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:  # fmt: skip
+        root = (api_url or os.environ.get(API_ENV) or DEFAULT_API).rstrip("/")
+        parts = urlsplit(root)
+        if parts.scheme not in ("https", "http") or not parts.netloc:
+            raise UsageError(f"not a GitHub API URL: {root[:80]!r}")
+        self.root = root
+        self._origin = (parts.scheme, parts.netloc)
+        headers = {"Accept": "application/vnd.github+json", "User-Agent": USER_AGENT,
+                   "X-GitHub-Api-Version": "2022-11-28"}  # fmt: skip
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=root, headers=headers, timeout=TIMEOUT_S,
+                                  transport=transport, follow_redirects=False)  # fmt: skip
+
+    def __enter__(self) -> GitHub:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def url(self, path_or_url: str) -> str:
+        """A path under the root, or a full URL that must be under it (a `next` link)."""
+        if path_or_url.startswith("/"):
+            return self.root + path_or_url
+        parts = urlsplit(path_or_url)
+        if (parts.scheme, parts.netloc) != self._origin or not path_or_url.startswith(self.root):
+            raise GitHubUnavailable("GitHub sent a link outside its API root; not followed")
+        return path_or_url
+
+    def get(self, path_or_url: str, etag: str | None = None,
+            params: Mapping[str, str | int] | None = None) -> Page:  # fmt: skip
+        headers = {"If-None-Match": etag} if etag else {}
+        resp = self._send("GET", self.url(path_or_url), headers=headers, params=params)
+        remaining = _int(resp.headers.get("x-ratelimit-remaining"))
+        if resp.status_code == 304:
+            return Page(304, etag, None, None, remaining)
+        m = _LINK_NEXT.search(resp.headers.get("link", ""))
+        return Page(resp.status_code, resp.headers.get("etag"), _json(resp),
+                    m.group(1) if m else None, remaining)  # fmt: skip
+
+    def post(self, path: str, body: Mapping[str, Any]) -> Any:
+        return _json(self._send("POST", self.url(path), json=dict(body)))
+
+    def _send(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        try:
+            resp = self._http.request(method, url, **kw)
+        except httpx.HTTPError as exc:
+            raise GitHubUnavailable(f"GitHub {method} failed: {type(exc).__name__}") from None
+        code = resp.status_code
+        if code in (403, 429) and (resp.headers.get("x-ratelimit-remaining") == "0"
+                                   or "retry-after" in resp.headers):  # fmt: skip
+            reset = _int(resp.headers.get("x-ratelimit-reset"))
+            if reset is None and (after := _int(resp.headers.get("retry-after"))) is not None:
+                reset = int(time.time()) + after
+            raise RateLimited(f"GitHub rate limit reached (resets at {reset})", reset)
+        if code >= 500:
+            raise GitHubUnavailable(f"GitHub answered {code} to {method} {urlsplit(url).path}")
+        if code in (401, 403):
+            raise GitHubUnavailable(f"GitHub refused the token ({code})")
+        if code >= 400 and code != 304:
+            raise GitHubUnavailable(f"GitHub answered {code} to {method} {urlsplit(url).path}")
+        return resp
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _json(resp: httpx.Response) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        raise GitHubUnavailable("GitHub answered with something that is not JSON") from None
