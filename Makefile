@@ -18,6 +18,7 @@ INSPECTOR := .cache/inspector/node_modules/.bin/mcp-inspector
 
 setup: $(STAMP)
 	@bash ci/ensure-bwrap.sh
+	@bash ci/ensure-tmux.sh
 
 # The MCP Inspector CLI for the MCP tests, when npm is here (its test skips, saying why,
 # when it is not). Node 20 takes the 0.15 line; 2.x needs Node 22.
