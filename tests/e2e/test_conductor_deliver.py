@@ -33,7 +33,7 @@ from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.errors import Blocked, UsageError
 from gatekeeper.gates.records import init
 from gatekeeper.work.conductor.deliver import DeliveryFailed, deliver_ticket
-from gatekeeper.work.fence import Work, new_nonce
+from gatekeeper.work.fence import NonceReplayed, Work, new_nonce
 from gatekeeper.work.model import DispatchPlan, RunFacts, VerifyOutcome
 from gatekeeper.work.verify import judge
 
@@ -160,10 +160,10 @@ class Lab:
             work.close()
         return t.id, sha
 
-    def deliver(self, ticket: str) -> dict[str, Any]:
+    def deliver(self, ticket: str, nonce: str | None = None) -> dict[str, Any]:
         work = self.work()
         try:
-            return deliver_ticket(work, ticket, new_nonce())["delivery"]
+            return deliver_ticket(work, ticket, nonce or new_nonce())["delivery"]
         finally:
             work.close()
 
@@ -272,12 +272,18 @@ def test_an_open_pr_for_the_branch_is_found_not_duplicated(lab: Lab) -> None:
 def test_a_pr_whose_head_is_another_commit_fails_the_delivery(lab: Lab) -> None:
     ticket, sha = lab.completed()
     lab.gh.head_sha = "f" * 40
+    used = new_nonce()
     with pytest.raises(DeliveryFailed, match="has head") as exc:
-        lab.deliver(ticket)
+        lab.deliver(ticket, used)
     assert exc.value.exit_code == 3
     deliveries, outbox, _ = lab.state()
     assert [r[2] for r in deliveries] == ["failed"] and outbox == []
     assert lab.remote_sha(f"oms/{ticket}") == sha  # pushed, never undone or forced
+    # the same nonce again: refused before anything is pushed or sent
+    before, sent = lab.state(), len(lab.gh.requests)
+    with pytest.raises(NonceReplayed):
+        lab.deliver(ticket, used)
+    assert lab.state() == before and len(lab.gh.requests) == sent
 
 
 def test_not_ready_or_no_remote_is_refused_with_nothing_changed(lab: Lab) -> None:

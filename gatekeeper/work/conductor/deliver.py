@@ -35,8 +35,9 @@ from gatekeeper.scan.interface import ScanItem
 from gatekeeper.scan.policy import scan_with_policy
 from gatekeeper.work import payloads as p
 from gatekeeper.work.events import slack
-from gatekeeper.work.fence import StaleVersion, Work
+from gatekeeper.work.fence import NonceReplayed, StaleVersion, Work
 from gatekeeper.work.github import GitHub, GitHubUnavailable, checked_repo, token_from_env
+from gatekeeper.work.model import NONCE_RE
 
 TITLE = "oms: READY_FOR_HUMAN {ticket}"
 MAX_TITLE_SHOWN = 120
@@ -65,6 +66,8 @@ def deliver_ticket(work: Work, ticket: str, nonce: str) -> dict[str, Any]:
     """Push `<branch_prefix><ticket>` at the ticket's verified commit to `[conductor] remote`
     (never forced), open (or find) its draft PR, read both back; `{"delivery": {...}}`.
     Refuses (exit 3) a ticket that is not completed with a READY_FOR_HUMAN verdict."""
+    if not isinstance(nonce, str) or not NONCE_RE.fullmatch(nonce):
+        raise UsageError("not a nonce (8-128 of A-Z a-z 0-9 . _ : -)")
     cp = work.loaded.policy.conductor
     if cp.remote is None:
         raise UsageError("[conductor] remote is not set in the policy: nowhere to deliver to")
@@ -82,6 +85,8 @@ def deliver_ticket(work: Work, ticket: str, nonce: str) -> dict[str, Any]:
     title = TITLE.format(ticket=ticket)
     body = pr_body(ready)
     scan_body(work, title, body, ready.title)  # before anything leaves the machine
+    if work.db.read("SELECT 1 FROM nonces WHERE nonce = ?", nonce):  # before any push
+        raise NonceReplayed(f"nonce {nonce} was used already; nothing changed")
     token = token_from_env()
     if token is None:
         raise Unavailable("no GitHub token ($GITHUB_TOKEN, $GH_TOKEN or `gh auth token`); "

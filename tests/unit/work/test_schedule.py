@@ -196,3 +196,17 @@ def test_with_neither_backend_install_writes_nothing_and_exits_4(
     assert proc.returncode == 4 and data["oms_exit_code"] == 4
     assert "nothing was written" in data["error"]["message"]
     assert not (fake_home / ".config").exists()
+
+
+def test_the_install_command_with_a_crontab_prints_one_json_object(
+    tmp_path: Path, oms_env: dict[str, str], git_repo: Path, cron: tuple[s.Backend, Path]
+) -> None:
+    _, table = cron
+    env = {**oms_env, "PATH": f"{tmp_path / 'bin'}:{oms_env['PATH']}", "CRONTAB_FILE": str(table)}
+    env.pop("XDG_RUNTIME_DIR", None)
+    proc = run_oms(["schedule", "install", "--repo", str(git_repo), "--json"], env=env)
+    got = parse_single_json(proc)["schedule"]
+    assert proc.returncode == 0 and got["backend"] == "cron" and got["action"] == "installed"
+    assert [j["interval_s"] for j in got["jobs"]] == [60, 900]
+    assert got["jobs"][0]["argv"][-2:] == ["--dir", str(git_repo.resolve())]
+    assert f"--repo {git_repo.resolve()}" in table.read_text()
