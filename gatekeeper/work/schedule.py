@@ -36,6 +36,7 @@ BEGIN = "# BEGIN oms schedule (managed by `oms schedule`; do not edit)"
 END = "# END oms schedule"
 UNITS = ("oms-sync.service", "oms-sync.timer", "oms-watchdog.service", "oms-watchdog.timer")
 TIMEOUT_S = 30
+MANAGER_UP = (b"running", b"degraded", b"starting", b"initializing", b"maintenance")
 
 
 @dataclass(frozen=True)
@@ -74,22 +75,19 @@ def detect(env: Mapping[str, str] | None = None, run: Runner = _run) -> Backend 
     runtime = env.get("XDG_RUNTIME_DIR")
     systemctl = shutil.which("systemctl", path=env.get("PATH"))
     if systemctl and runtime and Path(runtime, "systemd", "private").exists():
-        code, _, _ = run([systemctl, "--user", "is-system-running"], None)
-        if code in (0, 1):  # running, or degraded: a manager answered
+        _, out, _ = run([systemctl, "--user", "is-system-running"], None)
+        if out.strip() in MANAGER_UP:  # a manager answered (exit 1 also means "no bus")
             return Backend("systemd", systemctl, run)
     crontab = shutil.which("crontab", path=env.get("PATH"))
     return Backend("cron", crontab, run) if crontab else None
 
 
 def oms_argv() -> tuple[str, ...]:
-    """This oms, by absolute path: its `oms` script when that is what runs, else
-    this interpreter with `-m gatekeeper`."""
+    """This oms, by absolute path: its `oms` script when that is what runs, else this
+    interpreter with `-m gatekeeper` (never some other `oms` found on PATH)."""
     script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
     if script is not None and script.name == "oms" and script.is_file():
-        return (str(script.resolve()),)
-    found = shutil.which("oms")
-    if found:
-        return (str(Path(found).resolve()),)
+        return (str(script.absolute()),)
     return (str(Path(sys.executable).absolute()), "-m", "gatekeeper")
 
 

@@ -210,3 +210,19 @@ def test_the_install_command_with_a_crontab_prints_one_json_object(
     assert [j["interval_s"] for j in got["jobs"]] == [60, 900]
     assert got["jobs"][0]["argv"][-2:] == ["--dir", str(git_repo.resolve())]
     assert f"--repo {git_repo.resolve()}" in table.read_text()
+
+
+def test_a_socket_without_a_manager_answering_is_not_a_systemd_backend(tmp_path: Path) -> None:
+    (tmp_path / "run" / "systemd").mkdir(parents=True)
+    (tmp_path / "run" / "systemd" / "private").touch()
+    calls: list[Sequence[str]] = []
+
+    def no_bus(argv: Sequence[str], stdin: bytes | None) -> tuple[int, bytes, bytes]:
+        calls.append(argv)
+        return 1, b"", b"Failed to connect to bus: No medium found\n"
+
+    env = {"XDG_RUNTIME_DIR": str(tmp_path / "run"), "PATH": "/usr/bin:/bin"}
+    if shutil.which("systemctl", path=env["PATH"]) is None:
+        pytest.skip("no systemctl on this machine: systemd detection cannot be exercised")
+    found = s.detect(env, no_bus)
+    assert calls and (found is None or found.kind == "cron")
