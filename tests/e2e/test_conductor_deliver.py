@@ -32,7 +32,7 @@ from werkzeug import Request, Response
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.errors import Blocked, UsageError
 from gatekeeper.gates.records import init
-from gatekeeper.work.conductor.deliver import DeliveryFailed, deliver_ticket
+from gatekeeper.work.conductor.deliver import DeliveryFailed, deliver_ticket, github_repo_of
 from gatekeeper.work.fence import NonceReplayed, Work, new_nonce
 from gatekeeper.work.model import DispatchPlan, RunFacts, VerifyOutcome
 from gatekeeper.work.verify import judge
@@ -302,3 +302,16 @@ def test_not_ready_or_no_remote_is_refused_with_nothing_changed(lab: Lab) -> Non
     with pytest.raises(UsageError, match=r"\[conductor\] remote"):
         lab.deliver(pending)
     assert lab.state() == before and lab.gh.requests == []
+
+
+@pytest.mark.parametrize(("url", "repo"), [("https://github.com/octo/demo.git", "octo/demo"),
+                                           ("git@github.com:octo/demo", "octo/demo"),
+                                           ("ssh://git@github.com/octo/de.mo.git", "octo/de.mo"),
+                                           ("https://gitlab.com/octo/demo.git", None),
+                                           ("/srv/git/demo.git", None)])  # fmt: skip
+def test_the_github_repository_comes_only_from_a_github_remote(url: str, repo: str | None) -> None:
+    if repo is None:
+        with pytest.raises(UsageError, match="github_repo"):
+            github_repo_of(url)
+    else:
+        assert github_repo_of(url) == repo

@@ -79,8 +79,8 @@ def deliver_ticket(work: Work, ticket: str, nonce: str) -> dict[str, Any]:
     url = remote_url(work.repo, cp.remote, push=True)
     gh_repo = checked_repo(cp.github_repo or github_repo_of(url))
     before = _row(work, ticket)
-    done = before is not None and before["state"] == "confirmed"
-    if before is not None and done and before["commit_sha"] == ready.commit:
+    confirmed = (before["state"], before["commit_sha"]) if before is not None else None
+    if before is not None and confirmed == ("confirmed", ready.commit):
         return {"delivery": {**_shown(before, gh_repo), "action": "unchanged"}}
     title = TITLE.format(ticket=ticket)
     body = pr_body(ready)
