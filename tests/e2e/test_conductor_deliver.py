@@ -1,0 +1,317 @@
+"""Delivery of a READY_FOR_HUMAN ticket: a real bare remote on disk, the real result gate
+(bwrap, Gitleaks, detect-secrets) judging a real candidate commit, the real evidence log
+and work.db, and a draft PR on a local GitHub-shaped server.
+
+GitHub itself cannot be reached here, so a loopback pytest-httpserver that answers the
+few REST calls oms makes (`GET /repos/{o}/{n}/pulls?head=`, `POST .../pulls`, `GET
+.../pulls/{n}`) the way GitHub does stands in for it.
+
+Each test brings its own ticket to `completed` through the fence (lease, dispatch, the run's
+commit, receipt, the real gate's verdict, `finish_verify`), then calls `deliver_ticket` in
+process; one test runs nothing but refusals before the remote is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+from support.env import use_clean_git_here
+from support.planted import PlantedSecrets
+from support.repos import commit_on, git, make_repo
+from werkzeug import Request, Response
+
+from gatekeeper.agent.workspace import new_run_id
+from gatekeeper.errors import Blocked, UsageError
+from gatekeeper.gates.records import init
+from gatekeeper.work.conductor.deliver import DeliveryFailed, deliver_ticket, github_repo_of
+from gatekeeper.work.fence import NonceReplayed, Work, new_nonce
+from gatekeeper.work.model import DispatchPlan, RunFacts, VerifyOutcome
+from gatekeeper.work.verify import judge
+
+PY = "/usr/bin/python3"
+pytestmark = pytest.mark.skipif(
+    not os.access("/usr/bin/bwrap", os.X_OK) or not os.access(PY, os.X_OK),
+    reason="needs /usr/bin/bwrap and /usr/bin/python3",
+)
+GH_REPO = "octo/demo"
+MOD = "def add(a, b):\n    return a + b\n"
+TEST_MOD = ("import unittest\n\nimport mod\n\n\nclass TestMod(unittest.TestCase):\n"
+            "    def test_add(self):\n        self.assertEqual(mod.add(1, 2), 3)\n")  # fmt: skip
+GOOD = {"mod.py": MOD + "\n\ndef sub(a, b):\n    return a - b\n"}
+
+
+def policy(remote: str | None = "origin") -> str:
+    lines = ["version = 1", "", "[[checks]]", 'name = "unit"',
+             f'cmd = ["{PY}", "-m", "unittest", "-q"]', "timeout_s = 120", "", "[conductor]",
+             f'github_repo = "{GH_REPO}"']  # fmt: skip
+    if remote:
+        lines.append(f'remote = "{remote}"')
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class FakeGitHub:
+    """The pulls endpoints of one repository, as GitHub answers them; `head_sha` overrides
+    the head GitHub reports (another push won the race)."""
+
+    pulls: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[tuple[str, str, str]] = field(default_factory=list)
+    head_sha: str | None = None
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, branch: str, sha: str, draft: bool = True) -> dict[str, Any]:
+        n = len(self.pulls) + 1
+        pr = {"number": n, "html_url": f"https://github.com/{GH_REPO}/pull/{n}",
+              "state": "open", "draft": draft, "head": {"ref": branch, "sha": sha}}  # fmt: skip
+        self.pulls.append(pr)
+        return pr
+
+    def shown(self, pr: dict[str, Any]) -> dict[str, Any]:
+        if self.head_sha is None:
+            return pr
+        return {**pr, "head": {**pr["head"], "sha": self.head_sha}}
+
+    def __call__(self, request: Request) -> Response:
+        self.requests.append((request.method, request.path, request.query_string.decode()))
+        if request.headers.get("Authorization") != "Bearer test-token":
+            return Response('{"message": "Bad credentials"}', 401)
+        base = f"/repos/{GH_REPO}/pulls"
+        if request.method == "GET" and request.path == base:
+            head = request.args.get("head", "")
+            found = [self.shown(p) for p in self.pulls
+                     if f"octo:{p['head']['ref']}" == head and p["state"] == "open"]  # fmt: skip
+            return Response(json.dumps(found), 200, content_type="application/json")
+        if request.method == "POST" and request.path == base:
+            body = json.loads(request.data)
+            self.bodies.append(body)
+            sha = git_sha_of_branch(body["head"])
+            pr = self.add(body["head"], sha, draft=body.get("draft") is True)
+            return Response(json.dumps(self.shown(pr)), 201, content_type="application/json")
+        m = re.fullmatch(re.escape(base) + r"/(\d+)", request.path)
+        if request.method == "GET" and m and int(m.group(1)) <= len(self.pulls):
+            pr = self.pulls[int(m.group(1)) - 1]
+            return Response(json.dumps(self.shown(pr)), 200, content_type="application/json")
+        return Response('{"message": "Not Found"}', 404)
+
+
+_BARE: list[Path] = []
+
+
+def git_sha_of_branch(branch: str) -> str:
+    """What GitHub would report as the PR's head: the pushed branch on the bare remote."""
+    out = subprocess.run(["git", "--git-dir", str(_BARE[-1]), "rev-parse", f"refs/heads/{branch}"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    return out.stdout.strip() or "0" * 40
+
+
+@dataclass
+class Lab:
+    root: Path
+    repo: Path
+    bare: Path
+    env: dict[str, str]
+    gh: FakeGitHub
+    n: int = 0
+
+    def work(self) -> Work:
+        return Work.open(self.repo)
+
+    def completed(self, title: str = "Add sub") -> tuple[str, str]:
+        """A ticket `completed` on human hold by the real gate's READY verdict; (id, commit)."""
+        self.n += 1
+        work = self.work()
+        try:
+            goal = work.create_goal("objective", "stop", "until-empty", new_nonce())
+            t = work.add_ticket(goal.id, title, None, new_nonce())
+            lease, t = work.lease_ticket(t.id, t.version, new_nonce())
+            base = git(self.repo, "rev-parse", "main", env=self.env).strip()
+            run_id = new_run_id()
+            plan = DispatchPlan(role="impl", provider="command:impl", engine="command:impl",
+                                model="scripted", authority="worktree-write", base=base,
+                                run_id=run_id, workspace=None, capabilities=(),
+                                acceptance=("result-gate:READY_FOR_HUMAN",))  # fmt: skip
+            d = work.begin_dispatch(t.id, lease.token, plan, new_nonce())
+            files = {**GOOD, "note.txt": f"ticket {self.n}\n"}
+            sha = commit_on(self.repo, f"cand-{self.n}", files, env=self.env,
+                            index=self.root / f"index-{self.n}")  # fmt: skip
+            git(self.repo, "update-ref", f"refs/oms/runs/{run_id}", sha, env=self.env)
+            git(self.repo, "update-ref", "-d", f"refs/heads/cand-{self.n}", env=self.env)
+            facts = RunFacts(exit_code=0, signal=None, timed_out=False, candidate=sha,
+                             candidate_ref=f"refs/oms/runs/{run_id}", workspace=str(self.root),
+                             evidence_seq=work.store.head() - 1)  # fmt: skip
+            work.record_run(d.id, lease.token, facts)
+            work.file_receipt(d.id, lease.token, new_nonce(), sha)
+            v = work.begin_verify(t.id, new_nonce())
+            verdict = judge(work, v, None)
+            assert verdict.decision.value == "READY_FOR_HUMAN", verdict.reasons
+            outcome = VerifyOutcome(decision="READY_FOR_HUMAN", result_seq=verdict.evidence_seq,
+                                    grade="pass")  # fmt: skip
+            assert work.finish_verify(v, outcome).state == "completed"
+        finally:
+            work.close()
+        return t.id, sha
+
+    def deliver(self, ticket: str, nonce: str | None = None) -> dict[str, Any]:
+        work = self.work()
+        try:
+            return deliver_ticket(work, ticket, nonce or new_nonce())["delivery"]
+        finally:
+            work.close()
+
+    def remote_sha(self, branch: str) -> str | None:
+        out = subprocess.run(["git", "--git-dir", str(self.bare), "rev-parse", "--verify", "-q",
+                              f"refs/heads/{branch}"], capture_output=True, text=True,
+                             env=self.env, check=False)  # fmt: skip
+        return out.stdout.strip() or None
+
+    def state(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]:
+        work = self.work()
+        try:
+            return ([tuple(r) for r in work.db.read("SELECT * FROM deliveries ORDER BY ticket")],
+                    [tuple(r) for r in work.db.read("SELECT * FROM outbox ORDER BY key")],
+                    work.store.head())  # fmt: skip
+        finally:
+            work.close()
+
+    def kinds_since(self, head: int) -> list[str]:
+        work = self.work()
+        try:
+            return [work.store.entry(s).kind for s in range(head, work.store.head())]
+        finally:
+            work.close()
+
+
+@pytest.fixture
+def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        httpserver: HTTPServer) -> Iterator[Lab]:  # fmt: skip
+    use_clean_git_here(oms_env, monkeypatch)
+    work_dir = tmp_path / "work"
+    monkeypatch.setenv("OMS_WORK_DIR", str(work_dir))
+    monkeypatch.setenv("OMS_GITHUB_API_URL", httpserver.url_for("/").rstrip("/"))
+    monkeypatch.setenv("GITHUB_TOKEN", "test-token")
+    files = {"oms.toml": policy(), "mod.py": MOD, "test_mod.py": TEST_MOD}
+    repo = make_repo(tmp_path / "repo", files, env=oms_env)
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], env=oms_env, check=True)
+    git(repo, "remote", "add", "origin", str(bare), env=oms_env)
+    init(repo)
+    gh = FakeGitHub()
+    httpserver.expect_request(re.compile(r"^/.*")).respond_with_handler(gh)
+    _BARE.append(bare)
+    yield Lab(tmp_path, repo, bare, {**oms_env, "OMS_WORK_DIR": str(work_dir)}, gh)
+    _BARE.remove(bare)
+
+
+def test_push_draft_pr_and_read_back_confirm_the_delivery_once(lab: Lab) -> None:
+    ticket, sha = lab.completed()
+    _, _, head = lab.state()
+    got = lab.deliver(ticket)
+    assert got["state"] == "confirmed" and got["action"] == "delivered"
+    assert got["commit"] == sha and got["branch"] == f"oms/{ticket}" and got["pr"] == 1
+    assert lab.remote_sha(f"oms/{ticket}") == sha
+    [body] = lab.gh.bodies
+    assert body["draft"] is True and body["head"] == f"oms/{ticket}" and body["base"] == "main"
+    assert body["title"] == f"oms: READY_FOR_HUMAN {ticket}"
+    assert "oms result gate" in body["body"] and sha in body["body"]
+    assert lab.kinds_since(head) == ["work.delivery"] * 3  # pushed, pr-open, confirmed
+    deliveries, outbox, after = lab.state()
+    assert [r[2] for r in deliveries] == ["confirmed"]
+    [(_key, kind, text, state, *_)] = outbox
+    assert kind == "slack.request" and state == "pending"
+    assert json.loads(text) == {"what": "delivered", "ticket": ticket, "pr": 1, "commit": sha}
+    # again: nothing pushed, sent or written
+    sent = len(lab.gh.requests)
+    assert lab.deliver(ticket)["action"] == "unchanged"
+    assert lab.state() == (deliveries, outbox, after) and len(lab.gh.requests) == sent
+
+
+def test_a_secret_in_the_pr_text_blocks_and_nothing_is_pushed_or_sent(lab: Lab) -> None:
+    planted = PlantedSecrets(18)
+    ticket, _ = lab.completed(title=f"Add sub, token {planted.github}")
+    before = lab.state()
+    with pytest.raises(Blocked, match="secret finding") as exc:
+        lab.deliver(ticket)
+    assert exc.value.exit_code == 3
+    assert lab.state() == before and lab.gh.requests == []
+    assert lab.remote_sha(f"oms/{ticket}") is None
+
+
+def test_a_remote_branch_the_commit_does_not_contain_is_refused_not_forced(lab: Lab) -> None:
+    ticket, sha = lab.completed()
+    other = commit_on(lab.repo, "elsewhere", {"x.txt": "not the verified work\n"}, env=lab.env,
+                      index=lab.root / "index-x")  # fmt: skip
+    git(lab.repo, "push", "-q", str(lab.bare), f"{other}:refs/heads/oms/{ticket}", env=lab.env)
+    with pytest.raises(DeliveryFailed, match="never forces") as exc:
+        lab.deliver(ticket)
+    assert exc.value.exit_code == 3
+    assert lab.remote_sha(f"oms/{ticket}") == other != sha
+    assert lab.gh.requests == []
+    deliveries, outbox, _ = lab.state()
+    assert [(r[2], r[3]) for r in deliveries] == [("failed", sha)] and outbox == []
+
+
+def test_an_open_pr_for_the_branch_is_found_not_duplicated(lab: Lab) -> None:
+    ticket, sha = lab.completed()
+    lab.gh.add(f"oms/{ticket}", sha)
+    got = lab.deliver(ticket)
+    assert got["state"] == "confirmed" and got["pr"] == 1
+    assert len(lab.gh.pulls) == 1 and lab.gh.bodies == []
+    assert [m for m, _, _ in lab.gh.requests] == ["GET", "GET"]
+    assert f"head=octo%3Aoms%2F{ticket}" in lab.gh.requests[0][2]
+
+
+def test_a_pr_whose_head_is_another_commit_fails_the_delivery(lab: Lab) -> None:
+    ticket, sha = lab.completed()
+    lab.gh.head_sha = "f" * 40
+    used = new_nonce()
+    with pytest.raises(DeliveryFailed, match="has head") as exc:
+        lab.deliver(ticket, used)
+    assert exc.value.exit_code == 3
+    deliveries, outbox, _ = lab.state()
+    assert [r[2] for r in deliveries] == ["failed"] and outbox == []
+    assert lab.remote_sha(f"oms/{ticket}") == sha  # pushed, never undone or forced
+    # the same nonce again: refused before anything is pushed or sent
+    before, sent = lab.state(), len(lab.gh.requests)
+    with pytest.raises(NonceReplayed):
+        lab.deliver(ticket, used)
+    assert lab.state() == before and len(lab.gh.requests) == sent
+
+
+def test_not_ready_or_no_remote_is_refused_with_nothing_changed(lab: Lab) -> None:
+    work = lab.work()
+    try:
+        goal = work.create_goal("objective", "stop", "until-empty", new_nonce())
+        pending = work.add_ticket(goal.id, "not done", None, new_nonce()).id
+    finally:
+        work.close()
+    before = lab.state()
+    with pytest.raises(Blocked, match="not completed") as exc:
+        lab.deliver(pending)
+    assert exc.value.exit_code == 3
+    commit_on(lab.repo, "main", {"oms.toml": policy(remote=None)}, env=lab.env,
+              index=lab.root / "index-p", message="policy")  # fmt: skip
+    with pytest.raises(UsageError, match=r"\[conductor\] remote"):
+        lab.deliver(pending)
+    assert lab.state() == before and lab.gh.requests == []
+
+
+@pytest.mark.parametrize(("url", "repo"), [("https://github.com/octo/demo.git", "octo/demo"),
+                                           ("git@github.com:octo/demo", "octo/demo"),
+                                           ("ssh://git@github.com/octo/de.mo.git", "octo/de.mo"),
+                                           ("https://gitlab.com/octo/demo.git", None),
+                                           ("/srv/git/demo.git", None)])  # fmt: skip
+def test_the_github_repository_comes_only_from_a_github_remote(url: str, repo: str | None) -> None:
+    if repo is None:
+        with pytest.raises(UsageError, match="github_repo"):
+            github_repo_of(url)
+    else:
+        assert github_repo_of(url) == repo
