@@ -79,8 +79,11 @@ class _ObserveRoute:
         return proc.returncode or 0, out[:MAX_RECEIPT_BYTES]
 
 
+Route = Callable[[web.Application], None]
+
+
 def observe_routes(*, repo_top: Path, run_id: str, worker: str | None,
-                   python_argv: Sequence[str]) -> list[Callable[[web.Application], None]]:  # fmt: skip
+                   python_argv: Sequence[str]) -> list[Route]:  # fmt: skip
     """The broker's observation route for a worker's run; none for any other run."""
     if worker is None:
         return []

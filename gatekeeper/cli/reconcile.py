@@ -34,12 +34,16 @@ def reconcile_watchdog(repo: Path) -> Outcome:
 
 
 def _lines(data: dict[str, Any]) -> list[str]:
-    out = [f"watchdog: {data['changed']} changed"
-           + (f" (evidence seq {data['evidence_seq']})" if data["evidence_seq"] else "")]  # fmt: skip
+    seq = data["evidence_seq"]
+    out = [f"watchdog: {data['changed']} changed" + (f" (evidence seq {seq})" if seq else "")]
     for category in CATEGORIES:
         for item in data[category]:
-            name = item.get("id") or item.get("dispatch") or item.get("ticket") or item.get(
-                "generation")
+            name = (
+                item.get("id")
+                or item.get("dispatch")
+                or item.get("ticket")
+                or item.get("generation")
+            )
             why = f": {item['reason']}" if item.get("reason") else ""
             out.append(sanitize(f"  {category} {name}: {item['did']}{why}"))
     return out

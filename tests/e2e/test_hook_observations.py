@@ -17,6 +17,7 @@ import pytest
 from support.work import Walk, initialised_work, new_ticket, nonce, snapshot
 
 from gatekeeper.agent.run import AgentRunRequest, agent_run
+from gatekeeper.integrations.hooks.observe import publish_quietly
 from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor.model import new_id
 from gatekeeper.work.events import hooks
@@ -44,8 +45,15 @@ def running_worker(work: Work) -> tuple[Walk, str]:
 
 
 def obs(event: str = "Stop", **over: str) -> hooks.Observation:
-    fields = {"client": "claude-code", "event": event, "session": "sess-1", "tool": "",
-              "observed": "2026-12-02T12:00:00.000001Z", "input_sha256": "0" * 64, **over}
+    fields = {
+        "client": "claude-code",
+        "event": event,
+        "session": "sess-1",
+        "tool": "",
+        "observed": "2026-12-02T12:00:00.000001Z",
+        "input_sha256": "0" * 64,
+        **over,
+    }
     return hooks.Observation.model_validate(fields)
 
 
@@ -65,8 +73,12 @@ def test_a_worker_runs_stop_hook_is_recorded_outside_with_the_runs_worker(
     rows = work.db.read("SELECT * FROM events WHERE kind = 'hook.completion-observed'")
     assert len(rows) == 1
     body = json.loads(rows[0]["body"])
-    assert body["worker"] == wid and body["dispatch"] == walk.dispatch  # the run's, not the payload's
-    assert body["session"] == "sess-e2e" and rows[0]["key"].startswith(f"hook.completion-observed:{wid}:")
+    assert (
+        body["worker"] == wid and body["dispatch"] == walk.dispatch
+    )  # the run's, not the payload's
+    assert body["session"] == "sess-e2e" and rows[0]["key"].startswith(
+        f"hook.completion-observed:{wid}:"
+    )
     (session,) = work.db.read("SELECT * FROM sessions WHERE id = 'sess-e2e'")
     assert session["dispatch"] == walk.dispatch and session["activity"] == "done"
     assert work.ticket(walk.id).state == "running"
@@ -74,7 +86,7 @@ def test_a_worker_runs_stop_hook_is_recorded_outside_with_the_runs_worker(
 
 
 def test_a_retried_observation_answers_the_same_receipt_and_changes_nothing(work: Work) -> None:
-    walk, wid = running_worker(work)
+    _, wid = running_worker(work)
     first = hooks.observe(work, wid, obs("PreToolUse", tool="Bash"))
     assert first.new and first.kind == "hook.activity" and first.batch is not None
     before = snapshot(work)
@@ -91,7 +103,11 @@ def test_a_completion_observed_does_not_move_the_ticket(work: Work) -> None:
     got = hooks.observe(work, wid, obs("Stop"))
     assert got.new and got.kind == "hook.completion-observed"
     after = work.ticket(walk.id)
-    assert (after.state, after.version) == (before.state, before.version) == ("running", before.version)
+    assert (
+        (after.state, after.version)
+        == (before.state, before.version)
+        == ("running", before.version)
+    )
     assert work.dispatch(walk.dispatch or "").state == "started"
 
 
@@ -102,3 +118,12 @@ def test_an_observation_is_bounded_and_typed() -> None:
         hooks.parse(json.dumps({**obs().model_dump(), "session": "a b;rm"}).encode())
     with pytest.raises(hooks.UsageError):
         hooks.parse(b"{" + b" " * (hooks.MAX_OBSERVATION_BYTES + 1) + b"}")
+
+
+def test_a_failed_publish_is_one_warning_line_and_never_raises(tmp_path: Path) -> None:
+    stdin = json.dumps({"session_id": "sess-x", "hook_event_name": "Stop"}).encode()
+    marker = {"run_id": "r", "socket": str(tmp_path / "no-broker.sock"), "worker": "w-1"}
+    line = publish_quietly("claude-code", "Stop", stdin, marker)
+    assert line.startswith("oms: warning: the hook's observation was not recorded")
+    assert line.count("\n") == 1
+    assert publish_quietly("claude-code", "Stop", stdin, {**marker, "worker": None}) == ""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,9 +151,6 @@ def _session(tx: Any, w: Any, obs: Observation) -> None:
     tx.run("UPDATE sessions SET activity = ?, health = 'healthy', version = version + 1, "
            "updated = ? WHERE id = ? AND version = ?", activity, tx.now, obs.session,
            row["version"])  # fmt: skip
-
-
-SESSION_ID_RE = re.compile(SESSION_RE)
 
 
 def main(argv: list[str] | None = None) -> int:

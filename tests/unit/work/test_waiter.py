@@ -51,7 +51,7 @@ def pending_batch(work: Work, key: str) -> str:
 
 
 def dead_proc() -> ProcId:
-    child = subprocess.Popen(["sleep", "30"])  # noqa: S607 -- a real process, then killed
+    child = subprocess.Popen(["sleep", "30"])
     proc = ProcId.of(child.pid)
     assert proc is not None and proc.alive()
     child.kill()

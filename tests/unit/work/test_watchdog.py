@@ -39,7 +39,7 @@ def work(git_repo: Path, oms_home: Path, clock: Clock) -> Iterator[Work]:
 
 
 def dead_proc() -> ProcId:
-    child = subprocess.Popen(["sleep", "30"], start_new_session=True)  # noqa: S607
+    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
     proc = ProcId.of(child.pid)
     assert proc is not None and proc.alive()
     child.kill()
@@ -94,7 +94,8 @@ def test_one_pass_recovers_what_is_dead_and_a_second_pass_changes_nothing(
     assert first["waiters"][0]["generation"] == gen.generation
     assert [s["did"] for s in first["sessions"]] == ["stalled"]
     assert [(x["ticket"], x["holder"], x["did"]) for x in first["leases"]] == [
-        (b.id, "dead", "stalled")]
+        (b.id, "dead", "stalled")
+    ]
     ended = {d["ticket"]: d["did"] for d in first["dispatches"]}
     assert ended[a.id] == "ended" and ended[b.id] == "left"  # b's lease expired: core reclaims
     assert work.ticket(a.id).state == "retryable"
