@@ -42,7 +42,10 @@ class _ObserveRoute:
         app.router.add_post(OBSERVE_PATH, self.handle)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.content.read(MAX_OBSERVATION_BYTES + 1)
+        body = b""
+        while len(body) <= MAX_OBSERVATION_BYTES and (chunk := await request.content.read(
+                MAX_OBSERVATION_BYTES + 1 - len(body))):  # fmt: skip
+            body += chunk
         if len(body) > MAX_OBSERVATION_BYTES:
             raise web.HTTPRequestEntityTooLarge(max_size=MAX_OBSERVATION_BYTES,
                                                 actual_size=len(body))  # fmt: skip

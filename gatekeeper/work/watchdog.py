@@ -62,12 +62,12 @@ def watchdog(work: Work, nonce: str | None = None) -> dict[str, Any]:
     try:
         with work.fenced(nonce, "watchdog") as tx:
             now = work.clock()
-            changed += _workers(tx, report)
+            changed += _workers(tx, now, stall, report)
             changed += _leases(tx, now, report)
             changed += _sessions(tx, now, stall, report)
             _stale(tx, now, stall, report)
             changed += _waiters(tx, report)
-            changed += _conductors(tx, report)
+            changed += _conductors(tx, now, stall, report)
             if not changed:
                 raise _NothingChanged
             counts: dict[str, p.Small] = {c: len(v) for c, v in report.items() if v}
@@ -88,20 +88,30 @@ class _NothingChanged(Exception):
     """Roll the pass's transaction back: nothing to record (the nonce stays unused)."""
 
 
-def _workers(tx: Any, report: dict[str, list[dict[str, Any]]]) -> int:
+def _unstarted(r: sqlite3.Row, now: float, stall: int) -> str | None:
+    """A `starting` record that never named its process within `stall` seconds."""
+    if r["state"] == "starting" and r["pid"] is None and now - _epoch(r["created"]) >= stall:
+        return f"it recorded no process within {stall} s of its start"
+    return None
+
+
+def _workers(tx: Any, now: float, stall: int, report: dict[str, list[dict[str, Any]]]) -> int:
     n = 0
     for w in tx.conn.execute("SELECT * FROM workers WHERE state IN ('starting', 'running') "
                              "ORDER BY created, id").fetchall():  # fmt: skip
         proc = _proc(w)
-        if proc is None or proc.alive():
+        if proc is not None and not proc.alive():
+            state, why = "dead", f"its process (pid {proc.pid}) is dead"
+        elif (late := _unstarted(w, now, stall)) is not None:
+            state, why = "stalled", late
+        else:
             continue
-        why = f"its process (pid {proc.pid}) is dead"
-        if tx.run("UPDATE workers SET state = 'dead', version = version + 1, reason = ?, "
-                  "updated = ? WHERE id = ? AND version = ?", why, tx.now, w["id"],
+        if tx.run("UPDATE workers SET state = ?, version = version + 1, reason = ?, "
+                  "updated = ? WHERE id = ? AND version = ?", state, why, tx.now, w["id"],
                   w["version"]) == 1:  # fmt: skip
             n += 1
             report["workers"].append({"id": w["id"], "ticket": w["ticket"], "was": w["state"],
-                                      "did": "dead", "reason": why})  # fmt: skip
+                                      "did": state, "reason": why})  # fmt: skip
     return n
 
 
@@ -112,8 +122,8 @@ def _holders_dead(tx: Any, ticket: str) -> bool | None:
     if not workers:
         return None
     for w in workers:
-        proc = _proc(w)
-        if proc is not None and (proc.alive() or not group_dead(proc.pid)):
+        proc = _proc(w)  # a worker that never recorded its process is not proven dead
+        if proc is None or proc.alive() or not group_dead(proc.pid):
             return False
     return True
 
@@ -127,7 +137,7 @@ def _leases(tx: Any, now: float, report: dict[str, list[dict[str, Any]]]) -> int
     ).fetchall():
         dead = _holders_dead(tx, row["ticket"])
         item = {"ticket": row["ticket"], "state": row["state"], "holder": "unknown"
-                if dead is None else "dead" if dead else "alive"}  # fmt: skip
+                if dead is None else "dead" if dead else "not proven dead"}  # fmt: skip
         if dead and row["health"] != "stalled":
             tx.run("UPDATE tickets SET health = 'stalled', reason = ?, version = version + 1, "
                    "updated = ? WHERE id = ? AND version = ?",
@@ -186,19 +196,24 @@ def _waiters(tx: Any, report: dict[str, list[dict[str, Any]]]) -> int:
     return n
 
 
-def _conductors(tx: Any, report: dict[str, list[dict[str, Any]]]) -> int:
+def _conductors(tx: Any, now: float, stall: int,
+                report: dict[str, list[dict[str, Any]]]) -> int:  # fmt: skip
     n = 0
     for c in tx.conn.execute("SELECT * FROM conductors WHERE state IN ('starting', 'active', "
                              "'idle')").fetchall():  # fmt: skip
         proc = _proc(c)
-        if proc is None or proc.alive():
+        if proc is not None and not proc.alive():
+            state = "dead"
+            why = f"its process (pid {proc.pid}) is dead; `oms conductor start` resumes it"
+        elif (late := _unstarted(c, now, stall)) is not None:
+            state, why = "stalled", late
+        else:
             continue
-        why = f"its process (pid {proc.pid}) is dead; `oms conductor start` resumes it"
-        if tx.run("UPDATE conductors SET state = 'dead', version = version + 1, reason = ?, "
-                  "updated = ? WHERE id = ? AND version = ?", why, tx.now, c["id"],
+        if tx.run("UPDATE conductors SET state = ?, version = version + 1, reason = ?, "
+                  "updated = ? WHERE id = ? AND version = ?", state, why, tx.now, c["id"],
                   c["version"]) == 1:  # fmt: skip
             n += 1
-            report["conductors"].append({"id": c["id"], "was": c["state"], "did": "dead",
+            report["conductors"].append({"id": c["id"], "was": c["state"], "did": state,
                                          "reason": why})  # fmt: skip
     return n
 

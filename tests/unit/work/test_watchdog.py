@@ -85,12 +85,13 @@ def test_one_pass_recovers_what_is_dead_and_a_second_pass_changes_nothing(
     worker(work, b, dead_proc())
     cid = conductor(work, dead_proc())
     gen = waiter.arm(work, cid, nonce(), dead_proc())
+    never = sessions.create(work, "sock", "oms-t2", ["claude"], nonce()).id  # no process, ever
     clock.advance(stall + 60)
 
     first = watchdog(work)
     assert first["evidence_seq"] is not None
     assert {w["did"] for w in first["workers"]} == {"dead"} and len(first["workers"]) == 2
-    assert first["conductors"][0]["id"] == cid and first["conductors"][0]["did"] == "dead"
+    assert {(c["id"], c["did"]) for c in first["conductors"]} == {(cid, "dead"), (never, "stalled")}
     assert first["waiters"][0]["generation"] == gen.generation
     assert [s["did"] for s in first["sessions"]] == ["stalled"]
     assert [(x["ticket"], x["holder"], x["did"]) for x in first["leases"]] == [
