@@ -85,6 +85,16 @@ def test_a_killed_waiter_is_superseded_by_the_next_arm(work: Work, conductor: st
         waiter.wait(work, old, 0)
 
 
+def test_a_live_waiter_of_a_dead_conductor_process_is_superseded(work: Work) -> None:
+    c = sessions.create(work, "sock", "oms-test", ["claude"], nonce())
+    cid = sessions.move(work, c.id, c.version, "active", nonce(), proc=dead_proc()).id
+    old = waiter.arm(work, cid, nonce())  # this (live) process waits for a dead conductor
+    new = waiter.arm(work, cid, nonce())
+    gone = waiter.get(work, old.generation)
+    assert gone.state == "superseded" and "conductor process" in (gone.reason or "")
+    assert new.state == "armed"
+
+
 def test_two_arms_racing_one_wins(work: Work, conductor: str, git_repo: Path) -> None:
     gate = threading.Barrier(2)
     won: list[int] = []
