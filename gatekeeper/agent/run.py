@@ -31,6 +31,7 @@ from gatekeeper.agent import inside
 from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
 from gatekeeper.agent.kinds import KindSetup, prepare_kind
 from gatekeeper.agent.mcp_relay import mcp_route
+from gatekeeper.agent.observe import observe_routes
 from gatekeeper.agent.payloads import (
     RUN_ID_RE,
     AgentKind,
@@ -278,7 +279,7 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
                         relay_url=f"http://127.0.0.1:{inside.RELAY_PORT}",
                         oms_mcp_argv=inside_oms_argv("mcp"),
                         search_path=os.environ.get("PATH", os.defpath))  # fmt: skip
-    write_marker(run_dir / "oms" / "run.json", run_id)
+    write_marker(run_dir / "oms" / "run.json", run_id, req.worker)
     if req.task_file is not None:
         write_task_file(run_dir / "oms" / "task.json", req.task_file)
     if req.schema_file is not None:
@@ -332,6 +333,7 @@ def _profile(run: _Run) -> AgentProfile:
 def _start_egress(run: _Run, stack: ExitStack) -> None:
     uid = sandbox_uid()
     routes = [mcp_route(repo_top=run.repo.top, run_id=run.run_id, oms_argv=oms_outside_argv())]
+    routes += observe_routes(repo_top=run.repo.top, run_id=run.run_id, worker=run.req.worker, python_argv=[sys.executable, "-P"])  # noqa: E501 # fmt: skip
     broker = Broker(run.run_dir / "oms" / "broker.sock", run_id=run.run_id, egress=run.egress,
                     keys=provider_keys(os.environ, state_root()),
                     upstreams=upstreams_from_env(os.environ),

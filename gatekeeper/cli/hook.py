@@ -11,8 +11,9 @@ import sys
 
 import click
 
-from gatekeeper.agent.inside import inside_agent_sandbox
+from gatekeeper.agent.inside import inside_agent_sandbox, marker
 from gatekeeper.integrations.hooks import run_hook
+from gatekeeper.integrations.hooks.observe import publish_quietly
 from gatekeeper.integrations.hooks.protocol import STDIN_MAX
 
 
@@ -23,7 +24,10 @@ def hook() -> None:
 
 def _answer(client: str, event: str) -> None:
     data = sys.stdin.buffer.read(STDIN_MAX + 1)
-    answer = run_hook(client, event, data, in_sandbox=inside_agent_sandbox())
+    inside = inside_agent_sandbox()
+    answer = run_hook(client, event, data, in_sandbox=inside)
+    if inside:  # a worker's run: one observation outside; the answer stays as it is
+        sys.stderr.write(publish_quietly(client, event, data, marker()))
     sys.stdout.write(answer.stdout)
     sys.stdout.flush()
     sys.stderr.write(answer.stderr)

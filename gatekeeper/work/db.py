@@ -242,6 +242,8 @@ MIGRATIONS: tuple[str, ...] = (
         start_ticks INTEGER,
         notification TEXT,
         reason TEXT,
+        conductor_pid INTEGER,
+        conductor_start_ticks INTEGER,
         created TEXT NOT NULL,
         updated TEXT NOT NULL
     );

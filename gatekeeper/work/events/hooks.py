@@ -1,0 +1,179 @@
+"""Provider-hook observations → typed events: what a worker's `oms hook …` saw, recorded.
+
+Inside a worker's agent run, each `oms hook claude-code|codex EVENT` call publishes ONE
+bounded observation to the broker outside (`gatekeeper.agent.observe`), which runs this
+module's `main` outside with the worker id of the RUN (never of the payload). `observe`
+records it in one fenced transaction: the typed event (`hook.session`, `hook.activity`,
+`hook.completion-observed`) under a stable key, the provider session's row (activity and
+health, bound to the worker's dispatch), one conductor notification batch, and one
+`work.events` entry. A retry of the same observation changes nothing and answers the same
+receipt key. A completion (Stop) is an observation and nothing more: the ticket stays where
+it is; only the dispatch-bound receipt moves it to `verifying`.
+
+The body holds the event name, the session id, the tool name and timestamps: never the
+prompt, the tool's input or its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import rfc8785
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gatekeeper.errors import Blocked, NotFound, UsageError, refusal
+from gatekeeper.work import payloads as p
+from gatekeeper.work.conductor.model import WORKER_ID_RE
+from gatekeeper.work.events import outbox
+from gatekeeper.work.fence import NonceReplayed, Work
+
+MAX_OBSERVATION_BYTES = 4 << 10
+SESSION_RE = r"^[A-Za-z0-9._:-]{1,128}$"
+TOOL_RE = r"^[A-Za-z0-9._:/-]{0,128}$"
+TIME_RE = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
+# The hook events oms installs, and the typed event kind each becomes.
+KIND_OF = {
+    "SessionStart": "hook.session",
+    "PreToolUse": "hook.activity",
+    "PostToolUse": "hook.activity",
+    "SubagentStop": "hook.activity",
+    "Stop": "hook.completion-observed",
+}
+ACTIVITY_OF = {"hook.session": "working", "hook.activity": "working",
+               "hook.completion-observed": "done"}  # fmt: skip
+
+
+class Observation(BaseModel):
+    """What the hook inside publishes: bounded, typed, no free text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    client: Literal["claude-code", "codex"]
+    event: Literal["SessionStart", "PreToolUse", "PostToolUse", "SubagentStop", "Stop"]
+    session: str = Field(pattern=SESSION_RE)
+    tool: str = Field(default="", pattern=TOOL_RE)
+    observed: str = Field(pattern=TIME_RE)  # the hook's own clock, UTC
+    input_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")  # tells two same-second calls apart
+
+    @property
+    def kind(self) -> str:
+        return KIND_OF[self.event]
+
+
+class ObservationRefused(Blocked):
+    """The observation does not bind to this worker (another dispatch's session)."""
+
+
+@dataclass(frozen=True)
+class ObservationReceipt:
+    key: str
+    kind: str
+    new: bool  # False: a retry; nothing changed
+    batch: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"receipt": self.key, "kind": self.kind, "new": self.new, "batch": self.batch}
+
+
+def parse(data: bytes) -> Observation:
+    if len(data) > MAX_OBSERVATION_BYTES:
+        raise UsageError(f"an observation is at most {MAX_OBSERVATION_BYTES} bytes")
+    try:
+        return Observation.model_validate_json(data)
+    except ValidationError as exc:
+        where = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors()[:3])
+        raise UsageError(f"not an observation (check {where})") from None
+
+
+def receipt_key(worker: str, obs: Observation) -> str:
+    """Stable: the same observation of the same worker always has this key."""
+    canon = bytes(rfc8785.dumps({"worker": worker, **obs.model_dump()}))
+    return f"{obs.kind}:{worker}:{hashlib.sha256(canon).hexdigest()[:32]}"
+
+
+class _Seen(Exception):
+    """Inside the transaction: the key was there already; roll back, answer the receipt."""
+
+
+def observe(work: Work, worker: str, obs: Observation) -> ObservationReceipt:
+    """Record `obs` for `worker` (the run's worker): one fenced tx, or nothing on a retry."""
+    if not isinstance(worker, str) or not WORKER_ID_RE.fullmatch(worker):
+        raise UsageError(f"not a worker id: {worker!r}"[:200])
+    key = receipt_key(worker, obs)
+    nonce = "hook-" + key.rsplit(":", 1)[1]  # a retry replays the nonce: nothing changes
+    seen = ObservationReceipt(key, obs.kind, False, None)
+    if work.db.read("SELECT 1 FROM events WHERE key = ?", key):
+        return seen
+    try:
+        with work.fenced(nonce, "hook.observe") as tx:
+            w = tx.one("SELECT * FROM workers WHERE id = ?", worker)
+            if w is None:
+                raise NotFound(f"no worker {worker}")
+            body = {"worker": worker, "dispatch": w["dispatch"], "ticket": w["ticket"],
+                    "client": obs.client, "event": obs.event, "session": obs.session,
+                    "tool": obs.tool or None, "observed": obs.observed,
+                    "recorded": tx.now}  # fmt: skip
+            if not outbox.record(tx, [outbox.TypedEvent(key, obs.kind, body)]):
+                raise _Seen
+            _session(tx, w, obs)
+            batch = outbox.notify(tx, [key])
+            tx.record = p.EventsProjected(object="events", id=key[:200], ticket=w["ticket"],
+                                          from_state=None, to_state=obs.kind, version=1,
+                                          nonce=nonce,
+                                          detail={"worker": worker, "session": obs.session,
+                                                  "event": obs.event, "batch": batch,
+                                                  "events": 1})  # fmt: skip
+            tx.target = worker
+            tx.subject = f"oms-ticket:{w['ticket']}"
+    except (_Seen, NonceReplayed):
+        return seen
+    return ObservationReceipt(key, obs.kind, True, batch)
+
+
+def _session(tx: Any, w: Any, obs: Observation) -> None:
+    """The provider session's row: created bound to the worker's dispatch, then its activity
+    and health (an observation is a sign of life: `healthy`)."""
+    activity = ACTIVITY_OF[obs.kind]
+    row = tx.one("SELECT * FROM sessions WHERE id = ?", obs.session)
+    if row is None:
+        tx.run("INSERT INTO sessions (id, dispatch, provider, version, activity, health, "
+               "created, updated) VALUES (?, ?, ?, 1, ?, 'healthy', ?, ?)",
+               obs.session, w["dispatch"], obs.client, activity, tx.now, tx.now)  # fmt: skip
+        return
+    if row["dispatch"] != w["dispatch"]:
+        raise ObservationRefused(f"session {obs.session} belongs to another dispatch; "
+                                 "nothing changed")  # fmt: skip
+    tx.run("UPDATE sessions SET activity = ?, health = 'healthy', version = version + 1, "
+           "updated = ? WHERE id = ? AND version = ?", activity, tx.now, obs.session,
+           row["version"])  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """OUTSIDE, started by the broker's observe route: `python -P -m gatekeeper.work.events.
+    hooks --repo TOP --worker W` with the observation on stdin; the receipt on stdout."""
+    ap = argparse.ArgumentParser(prog="oms-observe")
+    ap.add_argument("--repo", required=True, type=Path)
+    ap.add_argument("--worker", required=True)
+    args = ap.parse_args(argv)
+    try:
+        obs = parse(sys.stdin.buffer.read(MAX_OBSERVATION_BYTES + 1))
+        work = Work.open(args.repo)
+        try:
+            out = observe(work, args.worker, obs)
+        finally:
+            work.close()
+    except Exception as exc:
+        err = refusal(exc)
+        sys.stdout.write(json.dumps({"error": err.kind, "message": err.message[:300]}) + "\n")
+        return err.exit_code
+    sys.stdout.write(json.dumps(out.to_json()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run by the broker as a module
+    sys.exit(main())
