@@ -61,6 +61,10 @@ _GITHUB_URL = re.compile(
 )
 
 
+class _NothingNew(Exception):
+    """Inside the projection: another sync stored these events first; roll back."""
+
+
 @dataclass(frozen=True)
 class Source:
     name: str  # the watermark is `github:R:name`
@@ -198,16 +202,28 @@ def _draft(work: Work, repo: str, item: Mapping[str, Any]) -> str:
 
 
 def _project(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Any],
-             drafts: Sequence[str], seen: int) -> str | None:  # fmt: skip
-    """ONE fenced transaction: the events, one notification, the watermarks, one entry."""
+             drafts: Sequence[str], seen: int) -> tuple[str | None, int]:  # fmt: skip
+    """ONE fenced transaction: the events, one notification, the watermarks, one entry;
+    (the notification, how many events were new). (None, 0) when none was new after all."""
     listed = [{"key": e.key, "kind": e.kind, "body": dict(e.body)} for e in events]
     water = {k: {"etag": v[0], "cursor": v[1]} for k, v in sorted(marks.items())}
     doc: dict[str, Any] = {"repo": repo, "events": listed, "watermarks": water}
     data = bytes(rfc8785.dumps(doc))
     blob = work.store.blobs.put(data)
     nonce = f"oms-ghsync-{blob[:48]}"
+    try:
+        return _projected(work, repo, events, marks, drafts, seen, blob, nonce)
+    except (_NothingNew, NonceReplayed):
+        return None, 0  # a concurrent sync stored them (or this very batch): nothing written
+
+
+def _projected(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Any],
+               drafts: Sequence[str], seen: int, blob: str,
+               nonce: str) -> tuple[str | None, int]:  # fmt: skip
     with work.fenced(nonce, "events.sync") as tx:
         keys = outbox.record(tx, events)
+        if not keys:
+            raise _NothingNew
         batch = outbox.notify(tx, keys)
         for source, (etag, cursor) in marks.items():
             tx.run("INSERT INTO watermarks (source, etag, cursor, version, updated) VALUES "
@@ -224,7 +240,7 @@ def _project(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, A
         tx.target = oid
         tx.subject = f"oms-github:{repo}"
         tx.blobs = (blob, *(d.removeprefix("sha256:") for d in drafts))
-    return batch
+    return batch, len(keys)
 
 
 def _nonce(kind: str, *parts: object) -> str:
@@ -278,7 +294,7 @@ def materialise(work: Work, repo: str) -> list[str]:
             blob = str(body["draft_blob"]).removeprefix("sha256:")
             draft = json.loads(work.store.blobs.get(blob))
         except EntryNotFound:
-            continue  # the draft blob is gone: left for `oms doctor` to report
+            continue  # the draft blob is gone (a damaged store): no ticket from nothing
         text = str(draft.get("body") or "").encode()[:MAX_BODY_BYTES]
         goal = standing_goal(work, repo)
         try:
@@ -310,12 +326,12 @@ def sync_github(repo_dir: Path, github_repo: str | None = None, *, api_url: str 
                 unmarked.discard(mark)  # once, even if a page repeated the issue
                 drafts.append(_draft(work, repo, item))
                 fresh.append(gh.ready(repo, item, drafts[-1]))
-        batch = None
+        batch, stored = None, 0
         if fresh:
-            batch = _project(work, repo, fresh, got.marks, drafts, len(got.events))
+            batch, stored = _project(work, repo, fresh, got.marks, drafts, len(got.events))
         tickets = materialise(work, repo)
         return {"repo": repo, "requests": got.requests, "not_modified": got.not_modified,
-                "events_new": len(fresh), "events_seen": len(got.events), "tickets": tickets,
+                "events_new": stored, "events_seen": len(got.events), "tickets": tickets,
                 "notification": batch,
                 "rate": {"remaining": got.remaining, "reset": got.reset}}  # fmt: skip
     finally:

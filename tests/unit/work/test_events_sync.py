@@ -21,6 +21,7 @@ from support.work import snapshot
 
 from gatekeeper.gates.records import init
 from gatekeeper.work.events import sync
+from gatekeeper.work.events.outbox import TypedEvent
 from gatekeeper.work.events.sync import resolve_repo, sync_github
 from gatekeeper.work.fence import Work
 from gatekeeper.work.github import GitHubUnavailable, RateLimited
@@ -298,3 +299,22 @@ def test_the_repository_comes_from_policy_else_a_github_origin_else_refused(
             resolve_repo(work, None)
     finally:
         work.close()
+
+
+def test_a_projection_of_events_another_sync_stored_meanwhile_writes_nothing(
+    repo: Path, gh: GitHubServer
+) -> None:
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T0), issue(2, T0)]]
+    run(repo, gh)
+    before = state(repo)
+    work = Work.open(repo)
+    try:
+        (row,) = work.db.read("SELECT key, kind, body FROM events WHERE key LIKE '%issue:1@%'")
+        stored = TypedEvent(row["key"], row["kind"], json.loads(row["body"]))
+        # As a sync that fetched before the other committed: its "fresh" events are stored.
+        assert sync._project(work, R, [stored], {}, [], 1) == (None, 0)
+        changed = TypedEvent(stored.key, stored.kind, dict(stored.body, number=99))
+        assert sync._project(work, R, [changed], {}, [], 1) == (None, 0)  # same key: stored
+    finally:
+        work.close()
+    assert state(repo) == before
