@@ -15,7 +15,8 @@ reads. The API is small:
 
 A path with no pages answers `[]`. Each page has an ETag (a digest of its JSON); a request
 whose `If-None-Match` equals it gets a 304 with no body. Pages after the first are linked
-with `Link: <root/path?page=N>; rel="next"`, as GitHub does.
+with `Link: <root/path?QUERY&page=N>; rel="next"` (the request's query kept), as GitHub
+does.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import hashlib
 import json
 import re
 from typing import Any
+from urllib.parse import urlencode
 
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
@@ -66,7 +68,8 @@ class GitHubServer:
             return Response(b"", 304, headers)
         if page < len(self.pages.get(path) or [[]]):
             root = self.next_origin or self.url
-            headers["link"] = f'<{root}{path}?page={page + 1}&per_page=100>; rel="next"'
+            query = urlencode({**request.args.to_dict(), "page": page + 1})
+            headers["link"] = f'<{root}{path}?{query}>; rel="next"'
         return Response(json.dumps(self._page(path, page)), 200, headers,
                         content_type="application/json")  # fmt: skip
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 from support.github_server import GitHubServer, issue, label_event
-from support.repos import git
+from support.repos import git, make_repo
 from support.work import snapshot
 
 from gatekeeper.gates.records import init
@@ -318,3 +318,20 @@ def test_a_projection_of_events_another_sync_stored_meanwhile_writes_nothing(
     finally:
         work.close()
     assert state(repo) == before
+
+
+def test_policy_names_the_repository_and_the_ready_label(
+    tmp_path: Path, oms_env: dict[str, str], oms_home: Path, gh: GitHubServer
+) -> None:
+    pol = 'version = 1\n[conductor]\ngithub_repo = "octo/widgets"\nready_label = "go"\n'
+    repo = make_repo(tmp_path / "configured", {"oms.toml": pol}, env=oms_env)
+    init(repo)
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T0, ("oms:ready",)), issue(2, T0, ("go",))]]
+    got = sync_github(repo, None, api_url=gh.url, token=TOKEN)
+    assert got["repo"] == R and len(got["tickets"]) == 1
+    assert rows(repo, "SELECT title FROM tickets") == [("#2 An issue",)]
+    work = Work.open(repo)
+    try:
+        assert resolve_repo(work, "other/repo") == "other/repo"  # the argument comes first
+    finally:
+        work.close()
