@@ -89,6 +89,9 @@ SOURCES: tuple[Source, ...] = (
 )
 
 
+Mark = tuple[str | None, str | None, int | None]
+
+
 @dataclass
 class _Fetch:
     requests: int = 0
@@ -96,7 +99,8 @@ class _Fetch:
     remaining: int | None = None
     reset: int | None = None
     events: list[TypedEvent] = field(default_factory=list)
-    marks: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    # source -> (etag, cursor, the version it was read at: None when there was none)
+    marks: dict[str, Mark] = field(default_factory=dict)
     ready: list[Mapping[str, Any]] = field(default_factory=list)
 
     def saw(self, page: Any) -> None:
@@ -121,16 +125,16 @@ def resolve_repo(work: Work, github_repo: str | None) -> str:
     return checked_repo(f"{m.group(1)}/{m.group(2)}")
 
 
-def _watermarks(work: Work, repo: str) -> dict[str, tuple[str | None, str | None]]:
-    rows = work.db.read("SELECT source, etag, cursor FROM watermarks WHERE source LIKE ?",
-                        f"github:{repo}:%")  # fmt: skip
-    return {r["source"]: (r["etag"], r["cursor"]) for r in rows}
+def _watermarks(work: Work, repo: str) -> dict[str, Mark]:
+    prefix = f"github:{repo}:"
+    rows = work.db.read("SELECT source, etag, cursor, version FROM watermarks WHERE "
+                        "substr(source, 1, ?) = ?", len(prefix), prefix)  # fmt: skip
+    return {r["source"]: (r["etag"], r["cursor"], r["version"]) for r in rows}
 
 
-def _listing(client: GitHub, repo: str, src: Source, mark: tuple[str | None, str | None],
-             got: _Fetch) -> list[Any]:  # fmt: skip
+def _listing(client: GitHub, repo: str, src: Source, mark: Mark, got: _Fetch) -> list[Any]:
     """The new items of one newest-first listing; [] on a 304. Sets the next watermark."""
-    etag, cursor = mark
+    etag, cursor, version = mark
     params = {**src.params, "per_page": PER_PAGE}
     page = client.get(f"/repos/{repo}/{src.path}", etag=etag, params=params)
     got.saw(page)
@@ -151,7 +155,7 @@ def _listing(client: GitHub, repo: str, src: Source, mark: tuple[str | None, str
         page = client.get(page.next_url)
         got.saw(page)
         pages += 1
-    got.marks[f"github:{repo}:{src.name}"] = (first_etag, newest)
+    got.marks[f"github:{repo}:{src.name}"] = (first_etag, newest, version)
     return items
 
 
@@ -159,8 +163,8 @@ def _fetch(client: GitHub, work: Work, repo: str, ready_label: str) -> _Fetch:
     got = _Fetch()
     marks = _watermarks(work, repo)
     for src in SOURCES:
-        items = _listing(client, repo, src, marks.get(f"github:{repo}:{src.name}", (None, None)),
-                         got)  # fmt: skip
+        mark = marks.get(f"github:{repo}:{src.name}", (None, None, None))
+        items = _listing(client, repo, src, mark, got)
         got.events.extend(src.project(repo, items))
         if src.name == "issues":
             got.ready = [i for i in items if isinstance(i, Mapping) and gh.is_ready(i, ready_label)
@@ -201,7 +205,7 @@ def _draft(work: Work, repo: str, item: Mapping[str, Any]) -> str:
     return "sha256:" + work.store.blobs.put(bytes(rfc8785.dumps(doc)))
 
 
-def _project(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Any],
+def _project(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Mark],
              drafts: Sequence[str], seen: int) -> tuple[str | None, int]:  # fmt: skip
     """ONE fenced transaction: the events, one notification, the watermarks, one entry;
     (the notification, how many events were new). (None, 0) when none was new after all."""
@@ -217,7 +221,7 @@ def _project(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, A
         return None, 0  # a concurrent sync stored them (or this very batch): nothing written
 
 
-def _projected(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Any],
+def _projected(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Mark],
                drafts: Sequence[str], seen: int, blob: str,
                nonce: str) -> tuple[str | None, int]:  # fmt: skip
     with work.fenced(nonce, "events.sync") as tx:
@@ -225,11 +229,13 @@ def _projected(work: Work, repo: str, events: list[TypedEvent], marks: dict[str,
         if not keys:
             raise _NothingNew
         batch = outbox.notify(tx, keys)
-        for source, (etag, cursor) in marks.items():
+        # CAS on the version each was read at: a sync that committed meanwhile read GitHub
+        # later, so its watermark stands (events are kept either way: they are facts).
+        for source, (etag, cursor, read_at) in marks.items():
             tx.run("INSERT INTO watermarks (source, etag, cursor, version, updated) VALUES "
                    "(?, ?, ?, 1, ?) ON CONFLICT(source) DO UPDATE SET etag = excluded.etag, "
-                   "cursor = excluded.cursor, version = version + 1, updated = excluded.updated",
-                   source, etag, cursor, tx.now)  # fmt: skip
+                   "cursor = excluded.cursor, version = version + 1, updated = excluded.updated "
+                   "WHERE version IS ?", source, etag, cursor, tx.now, read_at)  # fmt: skip
         oid = batch or f"sha256:{blob}"
         tx.record = p.EventsProjected(object="events", id=oid, from_state=None,
                                       to_state="projected", version=1, nonce=nonce,

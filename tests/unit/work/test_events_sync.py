@@ -335,3 +335,27 @@ def test_policy_names_the_repository_and_the_ready_label(
         assert resolve_repo(work, "other/repo") == "other/repo"  # the argument comes first
     finally:
         work.close()
+
+
+WATERMARK = "SELECT etag, cursor, version FROM watermarks WHERE source = ?"
+
+
+def test_a_watermark_moved_by_a_later_sync_is_not_set_back(repo: Path, gh: GitHubServer) -> None:
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T1)]]
+    run(repo, gh)
+    source = f"github:{R}:issues"
+    want = rows(repo, WATERMARK, source)
+    assert want[0][1:] == (T1, 1)
+    late = TypedEvent(f"gh:{R}:issue:9@{T0}", "gh.issue", {"number": 9})
+    work = Work.open(repo)
+    try:  # a sync that read the watermarks before the first one committed (none there yet)
+        assert sync._project(work, R, [late], {source: ('"old"', T0, None)}, [], 1)[1] == 1
+        assert work.db.read("SELECT COUNT(*) AS n FROM events WHERE key = ?", late.key)[0]["n"]
+        got = [tuple(r) for r in work.db.read(WATERMARK, source)]
+        assert got == want
+        newer = TypedEvent(f"gh:{R}:issue:10@{T2}", "gh.issue", {"number": 10})
+        sync._project(work, R, [newer], {source: ('"new"', T2, 1)}, [], 1)
+        got = [tuple(r) for r in work.db.read(WATERMARK, source)]
+        assert got == [('"new"', T2, 2)]
+    finally:
+        work.close()
