@@ -186,7 +186,10 @@ def _fetch(client: GitHub, work: Work, repo: str, ready_label: str) -> _Fetch:
 
 def _new(work: Work, events: Sequence[TypedEvent]) -> list[TypedEvent]:
     """The events (first of each key) whose key is not in the store yet."""
-    unique = list({e.key: e for e in reversed(events)}.values())[::-1]
+    first: dict[str, TypedEvent] = {}
+    for e in events:
+        first.setdefault(e.key, e)
+    unique = list(first.values())
     seen: set[str] = set()
     keys = [e.key for e in unique]
     for i in range(0, len(keys), 500):

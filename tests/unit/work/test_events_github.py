@@ -72,3 +72,17 @@ def test_a_long_key_takes_its_digest_form() -> None:
     k = gh.key(long_repo, "issue:1@" + T)
     assert k.startswith("gh:sha256:") and len(k) < 200
     assert k == gh.key(long_repo, "issue:1@" + T)
+
+
+def test_the_human_line_of_a_sync() -> None:
+    from gatekeeper.cli.events import sync_lines
+
+    data = {"repo": R, "requests": 6, "not_modified": 5, "events_new": 1, "events_seen": 1,
+            "tickets": ["t-0123456789ab"], "notification": "n-0123456789ab",
+            "rate": {"remaining": 4990, "reset": 1}}  # fmt: skip
+    assert sync_lines(data) == [
+        f"{R}: 1 new events of 1 seen; 6 requests (5 not modified); rate remaining 4990",
+        "notification n-0123456789ab",
+        "ticket t-0123456789ab (pending)",
+    ]
+    assert sync_lines({**data, "tickets": [], "notification": None})[1:] == []
