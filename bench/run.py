@@ -18,6 +18,7 @@ BENCHES = [
     "toolchain_bench.py",
     "work_bench.py",
     "runs_bench.py",
+    "events_bench.py",
 ]
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
+
+from gatekeeper.cli.render import Outcome, command
+from gatekeeper.text import sanitize
 
 
 @click.group()
@@ -13,3 +19,30 @@ def events() -> None:
 @events.group("sync")
 def sync() -> None:
     """One-shot syncs of an event source."""
+
+
+def sync_lines(data: dict[str, Any]) -> list[str]:
+    rate = data["rate"]
+    lines = [f"{sanitize(data['repo'])}: {data['events_new']} new events of "
+             f"{data['events_seen']} seen; {data['requests']} requests "
+             f"({data['not_modified']} not modified); "
+             f"rate remaining {rate['remaining']}"]  # fmt: skip
+    if data["notification"]:
+        lines.append(f"notification {data['notification']}")
+    lines += [f"ticket {t} (pending)" for t in data["tickets"]]
+    return lines
+
+
+@sync.command("github")
+@click.option("--repo", "github_repo", metavar="OWNER/NAME",
+              help="The GitHub repository (default: [conductor] github_repo, "
+              "else the origin remote's).")  # fmt: skip
+@click.option("--dir", "repo_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=".", show_default=True, help="The local repository.")  # fmt: skip
+@command
+def sync_github_cmd(github_repo: str | None, repo_dir: Path) -> Outcome:
+    """Read GitHub's issues, labels, comments, PRs, branches, reviews and checks once."""
+    from gatekeeper.work.events.sync import sync_github
+
+    data = sync_github(repo_dir, github_repo)
+    return Outcome(data, lines=sync_lines(data))

@@ -40,7 +40,7 @@ class RateLimited(GitHubUnavailable):
     """GitHub's rate limit is spent; `reset` is when it refills (epoch seconds), if said."""
 
     def __init__(self, message: str, reset: int | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, data={"rate": {"remaining": 0, "reset": reset}})
         self.reset = reset
 
 
@@ -75,6 +75,7 @@ class Page:
     data: Any
     next_url: str | None
     remaining: int | None  # x-ratelimit-remaining
+    reset: int | None = None  # x-ratelimit-reset (epoch seconds)
 
 
 class GitHub:
@@ -118,11 +119,12 @@ class GitHub:
         headers = {"If-None-Match": etag} if etag else {}
         resp = self._send("GET", self.url(path_or_url), headers=headers, params=params)
         remaining = _int(resp.headers.get("x-ratelimit-remaining"))
+        reset = _int(resp.headers.get("x-ratelimit-reset"))
         if resp.status_code == 304:
-            return Page(304, etag, None, None, remaining)
+            return Page(304, etag, None, None, remaining, reset)
         m = _LINK_NEXT.search(resp.headers.get("link", ""))
         return Page(resp.status_code, resp.headers.get("etag"), _json(resp),
-                    m.group(1) if m else None, remaining)  # fmt: skip
+                    m.group(1) if m else None, remaining, reset)  # fmt: skip
 
     def post(self, path: str, body: Mapping[str, Any]) -> Any:
         return _json(self._send("POST", self.url(path), json=dict(body)))

@@ -1,0 +1,347 @@
+"""`oms events sync github`: one-shot GitHub sync into typed, deduplicated events.
+
+One sync reads a bounded set of REST endpoints of one repository (`SOURCES`, then the
+reviews and check runs of at most `MAX_DETAIL` pull requests that changed in this sync):
+  /repos/R/issues?state=all&sort=updated&direction=desc         -> gh.issue (+ ready marker)
+  /repos/R/issues/events                                        -> gh.label (added/removed)
+  /repos/R/issues/comments?sort=updated&direction=desc          -> gh.comment
+  /repos/R/pulls?state=all&sort=updated&direction=desc          -> gh.pr
+  /repos/R/branches                                             -> gh.branch
+  /repos/R/pulls/N/reviews                                      -> gh.review
+  /repos/R/commits/SHA/check-runs                               -> gh.check
+Each listing is newest first: its first page is asked with `If-None-Match` and the stored
+ETag (a 304 costs nothing and writes nothing), and pages (`Link: rel="next"`, same origin
+only) are followed until one reaches the stored cursor (the newest `updated_at` or event id
+seen), or `MAX_PAGES`. Everything is fetched BEFORE anything is written: a 5xx, a network
+error, a rate limit or a foreign link at any page raises (exit 4) and nothing changes.
+
+Then ONE fenced transaction records the events not seen before (by stable key), appends
+ONE conductor notification naming only their keys, advances the watermarks, and appends
+ONE `work.events` evidence entry whose blob is the batch's canonical JSON. A sync that
+finds nothing new writes nothing at all (not even a changed ETag).
+
+A ready issue (open, not a PR, labelled `[conductor] ready_label`) gets a marker event
+once per (repository, number), its title and text kept in a draft blob; after the
+projection each marker is materialised as ONE pending ticket in the repository's standing
+goal, under a nonce derived from (repository, number): a second materialisation, after a
+crash or a label removed and re-added, is a replayed nonce and adds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+
+from evidence import EntryNotFound
+from gatekeeper.errors import UsageError
+from gatekeeper.repo.remote import repo_config
+from gatekeeper.text import sanitize
+from gatekeeper.work import payloads as p
+from gatekeeper.work.events import github as gh
+from gatekeeper.work.events import outbox
+from gatekeeper.work.events.outbox import TypedEvent
+from gatekeeper.work.fence import NonceReplayed, Work
+from gatekeeper.work.github import GitHub, checked_repo, token_from_env
+from gatekeeper.work.model import MAX_BODY_BYTES, MAX_TITLE_CHARS
+
+PER_PAGE = 100
+MAX_PAGES = 100  # per listing and sync; a first sync imports at most this much history
+MAX_DETAIL = 20  # pull requests whose reviews and check runs are read per sync
+_GITHUB_URL = re.compile(
+    r"^(?:https://github\.com/|ssh://git@github\.com/|git@github\.com:)"
+    r"([A-Za-z0-9_.-]{1,100})/([A-Za-z0-9_.-]{1,100}?)(?:\.git)?/?$"
+)
+
+
+class _NothingNew(Exception):
+    """Inside the projection: another sync stored these events first; roll back."""
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str  # the watermark is `github:R:name`
+    path: str  # under /repos/R
+    params: Mapping[str, str | int]
+    project: Callable[[str, Any], list[TypedEvent]]
+    cursor: Callable[[Mapping[str, Any]], str | None]  # newest-first position of an item
+
+
+def _event_id(item: Mapping[str, Any]) -> str | None:
+    v = item.get("id")
+    return f"{v:020d}" if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+_DESC = {"sort": "updated", "direction": "desc"}
+SOURCES: tuple[Source, ...] = (
+    Source("issues", "issues", {"state": "all", **_DESC}, gh.issues, gh.updated),
+    Source("issue-events", "issues/events", {}, gh.label_events, _event_id),
+    Source("comments", "issues/comments", _DESC, gh.comments, gh.updated),
+    Source("pulls", "pulls", {"state": "all", **_DESC}, gh.pulls, gh.updated),
+    Source("branches", "branches", {}, gh.branches, lambda _: None),
+)
+
+
+Mark = tuple[str | None, str | None, int | None]
+
+
+@dataclass
+class _Fetch:
+    requests: int = 0
+    not_modified: int = 0
+    remaining: int | None = None
+    reset: int | None = None
+    events: list[TypedEvent] = field(default_factory=list)
+    # source -> (etag, cursor, the version it was read at: None when there was none)
+    marks: dict[str, Mark] = field(default_factory=dict)
+    ready: list[Mapping[str, Any]] = field(default_factory=list)
+
+    def saw(self, page: Any) -> None:
+        self.requests += 1
+        self.remaining = page.remaining if page.remaining is not None else self.remaining
+        self.reset = page.reset if page.reset is not None else self.reset
+
+
+def resolve_repo(work: Work, github_repo: str | None) -> str:
+    """OWNER/NAME: the argument, else `[conductor] github_repo`, else the `origin` remote's
+    URL when it is on github.com; else UsageError."""
+    if github_repo:
+        return checked_repo(github_repo)
+    configured = work.loaded.policy.conductor.github_repo
+    if configured:
+        return checked_repo(configured)
+    url = repo_config(work.repo, "remote.origin.url")
+    m = _GITHUB_URL.match(url or "")
+    if m is None:
+        raise UsageError("no GitHub repository: pass --repo OWNER/NAME, set [conductor] "
+                         "github_repo, or use an origin remote on github.com")  # fmt: skip
+    return checked_repo(f"{m.group(1)}/{m.group(2)}")
+
+
+def _watermarks(work: Work, repo: str) -> dict[str, Mark]:
+    prefix = f"github:{repo}:"
+    rows = work.db.read("SELECT source, etag, cursor, version FROM watermarks WHERE "
+                        "substr(source, 1, ?) = ?", len(prefix), prefix)  # fmt: skip
+    return {r["source"]: (r["etag"], r["cursor"], r["version"]) for r in rows}
+
+
+def _listing(client: GitHub, repo: str, src: Source, mark: Mark, got: _Fetch) -> list[Any]:
+    """The new items of one newest-first listing; [] on a 304. Sets the next watermark."""
+    etag, cursor, version = mark
+    params = {**src.params, "per_page": PER_PAGE}
+    page = client.get(f"/repos/{repo}/{src.path}", etag=etag, params=params)
+    got.saw(page)
+    if page.status == 304:
+        got.not_modified += 1
+        return []
+    first_etag, items, pages = page.etag, list[Any](), 1
+    newest = cursor
+    while True:
+        batch = page.data if isinstance(page.data, list) else []
+        items.extend(batch)
+        marks = [c for i in batch if isinstance(i, Mapping) and (c := src.cursor(i))]
+        newest = max([newest, *marks], key=lambda c: c or "") if marks else newest
+        if cursor is not None and any(c < cursor for c in marks):
+            break  # reached what an earlier sync saw
+        if page.next_url is None or pages >= MAX_PAGES:
+            break
+        page = client.get(page.next_url)
+        got.saw(page)
+        pages += 1
+    got.marks[f"github:{repo}:{src.name}"] = (first_etag, newest, version)
+    return items
+
+
+def _fetch(client: GitHub, work: Work, repo: str, ready_label: str) -> _Fetch:
+    got = _Fetch()
+    marks = _watermarks(work, repo)
+    for src in SOURCES:
+        mark = marks.get(f"github:{repo}:{src.name}", (None, None, None))
+        items = _listing(client, repo, src, mark, got)
+        got.events.extend(src.project(repo, items))
+        if src.name == "issues":
+            got.ready = [i for i in items if isinstance(i, Mapping) and gh.is_ready(i, ready_label)
+                         and isinstance(i.get("number"), int)]  # fmt: skip
+    # Reviews and check runs of the pull requests that changed (bounded).
+    changed = _new(work, [e for e in got.events if e.kind == "gh.pr"])[:MAX_DETAIL]
+    for e in changed:
+        number, sha = e.body["number"], e.body.get("head_sha")
+        page = client.get(f"/repos/{repo}/pulls/{number}/reviews", params={"per_page": PER_PAGE})
+        got.saw(page)
+        got.events.extend(gh.reviews(repo, number, page.data))
+        if isinstance(sha, str) and gh.SHA_RE.fullmatch(sha):
+            page = client.get(f"/repos/{repo}/commits/{sha}/check-runs",
+                              params={"per_page": PER_PAGE})  # fmt: skip
+            got.saw(page)
+            got.events.extend(gh.checks(repo, sha, page.data))
+    return got
+
+
+def _new(work: Work, events: Sequence[TypedEvent]) -> list[TypedEvent]:
+    """The events (first of each key) whose key is not in the store yet."""
+    first: dict[str, TypedEvent] = {}
+    for e in events:
+        first.setdefault(e.key, e)
+    unique = list(first.values())
+    seen: set[str] = set()
+    keys = [e.key for e in unique]
+    for i in range(0, len(keys), 500):
+        chunk = keys[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = work.db.read(f"SELECT key FROM events WHERE key IN ({marks})", *chunk)  # noqa: S608 # nosec B608 -- placeholders only
+        seen.update(r["key"] for r in rows)
+    return [e for e in unique if e.key not in seen]
+
+
+def _draft(work: Work, repo: str, item: Mapping[str, Any]) -> str:
+    """The issue's title and text as an immutable evidence blob (data, never a command)."""
+    title = item.get("title") if isinstance(item.get("title"), str) else ""
+    text = item.get("body") if isinstance(item.get("body"), str) else ""
+    doc = {"repo": repo, "number": item["number"], "title": title, "body": text}
+    return "sha256:" + work.store.blobs.put(bytes(rfc8785.dumps(doc)))
+
+
+def _project(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Mark],
+             drafts: Sequence[str], seen: int) -> tuple[str | None, int]:  # fmt: skip
+    """ONE fenced transaction: the events, one notification, the watermarks, one entry;
+    (the notification, how many events were new). (None, 0) when none was new after all."""
+    listed = [{"key": e.key, "kind": e.kind, "body": dict(e.body)} for e in events]
+    water = {k: {"etag": v[0], "cursor": v[1]} for k, v in sorted(marks.items())}
+    doc: dict[str, Any] = {"repo": repo, "events": listed, "watermarks": water}
+    data = bytes(rfc8785.dumps(doc))
+    blob = work.store.blobs.put(data)
+    nonce = f"oms-ghsync-{blob[:48]}"
+    try:
+        return _projected(work, repo, events, marks, drafts, seen, blob, nonce)
+    except (_NothingNew, NonceReplayed):
+        return None, 0  # a concurrent sync stored them (or this very batch): nothing written
+
+
+def _projected(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Mark],
+               drafts: Sequence[str], seen: int, blob: str,
+               nonce: str) -> tuple[str | None, int]:  # fmt: skip
+    with work.fenced(nonce, "events.sync") as tx:
+        keys = outbox.record(tx, events)
+        if not keys:
+            raise _NothingNew
+        batch = outbox.notify(tx, keys)
+        # CAS on the version each was read at: a sync that committed meanwhile read GitHub
+        # later, so its watermark stands (events are kept either way: they are facts).
+        for source, (etag, cursor, read_at) in marks.items():
+            tx.run("INSERT INTO watermarks (source, etag, cursor, version, updated) VALUES "
+                   "(?, ?, ?, 1, ?) ON CONFLICT(source) DO UPDATE SET etag = excluded.etag, "
+                   "cursor = excluded.cursor, version = version + 1, updated = excluded.updated "
+                   "WHERE version IS ?", source, etag, cursor, tx.now, read_at)  # fmt: skip
+        oid = batch or f"sha256:{blob}"
+        tx.record = p.EventsProjected(object="events", id=oid, from_state=None,
+                                      to_state="projected", version=1, nonce=nonce,
+                                      detail={"source": "github", "repo": repo,
+                                              "events_new": len(keys), "events_seen": seen,
+                                              "batch": batch,
+                                              "batch_blob": f"sha256:{blob}"})  # fmt: skip
+        tx.target = oid
+        tx.subject = f"oms-github:{repo}"
+        tx.blobs = (blob, *(d.removeprefix("sha256:") for d in drafts))
+    return batch, len(keys)
+
+
+def _nonce(kind: str, *parts: object) -> str:
+    digest = hashlib.sha256(json.dumps([kind, *parts]).encode()).hexdigest()
+    return f"oms-gh{kind}-{digest[:40]}"
+
+
+def _made(work: Work, nonce: str) -> str | None:
+    """The object a fenced operation under `nonce` made, if it ran."""
+    rows = work.db.read("SELECT object FROM transitions WHERE nonce = ?", nonce)
+    return str(rows[0]["object"]) if rows else None
+
+
+def standing_goal(work: Work, repo: str) -> str:
+    """The repository's standing goal for ready issues: created once, found again by its
+    deterministic nonce."""
+    nonce = _nonce("goal", repo)
+    found = _made(work, nonce)
+    if found is not None:
+        return found
+    label = work.loaded.policy.conductor.ready_label
+    try:
+        return work.create_goal(f"GitHub issues of {repo} labelled {label}",
+                                "never: a standing goal for ready issues", "until-empty",
+                                nonce).id  # fmt: skip
+    except NonceReplayed:
+        found = _made(work, nonce)
+        if found is None:
+            raise
+        return found
+
+
+def _title(number: int, raw: str) -> str:
+    line = " ".join(sanitize(raw, limit=MAX_TITLE_CHARS).split())
+    return f"#{number} {line}".strip()[:MAX_TITLE_CHARS]
+
+
+def materialise(work: Work, repo: str) -> list[str]:
+    """Each ready marker not yet a ticket becomes ONE pending ticket; the ids made now."""
+    prefix = f"gh:{repo}:ready:"
+    rows = work.db.read("SELECT key, body FROM events WHERE kind = 'gh.issue' AND "
+                        "substr(key, 1, ?) = ? ORDER BY seq, key", len(prefix), prefix)  # fmt: skip
+    made: list[str] = []
+    for r in rows:
+        body = json.loads(r["body"])
+        number = int(body["number"])
+        nonce = _nonce("ticket", repo, number)
+        if _made(work, nonce) is not None:
+            continue
+        try:
+            blob = str(body["draft_blob"]).removeprefix("sha256:")
+            draft = json.loads(work.store.blobs.get(blob))
+        except EntryNotFound:
+            continue  # the draft blob is gone (a damaged store): no ticket from nothing
+        text = str(draft.get("body") or "").encode()[:MAX_BODY_BYTES]
+        goal = standing_goal(work, repo)
+        try:
+            made.append(work.add_ticket(goal, _title(number, str(draft.get("title") or "")),
+                                        text, nonce).id)  # fmt: skip
+        except NonceReplayed:
+            continue  # made by a sync that raced this one
+    return made
+
+
+def sync_github(repo_dir: Path, github_repo: str | None = None, *, api_url: str | None = None,
+                token: str | None = None,
+                clock: Callable[[], float] = time.time) -> dict[str, Any]:  # fmt: skip
+    """One sync; the JSON of `oms events sync github`. Raises (exit 4) before any write when
+    GitHub fails, rate-limits or links elsewhere."""
+    work = Work.open(repo_dir)
+    work.clock = clock
+    try:
+        repo = resolve_repo(work, github_repo)
+        label = work.loaded.policy.conductor.ready_label
+        with GitHub(api_url, token if token is not None else token_from_env()) as client:
+            got = _fetch(client, work, repo, label)
+        fresh = _new(work, got.events)
+        # A ready issue not marked before: its text to a draft blob, its marker an event.
+        unmarked = {e.key for e in _new(work, [gh.ready(repo, i, "") for i in got.ready])}
+        drafts: list[str] = []
+        for item in got.ready:
+            if (mark := gh.key(repo, f"ready:{item['number']}")) in unmarked:
+                unmarked.discard(mark)  # once, even if a page repeated the issue
+                drafts.append(_draft(work, repo, item))
+                fresh.append(gh.ready(repo, item, drafts[-1]))
+        batch, stored = None, 0
+        if fresh:
+            batch, stored = _project(work, repo, fresh, got.marks, drafts, len(got.events))
+        tickets = materialise(work, repo)
+        return {"repo": repo, "requests": got.requests, "not_modified": got.not_modified,
+                "events_new": stored, "events_seen": len(got.events), "tickets": tickets,
+                "notification": batch,
+                "rate": {"remaining": got.remaining, "reset": got.reset}}  # fmt: skip
+    finally:
+        work.close()

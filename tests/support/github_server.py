@@ -1,0 +1,88 @@
+"""A GitHub-shaped REST server on loopback, for tests and benchmarks.
+
+GitHub itself cannot be reached here, so this stands in for it: a pytest-httpserver (or any
+`pytest_httpserver.HTTPServer`) answering like GitHub's REST API does for the listings oms
+reads. The API is small:
+
+    gh = GitHubServer(httpserver)          # installs one catch-all handler
+    gh.url                                 # the API root, for `OMS_GITHUB_API_URL`/api_url
+    gh.pages["/repos/o/n/issues"] = [[...items of page 1...], [...page 2...]]
+    gh.fail["/repos/o/n/issues"] = (2, 503, {})   # page 2 answers 503 (headers optional)
+    gh.next_origin = "http://127.0.0.2:1"  # Link rel="next" points at another origin
+    gh.rate = (4999, 1_900_000_000)        # x-ratelimit-remaining / -reset on every answer
+    gh.etags = False                       # ignore If-None-Match (always 200, as a cache miss)
+    gh.requests                            # [(path, page, if_none_match, authorization)]
+
+A path with no pages answers `[]`. Each page has an ETag (a digest of its JSON); a request
+whose `If-None-Match` equals it gets a 304 with no body. Pages after the first are linked
+with `Link: <root/path?QUERY&page=N>; rel="next"` (the request's query kept), as GitHub
+does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+from urllib.parse import urlencode
+
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+
+class GitHubServer:
+    def __init__(self, server: HTTPServer) -> None:
+        self.server = server
+        self.url = server.url_for("/").rstrip("/")
+        self.pages: dict[str, list[Any]] = {}
+        self.fail: dict[str, tuple[int, int, dict[str, str]]] = {}
+        self.next_origin: str | None = None
+        self.rate: tuple[int, int] = (4999, 1_900_000_000)
+        self.etags = True
+        self.requests: list[tuple[str, int, str | None, str | None]] = []
+        server.expect_request(re.compile("^/")).respond_with_handler(self._answer)
+
+    def etag(self, path: str, page: int = 1) -> str:
+        body = json.dumps(self._page(path, page), sort_keys=True)
+        return '"' + hashlib.sha256(body.encode()).hexdigest()[:20] + '"'
+
+    def _page(self, path: str, page: int) -> Any:
+        pages = self.pages.get(path) or [[]]
+        return pages[page - 1] if 1 <= page <= len(pages) else []
+
+    def _answer(self, request: Request) -> Response:
+        path = request.path
+        page = int(request.args.get("page", "1"))
+        self.requests.append((path, page, request.headers.get("If-None-Match"),
+                              request.headers.get("Authorization")))  # fmt: skip
+        headers = {"x-ratelimit-remaining": str(self.rate[0]),
+                   "x-ratelimit-reset": str(self.rate[1])}  # fmt: skip
+        failing = self.fail.get(path)
+        if failing is not None and failing[0] == page:
+            return Response(json.dumps({"message": "failure"}), failing[1],
+                            {**headers, **failing[2]}, content_type="application/json")  # fmt: skip
+        etag = self.etag(path, page)
+        headers["etag"] = etag
+        if self.etags and request.headers.get("If-None-Match") == etag:
+            return Response(b"", 304, headers)
+        if page < len(self.pages.get(path) or [[]]):
+            root = self.next_origin or self.url
+            query = urlencode({**request.args.to_dict(), "page": page + 1})
+            headers["link"] = f'<{root}{path}?{query}>; rel="next"'
+        return Response(json.dumps(self._page(path, page)), 200, headers,
+                        content_type="application/json")  # fmt: skip
+
+
+def issue(number: int, updated: str, labels: tuple[str, ...] = (), state: str = "open",
+          title: str = "An issue", body: str = "Its text.") -> dict[str, Any]:  # fmt: skip
+    """One item of `/issues` as GitHub shapes it (the fields oms reads, and its text)."""
+    return {"id": 1000 + number, "number": number, "state": state, "title": title,
+            "body": body, "labels": [{"name": n} for n in labels], "comments": 0,
+            "updated_at": updated}  # fmt: skip
+
+
+def label_event(eid: int, number: int, label: str, added: bool, at: str) -> dict[str, Any]:
+    """One item of `/issues/events`: a label added (`labeled`) or removed (`unlabeled`)."""
+    return {"id": eid, "event": "labeled" if added else "unlabeled", "label": {"name": label},
+            "issue": {"number": number}, "created_at": at}  # fmt: skip

@@ -1,0 +1,361 @@
+"""`sync_github`, in-process, against a GitHub-shaped local server.
+
+GitHub itself cannot be reached here, so a pytest-httpserver on loopback
+(`support.github_server`) serves GitHub-shaped pages: ETags and 304s, rate-limit headers,
+`Link: rel="next"` pagination, 5xx at a chosen page. "Nothing written" is the whole of
+work.db and the evidence log, compared before and after (`support.work.snapshot`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+from support.github_server import GitHubServer, issue, label_event
+from support.repos import git, make_repo
+from support.work import snapshot
+
+from gatekeeper.gates.records import init
+from gatekeeper.work.events import sync
+from gatekeeper.work.events.outbox import TypedEvent
+from gatekeeper.work.events.sync import resolve_repo, sync_github
+from gatekeeper.work.fence import Work
+from gatekeeper.work.github import GitHubUnavailable, RateLimited
+
+R = "octo/widgets"
+ROOT = f"/repos/{R}"
+TOKEN = "ghp_test_token_never_shown_0123456789"
+SHA = "c" * 40
+T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"
+
+
+@pytest.fixture
+def repo(git_repo: Path, oms_home: Path) -> Path:
+    init(git_repo)
+    return git_repo
+
+
+@pytest.fixture
+def gh(httpserver: HTTPServer) -> Iterator[GitHubServer]:
+    yield GitHubServer(httpserver)
+
+
+def state(repo: Path) -> Any:
+    work = Work.open(repo)
+    try:
+        return snapshot(work)
+    finally:
+        work.close()
+
+
+def rows(repo: Path, sql: str, *args: object) -> list[Any]:
+    work = Work.open(repo)
+    try:
+        return [tuple(r) for r in work.db.read(sql, *args)]
+    finally:
+        work.close()
+
+
+def run(repo: Path, gh: GitHubServer) -> dict[str, Any]:
+    return sync_github(repo, R, api_url=gh.url, token=TOKEN)
+
+
+def serve_all(gh: GitHubServer) -> None:
+    """Every endpoint oms reads, with one or two items each; issue 1 is ready."""
+    gh.pages[f"{ROOT}/issues"] = [
+        [issue(1, T1, ("oms:ready",), title="Fix \x1b[31mit\nnow $(rm -rf ~)", body="Do X.\n"),
+         issue(2, T0, ("bug",))],
+        [{**issue(3, T0), "pull_request": {}}],  # a PR in /issues: left to /pulls
+    ]  # fmt: skip
+    gh.pages[f"{ROOT}/issues/events"] = [[label_event(11, 1, "oms:ready", True, T1)]]
+    gh.pages[f"{ROOT}/issues/comments"] = [[
+        {"id": 21, "issue_url": f"https://x/{ROOT}/issues/1", "body": "secret comment text",
+         "created_at": T0, "updated_at": T1}]]  # fmt: skip
+    gh.pages[f"{ROOT}/pulls"] = [[
+        {"id": 31, "number": 3, "state": "open", "draft": True, "title": "PR title text",
+         "head": {"ref": "feature", "sha": SHA}, "base": {"ref": "main", "sha": "d" * 40},
+         "updated_at": T1}]]  # fmt: skip
+    gh.pages[f"{ROOT}/branches"] = [[{"name": "main", "commit": {"sha": SHA}, "protected": True}]]
+    gh.pages[f"{ROOT}/pulls/3/reviews"] = [[
+        {"id": 41, "state": "APPROVED", "commit_id": SHA, "body": "LGTM text",
+         "submitted_at": T1}]]  # fmt: skip
+    check = {"id": 51, "status": "completed", "conclusion": "success", "completed_at": T1}
+    gh.pages[f"{ROOT}/commits/{SHA}/check-runs"] = [{"total_count": 1, "check_runs": [check]}]
+
+
+def test_one_sync_is_one_entry_one_batch_typed_events_and_one_ready_ticket(
+    repo: Path, gh: GitHubServer, oms_home: Path
+) -> None:
+    serve_all(gh)
+    head = state(repo)[1]
+    got = run(repo, gh)
+    kinds = dict(rows(repo, "SELECT kind, COUNT(*) FROM events GROUP BY kind"))
+    assert kinds == {
+        "gh.issue": 3,
+        "gh.label": 1,
+        "gh.comment": 1,
+        "gh.pr": 1,
+        "gh.branch": 1,
+        "gh.review": 1,
+        "gh.check": 1,
+    }  # 2 issues + ready marker
+    assert got["events_new"] == 9 and got["events_seen"] == 8 and got["not_modified"] == 0
+    assert got["requests"] == 8 and got["rate"] == {"remaining": 4999, "reset": 1_900_000_000}
+    assert len(got["tickets"]) == 1 and got["notification"].startswith("n-")
+    # One events entry (the batch), then the standing goal and the ticket: three in all.
+    work = Work.open(repo)
+    try:
+        kinds_logged = [work.store.entry(s).kind for s in range(head, work.store.head())]
+        assert kinds_logged == ["work.events", "work.goal.create", "work.ticket.add"]
+        entry = work.store.entry(head)
+        payload = entry.data
+        assert entry.blobs[0] == payload["detail"]["batch_blob"][7:]
+        batch = json.loads(work.store.blobs.get(payload["detail"]["batch_blob"][7:]))
+        assert len(batch["events"]) == 9 and batch["repo"] == R
+        assert payload["id"] == got["notification"]
+        (listed,) = work.db.read("SELECT events, state FROM batches")
+        assert sorted(json.loads(listed["events"])) == sorted(e["key"] for e in batch["events"])
+        assert listed["state"] == "pending"
+        ticket = work.ticket(got["tickets"][0])
+        assert ticket.state == "pending"
+        assert ticket.title == "#1 Fix \\u001b[31mit\\u000anow $(rm -rf ~)"
+        assert work.store.blobs.get(ticket.body.blob[7:]) == b"Do X.\n"
+        marks = {r["source"]: r["cursor"] for r in work.db.read("SELECT * FROM watermarks")}
+        assert marks[f"github:{R}:issues"] == T1 and len(marks) == 5
+    finally:
+        work.close()
+    # Untrusted text is not in any event, nor in the log; the token is nowhere at all.
+    bodies = " ".join(b for (b,) in rows(repo, "SELECT body FROM events"))
+    for text in ("Fix", "Do X", "secret comment", "PR title", "LGTM"):
+        assert text not in bodies
+    assert all(auth == f"Bearer {TOKEN}" for *_, auth in gh.requests)
+    for f in oms_home.rglob("*"):
+        if f.is_file():
+            assert TOKEN.encode() not in f.read_bytes(), f
+    assert TOKEN not in json.dumps(got)
+
+
+def test_a_resync_of_the_same_pages_is_all_304_and_writes_nothing(
+    repo: Path, gh: GitHubServer
+) -> None:
+    serve_all(gh)
+    run(repo, gh)
+    before = state(repo)
+    got = run(repo, gh)
+    assert state(repo) == before
+    assert got["not_modified"] == 5 and got["requests"] == 5
+    assert got["events_new"] == 0 and got["tickets"] == [] and got["notification"] is None
+    etags = [tag for path, _, tag, _ in gh.requests[-5:]]
+    assert all(tag and tag.startswith('"') for tag in etags)
+
+
+def test_a_resync_that_gets_200s_with_nothing_new_writes_nothing(
+    repo: Path, gh: GitHubServer
+) -> None:
+    serve_all(gh)
+    run(repo, gh)
+    before = state(repo)
+    gh.pages[f"{ROOT}/issues"][0].append(issue(2, T0, ("bug",)))  # a new ETag, same facts
+    got = run(repo, gh)
+    assert got["not_modified"] == 4 and got["events_new"] == 0 and state(repo) == before
+
+
+def test_pagination_is_followed_to_the_stored_cursor(repo: Path, gh: GitHubServer) -> None:
+    gh.pages[f"{ROOT}/issues"] = [[issue(n, T1) for n in range(1, 4)],
+                                  [issue(n, T1) for n in range(4, 7)],
+                                  [issue(n, T0) for n in range(7, 10)]]  # fmt: skip
+    assert run(repo, gh)["events_new"] == 9
+    assert [pg for path, pg, *_ in gh.requests if path == f"{ROOT}/issues"] == [1, 2, 3]
+    # Issue 1 is updated: page 1 changes; page 2 holds the cursor (T1 >= T1) ... page 3's
+    # T0 items are older than the cursor, so paging stops there.
+    gh.pages[f"{ROOT}/issues"][0][0] = issue(1, T2)
+    gh.requests.clear()
+    got = run(repo, gh)
+    assert got["events_new"] == 1
+    assert [pg for path, pg, *_ in gh.requests if path == f"{ROOT}/issues"] == [1, 2, 3]
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T2), issue(7, T0)], [issue(8, T0)]]
+    gh.pages[f"{ROOT}/issues"][0][0] = issue(2, "2026-01-04T00:00:00Z")
+    gh.requests.clear()
+    run(repo, gh)
+    assert [pg for path, pg, *_ in gh.requests if path == f"{ROOT}/issues"] == [1]
+
+
+def test_a_link_to_another_origin_is_not_followed_and_nothing_is_written(
+    repo: Path, gh: GitHubServer
+) -> None:
+    other = HTTPServer(host="127.0.0.1", port=0)
+    other.start()
+    try:
+        gh.next_origin = other.url_for("/").rstrip("/")
+        gh.pages[f"{ROOT}/issues"] = [[issue(1, T1)], [issue(2, T1)]]
+        before = state(repo)
+        with pytest.raises(GitHubUnavailable, match="outside its API root"):
+            run(repo, gh)
+        assert other.log == [] and state(repo) == before
+        assert [pg for path, pg, *_ in gh.requests if path == f"{ROOT}/issues"] == [1]
+    finally:
+        other.stop()
+
+
+def test_a_5xx_mid_pagination_writes_nothing_and_the_next_sync_starts_over(
+    repo: Path, gh: GitHubServer
+) -> None:
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T1)], [issue(2, T1)], [issue(3, T0)]]
+    gh.fail[f"{ROOT}/issues"] = (2, 502, {})
+    before = state(repo)
+    with pytest.raises(GitHubUnavailable, match="502"):
+        run(repo, gh)
+    assert state(repo) == before
+    del gh.fail[f"{ROOT}/issues"]
+    assert run(repo, gh)["events_new"] == 3  # page 1 again: no watermark had moved
+
+
+@pytest.mark.parametrize("status,headers", [
+    (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1900000777"}),
+    (429, {"retry-after": "60", "x-ratelimit-reset": "1900000777"}),
+])  # fmt: skip
+def test_a_rate_limit_at_any_page_writes_nothing_and_says_when_it_resets(
+    repo: Path, gh: GitHubServer, status: int, headers: dict[str, str]
+) -> None:
+    serve_all(gh)
+    gh.pages[f"{ROOT}/pulls"].append([])
+    gh.fail[f"{ROOT}/pulls"] = (2, status, headers)
+    before = state(repo)
+    with pytest.raises(RateLimited, match="1900000777") as raised:
+        run(repo, gh)
+    assert raised.value.reset == 1_900_000_777 and raised.value.exit_code == 4
+    assert raised.value.data == {"rate": {"remaining": 0, "reset": 1_900_000_777}}
+    assert state(repo) == before
+
+
+def test_label_removed_then_re_added_is_two_events_and_still_one_ticket(
+    repo: Path, gh: GitHubServer
+) -> None:
+    gh.pages[f"{ROOT}/issues"] = [[issue(5, T0, ("oms:ready",))]]
+    gh.pages[f"{ROOT}/issues/events"] = [[label_event(60, 5, "oms:ready", True, T0)]]
+    first = run(repo, gh)
+    assert len(first["tickets"]) == 1
+    # Removed (the issue is no longer ready), then re-added: both are new label events.
+    gh.pages[f"{ROOT}/issues"] = [[issue(5, T1)]]
+    gh.pages[f"{ROOT}/issues/events"] = [[label_event(61, 5, "oms:ready", False, T1),
+                                          label_event(60, 5, "oms:ready", True, T0)]]  # fmt: skip
+    assert run(repo, gh)["tickets"] == []
+    gh.pages[f"{ROOT}/issues"] = [[issue(5, T2, ("oms:ready",))]]
+    gh.pages[f"{ROOT}/issues/events"] = [[label_event(62, 5, "oms:ready", True, T2),
+                                          label_event(61, 5, "oms:ready", False, T1)]]  # fmt: skip
+    again = run(repo, gh)
+    assert again["tickets"] == [] and again["events_new"] == 2  # the issue and the re-add
+    labels = rows(repo, "SELECT json_extract(body, '$.action') FROM events WHERE kind = "
+                        "'gh.label' ORDER BY json_extract(body, '$.id')")  # fmt: skip
+    assert [a for (a,) in labels] == ["added", "removed", "added"]
+    assert rows(repo, "SELECT COUNT(*) FROM tickets") == [(1,)]
+    assert rows(repo, "SELECT COUNT(*) FROM goals") == [(1,)]
+
+
+class Crash(Exception):
+    """Stands for the process dying after the projection, before the ticket is made."""
+
+
+def test_a_crash_before_the_ticket_is_made_makes_it_exactly_once_later(
+    repo: Path, gh: GitHubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gh.pages[f"{ROOT}/issues"] = [[issue(7, T0, ("oms:ready",)), issue(8, T0, ("oms:ready",))]]
+    real = sync.materialise
+
+    def crash(work: Work, repo_name: str) -> list[str]:
+        raise Crash
+
+    monkeypatch.setattr(sync, "materialise", crash)
+    with pytest.raises(Crash):
+        run(repo, gh)
+    assert rows(repo, "SELECT COUNT(*) FROM tickets") == [(0,)]
+    monkeypatch.setattr(sync, "materialise", real)
+    got = run(repo, gh)  # all 304: the markers are in the store, the tickets are not yet
+    assert got["not_modified"] == 5 and len(got["tickets"]) == 2
+    before = state(repo)
+    assert run(repo, gh)["tickets"] == [] and state(repo) == before
+    titles = sorted(t for (t,) in rows(repo, "SELECT title FROM tickets"))
+    assert titles == ["#7 An issue", "#8 An issue"]
+
+
+def test_the_repository_comes_from_policy_else_a_github_origin_else_refused(
+    repo: Path, oms_env: dict[str, str]
+) -> None:
+    work = Work.open(repo)
+    try:
+        with pytest.raises(Exception, match="no GitHub repository"):
+            resolve_repo(work, None)
+        assert resolve_repo(work, "a/b") == "a/b"
+        with pytest.raises(Exception, match="not a GitHub repository"):
+            resolve_repo(work, "../x")
+        git(repo, "remote", "add", "origin", "git@github.com:octo/gadgets.git", env=oms_env)
+        assert resolve_repo(work, None) == "octo/gadgets"
+        git(repo, "remote", "set-url", "origin", "https://example.com/octo/gadgets", env=oms_env)
+        with pytest.raises(Exception, match="no GitHub repository"):
+            resolve_repo(work, None)
+    finally:
+        work.close()
+
+
+def test_a_projection_of_events_another_sync_stored_meanwhile_writes_nothing(
+    repo: Path, gh: GitHubServer
+) -> None:
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T0), issue(2, T0)]]
+    run(repo, gh)
+    before = state(repo)
+    work = Work.open(repo)
+    try:
+        (row,) = work.db.read("SELECT key, kind, body FROM events WHERE key LIKE '%issue:1@%'")
+        stored = TypedEvent(row["key"], row["kind"], json.loads(row["body"]))
+        # As a sync that fetched before the other committed: its "fresh" events are stored.
+        assert sync._project(work, R, [stored], {}, [], 1) == (None, 0)
+        changed = TypedEvent(stored.key, stored.kind, dict(stored.body, number=99))
+        assert sync._project(work, R, [changed], {}, [], 1) == (None, 0)  # same key: stored
+    finally:
+        work.close()
+    assert state(repo) == before
+
+
+def test_policy_names_the_repository_and_the_ready_label(
+    tmp_path: Path, oms_env: dict[str, str], oms_home: Path, gh: GitHubServer
+) -> None:
+    pol = 'version = 1\n[conductor]\ngithub_repo = "octo/widgets"\nready_label = "go"\n'
+    repo = make_repo(tmp_path / "configured", {"oms.toml": pol}, env=oms_env)
+    init(repo)
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T0, ("oms:ready",)), issue(2, T0, ("go",))]]
+    got = sync_github(repo, None, api_url=gh.url, token=TOKEN)
+    assert got["repo"] == R and len(got["tickets"]) == 1
+    assert rows(repo, "SELECT title FROM tickets") == [("#2 An issue",)]
+    work = Work.open(repo)
+    try:
+        assert resolve_repo(work, "other/repo") == "other/repo"  # the argument comes first
+    finally:
+        work.close()
+
+
+WATERMARK = "SELECT etag, cursor, version FROM watermarks WHERE source = ?"
+
+
+def test_a_watermark_moved_by_a_later_sync_is_not_set_back(repo: Path, gh: GitHubServer) -> None:
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T1)]]
+    run(repo, gh)
+    source = f"github:{R}:issues"
+    want = rows(repo, WATERMARK, source)
+    assert want[0][1:] == (T1, 1)
+    late = TypedEvent(f"gh:{R}:issue:9@{T0}", "gh.issue", {"number": 9})
+    work = Work.open(repo)
+    try:  # a sync that read the watermarks before the first one committed (none there yet)
+        assert sync._project(work, R, [late], {source: ('"old"', T0, None)}, [], 1)[1] == 1
+        assert work.db.read("SELECT COUNT(*) AS n FROM events WHERE key = ?", late.key)[0]["n"]
+        got = [tuple(r) for r in work.db.read(WATERMARK, source)]
+        assert got == want
+        newer = TypedEvent(f"gh:{R}:issue:10@{T2}", "gh.issue", {"number": 10})
+        sync._project(work, R, [newer], {source: ('"new"', T2, 1)}, [], 1)
+        got = [tuple(r) for r in work.db.read(WATERMARK, source)]
+        assert got == [('"new"', T2, 2)]
+    finally:
+        work.close()
