@@ -118,7 +118,8 @@ KINDS = {
     "ApprovalRefused": "blocked", "RunFinished": "blocked", "TransferBlocked": "blocked",
     # the conductor and events (issue 18)
     "GitHubUnavailable": "unavailable", "RateLimited": "unavailable",
-    "WaiterBusy": "blocked", "WaiterGone": "blocked", "AlreadyConsumed": "blocked",  # H5
+    "WaiterBusy": "blocked", "WaiterGone": "blocked", "AlreadyConsumed": "blocked",
+    "DeliveryFailed": "blocked",
     "ObservationRefused": "blocked",  # H5
 }  # fmt: skip
 
