@@ -215,11 +215,13 @@ def _descendants(pid: int) -> list[int]:
 
 def _signal_tree(proc: ProcId, sig: signal.Signals) -> None:
     """`sig` to every process group of the pane's process tree (the sandbox runs in its own
-    session, below the pane's)."""
+    session, below the pane's). SIGSTOP spares the pane's own process: tmux continues a
+    stopped pane process at once, and it only waits on the agent, which is what parks."""
     if not proc.alive():
         return
     groups: list[int] = []
-    for pid in _descendants(proc.pid):
+    tree = _descendants(proc.pid)
+    for pid in tree[1:] if sig == signal.SIGSTOP else tree:
         with contextlib.suppress(OSError):
             g = os.getpgid(pid)
             if g not in groups and g > 1:
