@@ -86,9 +86,7 @@ cmd = ["{PY}", "hang.py"]
 
 
 @pytest.fixture
-def lab(
-    tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Work]:
+def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
     repo = make_repo(tmp_path / "repo", {"oms.toml": POLICY, "impl.py": IMPL, "hang.py": HANG},
                      env=oms_env)  # fmt: skip
     init(repo)
@@ -132,7 +130,7 @@ def test_a_worker_pane_runs_the_executor_and_its_commit_becomes_the_receipt(lab:
     assert w.dispatch == d.id and w.state in ("running", "exited")
     # One dispatch, one worker: a second start is refused and changes nothing.
     before = snapshot(lab)
-    with pytest.raises(Exception, match="has a worker already|not started"):
+    with pytest.raises(Exception, match=r"has a worker already|not started"):
         workers.start_worker(lab, d.id, new_nonce())
     assert snapshot(lab) == before
     until(lambda: workers.get(lab, w.id).state == "exited", "the worker exited")
