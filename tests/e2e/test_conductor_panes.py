@@ -29,7 +29,7 @@ from gatekeeper.work import roles
 from gatekeeper.work.conductor import tokens, workers
 from gatekeeper.work.conductor.tmux import Tmux, socket_for
 from gatekeeper.work.dispatch import _plan
-from gatekeeper.work.fence import Work, new_nonce
+from gatekeeper.work.fence import NonceReplayed, Work, new_nonce
 from gatekeeper.work.model import Dispatch
 
 PY = "/usr/bin/python3"
@@ -160,7 +160,8 @@ def test_park_resume_stop_and_a_killed_worker(lab: Work) -> None:
         marker = Path(d.envelope.workspace or "") / "started.marker"
         until(marker.exists, f"the executor of {d.id} started")
     # park: the whole tree stopped (the sandbox runs in its own session, below the pane).
-    parked = workers.control(lab, wa.id, "park", new_nonce())
+    park_nonce = new_nonce()
+    parked = workers.control(lab, wa.id, "park", park_nonce)
     assert parked.state == "parked" and lab.ticket(a.ticket).health == "parked"
     proc = workers.proc_of(lab, wa.id)
     assert proc is not None
@@ -174,6 +175,12 @@ def test_park_resume_stop_and_a_killed_worker(lab: Work) -> None:
     with pytest.raises(Exception, match="not running"):
         workers.control(lab, wa.id, "park", new_nonce())
     assert snapshot(lab) == before
+    # A replayed nonce changes nothing either (the signal it sent is undone).
+    with pytest.raises(NonceReplayed):
+        workers.control(lab, wa.id, "resume", park_nonce)
+    assert snapshot(lab) == before
+    until(lambda: all(_state_of(p) in "TZ" for p in tree if os.path.exists(f"/proc/{p}")),
+          "the replay's signal was undone: the agent stays parked")  # fmt: skip
     resumed = workers.control(lab, wa.id, "resume", new_nonce())
     assert resumed.state == "running" and lab.ticket(a.ticket).health == "healthy"
     stopped = workers.control(lab, wa.id, "stop", new_nonce())

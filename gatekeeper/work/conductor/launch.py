@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gatekeeper.agent.kinds import INSIDE_OMS
-from gatekeeper.agent.payloads import AgentKind
+from gatekeeper.agent.payloads import AgentKind, EgressMode
 from gatekeeper.agent.run import SOURCE, AgentRunRequest
 from gatekeeper.errors import Blocked
 from gatekeeper.work.conductor.sessions import checked_id
@@ -114,7 +114,7 @@ def conductor_request(role: Role, top: Path, conductor_id: str, base: str) -> Ag
     argv = conductor_argv(role, conductor_id)
     agent: AgentKind = "claude-code" if role.provider == "claude-code" else "command"
     return AgentRunRequest(repo_dir=top, cmd=argv, agent=agent,
-                           egress="none" if agent == "command" else None, base_ref=base,
+                           egress="none" if agent == "command" else _egress(role), base_ref=base,
                            read_only=True, conductor=checked_id(conductor_id))  # fmt: skip
 
 
@@ -135,6 +135,12 @@ def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker
         cmd, agent = ("codex", "--model", role.model, WORKER_PROMPT), "codex"
     else:
         raise RoleUnavailable(f"role {role.name}: no worker launch for {role.provider}")
-    return AgentRunRequest(repo_dir=top, cmd=cmd, agent=agent,
+    return AgentRunRequest(repo_dir=top, cmd=cmd, agent=agent, egress=_egress(role),
                            base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
                            timeout_s=timeout_s, worker=worker_id)  # fmt: skip
+
+
+def _egress(role: Role) -> EgressMode:
+    """A subscription login goes through the CONNECT tunnel (no key at all); an api-key
+    role through the broker, which injects the key."""
+    return "tunnel" if role.auth == "subscription" else "api"

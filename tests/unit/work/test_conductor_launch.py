@@ -6,6 +6,8 @@ test's directory (tests/support/npm.py), so the strict config is checked as writ
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from gatekeeper.work.conductor.launch import (
     conductor_request,
     conductor_settings,
 )
+from gatekeeper.work.conductor.tmux import Tmux, socket_dir
 from gatekeeper.work.providers.base import Role, RoleUnavailable
 
 CID = "c-0123456789ab"
@@ -132,3 +135,34 @@ def test_bare_oms_at_a_terminal_is_conductor_start(monkeypatch: pytest.MonkeyPat
     with pytest.raises(SystemExit):
         main_mod.main([])
     assert seen == [["conductor", "start"], []]
+
+
+def test_a_claude_conductor_goes_through_the_tunnel_with_a_subscription(tmp_path: Path) -> None:
+    req = conductor_request(role(), tmp_path, CID, "a" * 40)
+    assert req.egress == "tunnel" and req.read_only and req.agent == "claude-code"
+    keyed = conductor_request(role(auth="api-key"), tmp_path, CID, "a" * 40)
+    assert keyed.egress == "api"
+
+
+def test_the_socket_directory_must_be_private_and_a_pane_command_never_one_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = tmp_path / "rt"
+    runtime.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    made = socket_dir()
+    assert made == runtime / "oms" and stat.S_IMODE(made.stat().st_mode) == 0o700
+    made.chmod(0o755)
+    with pytest.raises(Blocked, match="not private"):
+        socket_dir()
+    made.rmdir()
+    (runtime / "elsewhere").mkdir(mode=0o700)
+    (runtime / "oms").symlink_to(runtime / "elsewhere")
+    with pytest.raises(Blocked, match="not a plain directory"):
+        socket_dir()
+    (runtime / "oms").unlink()
+    tm = Tmux(socket_dir() / "x.sock")
+    with pytest.raises(UsageError, match="two or more"):
+        tm.new_window("oms-x", "w", ["sh -c 'touch PWNED'"])
+    argv = tm.argv("kill-server")
+    assert argv[1:5] == ["-S", str(runtime / "oms" / "x.sock"), "-f", os.devnull]
