@@ -29,10 +29,13 @@ from gatekeeper.work.conductor.model import SESSION_PREFIX
 MAX_CAPTURE_CHARS = 4000
 TMUX_TIMEOUT_S = 10
 # What a pane's process may inherit of this one's environment: oms' state, git's clean
-# config, the locale, and provider keys for the agent run's broker (outside the sandbox).
+# config and the locale (given as `-e` words: nothing secret).
 _PASS_NAMES = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "GIT_TERMINAL_PROMPT",
                          "PYTHONDONTWRITEBYTECODE", "SSL_CERT_FILE"})  # fmt: skip
-_PASS_PREFIXES = ("OMS_", "XDG_", "GIT_CONFIG_", "LC_", "ANTHROPIC_", "OPENAI_")
+_PASS_PREFIXES = ("OMS_", "XDG_", "GIT_CONFIG_", "LC_")
+# Provider keys (for the broker, outside the sandbox) never go into tmux's argv, where any
+# local user could read them: they reach the server as its environment when oms starts it.
+_KEY_PREFIXES = ("ANTHROPIC_", "OPENAI_")
 
 
 class TmuxUnavailable(Unavailable):
@@ -83,7 +86,16 @@ def session_for(repo_id: str) -> str:
 def pane_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items()
-            if k in _PASS_NAMES or k.startswith(_PASS_PREFIXES)}  # fmt: skip
+            if (k in _PASS_NAMES or k.startswith(_PASS_PREFIXES)) and not _secret(k)}  # fmt: skip
+
+
+def _secret(name: str) -> bool:
+    return name.startswith(_KEY_PREFIXES) or any(w in name for w in ("TOKEN", "SECRET", "KEY"))
+
+
+def _keys() -> dict[str, str]:
+    """Only the provider keys the broker reads; any other secret-looking name stays out."""
+    return {k: v for k, v in os.environ.items() if k.startswith(_KEY_PREFIXES)}
 
 
 def _binary() -> str:
@@ -106,8 +118,7 @@ class Tmux:
         return [_binary(), "-S", self.socket, "-f", os.devnull, *args]
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8",
-               "HOME": os.environ.get("HOME", "/"), "TERM": "xterm-256color"}  # fmt: skip
+        env = {**pane_env(), **_keys(), "LC_ALL": "C.UTF-8", "TERM": "xterm-256color"}
         try:
             done = subprocess.run(
                 self.argv(*args),

@@ -23,7 +23,7 @@ from gatekeeper.work.conductor.launch import (
     conductor_request,
     conductor_settings,
 )
-from gatekeeper.work.conductor.tmux import Tmux, socket_dir
+from gatekeeper.work.conductor.tmux import Tmux, pane_env, socket_dir
 from gatekeeper.work.providers.base import Role, RoleUnavailable
 
 CID = "c-0123456789ab"
@@ -164,5 +164,8 @@ def test_the_socket_directory_must_be_private_and_a_pane_command_never_one_word(
     tm = Tmux(socket_dir() / "x.sock")
     with pytest.raises(UsageError, match="two or more"):
         tm.new_window("oms-x", "w", ["sh -c 'touch PWNED'"])
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("OMS_HOME", "/state")
+    assert "ANTHROPIC_API_KEY" not in pane_env() and pane_env()["OMS_HOME"] == "/state"
     argv = tm.argv("kill-server")
     assert argv[1:5] == ["-S", str(runtime / "oms" / "x.sock"), "-f", os.devnull]
