@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 from support.repos import make_repo
 
+from gatekeeper.errors import Blocked, OmsError
 from gatekeeper.gates.records import init
 from gatekeeper.work.conductor import sessions
-from gatekeeper.work.conductor.start import confirmed_path, start
+from gatekeeper.work.conductor.start import confirm, confirmed_path, start
 from gatekeeper.work.conductor.tmux import Tmux, session_for, socket_for
 from gatekeeper.work.fence import Work, new_nonce
 
@@ -136,3 +137,78 @@ def test_start_confirms_once_creates_resumes_and_replaces_a_killed_conductor(
     assert tm.has_session(new["session"])
     assert work.goal(goal.id).objective == "keep the goal"
     work.close()
+
+
+CREDIT = """version = 1
+
+[roles.conductor]
+provider = "command:cond"
+model = "scripted"
+auth = "api-key"
+billing = "usage"
+allow_usage_billing = true
+transport = "exec"
+authority = "read-only"
+
+[providers.cond]
+cmd = ["/usr/bin/python3", "-c", "print('never')"]
+
+[roles.other]
+provider = "command:cond"
+model = "scripted"
+auth = "none"
+transport = "exec"
+"""
+
+
+@pytest.mark.parametrize(
+    ("conductor", "kind"),
+    [("", "blocked"), ('[conductor]\nrole = "missing"\n', "unavailable"),
+     ('[conductor]\nrole = "other"\n', "unavailable")],
+)  # fmt: skip
+def test_preflight_refuses_before_anything_starts(
+    tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, conductor: str,
+    kind: str,
+) -> None:  # fmt: skip
+    """A credit-billed conductor (even with credits enabled), an unknown role and one whose
+    billing is undeclared: refused, no conductor record, no tmux server."""
+    repo = make_repo(tmp_path / "repo", {"oms.toml": CREDIT + conductor}, env=oms_env)
+    init(repo)
+    runtime = tempfile.mkdtemp(prefix="oms-rt-")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    work = Work.open(repo)
+    try:
+        confirmed_path(work).write_text("{}")
+        with pytest.raises(OmsError) as refused:
+            start(work, doctor=False)
+        assert refused.value.kind == kind, refused.value
+        assert rows(work) == [] and not socket_for(work.repo.repo_id).exists()
+    finally:
+        work.close()
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_the_confirmation_is_asked_once_at_a_terminal(
+    lab: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _ = lab
+    asked: list[list[str]] = []
+    work = Work.open(repo)
+    try:
+        monkeypatch.setattr(os, "isatty", lambda fd: True)
+        assert confirm(work, lambda lines, q: asked.append(lines)) is False
+        assert confirm(work, lambda lines, q: asked.append(lines)) is True
+        assert len(asked) == 1 and str(work.repo.top) in asked[0][0]
+        path = confirmed_path(work)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        # A refusal at the terminal records nothing.
+        path.unlink()
+
+        def no(lines: list[str], q: bytes) -> None:
+            raise Blocked("not approved at the terminal")
+
+        with pytest.raises(Blocked):
+            confirm(work, no)
+        assert not path.exists()
+    finally:
+        work.close()
