@@ -11,6 +11,7 @@ run is left open in the log.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sys
@@ -71,6 +72,7 @@ from sandbox.agent_probe import AgentProbe, probe_agent
 from sandbox.agent_runner import AgentResult, run_agent
 
 Mode = Literal["pty", "pipes", "capture"]
+_CONDUCTOR_ID = re.compile(r"^c-[0-9a-f]{12}$")  # gatekeeper.work.conductor.model's
 # The source of oms itself: the relay runs from it as a file (`python -I`, stdlib only).
 SOURCE = Path(gatekeeper.__file__).resolve().parent.parent
 
@@ -221,6 +223,8 @@ def _check_request(req: AgentRunRequest) -> None:
         raise UsageError("an agent's input on stdin needs capture mode")
     if req.timeout_s is not None and req.timeout_s < 1:
         raise UsageError("an agent's timeout is at least 1 s")
+    if req.conductor is not None and not _CONDUCTOR_ID.fullmatch(req.conductor):
+        raise UsageError(f"not a conductor session id: {req.conductor[:40]!r}")
 
 
 def _collect(run: _Run) -> Collected:
@@ -277,7 +281,7 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
     (run_dir / "home").mkdir()
     kind = prepare_kind(req.agent, req.cmd, run_dir=run_dir, egress=egress,
                         relay_url=f"http://127.0.0.1:{inside.RELAY_PORT}",
-                        oms_mcp_argv=inside_oms_argv("mcp"),
+                        oms_mcp_argv=inside_oms_argv(*_mcp_args(req)),
                         search_path=os.environ.get("PATH", os.defpath))  # fmt: skip
     write_marker(run_dir / "oms" / "run.json", run_id, req.worker)
     if req.task_file is not None:
@@ -291,6 +295,14 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
     stack.callback(_unless_started, run)
     run.canary = plant_canary(run_id)
     return run
+
+
+def _mcp_args(req: AgentRunRequest) -> tuple[str, ...]:
+    """The in-sandbox MCP server the kind's strict config names: the conductor's bridge for
+    a conductor session (its only server), else `oms mcp`."""
+    if req.conductor is not None:
+        return ("conductor", "bridge", "--session", req.conductor)
+    return ("mcp",)
 
 
 def _egress_mode(req: AgentRunRequest) -> EgressMode:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from gatekeeper.cli.conductor_bridge import bridge
-from gatekeeper.cli.conductor_start import start, worker_pane
+from gatekeeper.cli.conductor_start import conductor_pane, start, worker_pane
 from gatekeeper.cli.conductor_wait import wait_event
 
 
@@ -19,3 +19,4 @@ conductor.add_command(start)
 conductor.add_command(bridge)
 conductor.add_command(wait_event)
 conductor.add_command(worker_pane)
+conductor.add_command(conductor_pane)

@@ -237,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if inside_agent_sandbox():  # one os.path.exists: `oms --help` stays fast
         _inside(args)
+    elif not args and sys.stdin.isatty() and sys.stdout.isatty():
+        # Bare `oms` at a terminal is the conductor; elsewhere (a pipe, a script) the help.
+        args = ["conductor", "start"]
     try:
         cli.main(args=args, prog_name="oms", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -59,7 +59,7 @@ def dispatch(repo_dir: Path, ticket: str, lease_token: str, role_name: str, nonc
         except Exception as exc:
             _end_quietly(work, started, lease_token, refusal(exc).message)
             raise
-        _settle(work, started, lease_token, got)
+        settle(work, started, lease_token, got)
         return _shown(work, started.id, role, got)
 
 
@@ -115,7 +115,7 @@ def _text(work: Work, t: Ticket) -> str:
     return work.store.blobs.get(t.body.blob.removeprefix("sha256:")).decode("utf-8", "replace")
 
 
-def _settle(work: Work, d: Dispatch, token: str, got: ProviderReceipt) -> None:
+def settle(work: Work, d: Dispatch, token: str, got: ProviderReceipt) -> None:
     """Record the run; its commit is the receipt (-> verifying), or the dispatch ends."""
     facts = RunFacts(exit_code=got.exit_code, signal=got.signal, timed_out=got.timed_out,
                      candidate=got.candidate, candidate_ref=got.candidate_ref,

@@ -116,6 +116,7 @@ KINDS = {
     "LeaseRefused": "blocked", "WrongState": "blocked", "AttemptsExhausted": "blocked",
     "ReceiptRefused": "blocked", "RoleUnavailable": "unavailable", "TransferRefused": "blocked",
     "ApprovalRefused": "blocked", "RunFinished": "blocked", "TransferBlocked": "blocked",
+    "TmuxUnavailable": "unavailable",
     # the conductor and events (issue 18)
     "GitHubUnavailable": "unavailable", "RateLimited": "unavailable",
     "WaiterBusy": "blocked", "WaiterGone": "blocked", "AlreadyConsumed": "blocked",

@@ -1,0 +1,146 @@
+"""What the conductor's and the workers' panes run: fixed argv, generated config.
+
+The conductor is its role's CLI under `oms agent run` with a read-only workspace and
+`conductor=<id>`. For Claude Code (interactive) the argv is fixed here: the model, the
+`dontAsk` permission mode, allowed tools = the bridge's seven `mcp__oms__…` tools plus
+read-only diagnostics, disallowed = every writing tool and raw tmux, SessionStart and Stop
+hooks that arm `oms conductor wait-event` (async, waking the conductor when it returns),
+and a fixed opening prompt. `oms agent run` adds the strict MCP config whose only server,
+`oms`, is `oms conductor bridge --session <id>` (agent/run.py, kinds.py). `check_launch`
+refuses print mode, the Agent SDK's stream transports and a credit-billed model, whatever
+produced the argv.
+
+A worker pane runs `oms conductor worker` (this very oms, from its own source), which runs
+the executor the same way: a `command:` provider's policy argv, or the CLI with a fixed
+prompt naming `$OMS_TASK_FILE`; the task text itself is never argv.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gatekeeper.agent.kinds import INSIDE_OMS
+from gatekeeper.agent.payloads import AgentKind, EgressMode
+from gatekeeper.agent.run import SOURCE, AgentRunRequest
+from gatekeeper.errors import Blocked
+from gatekeeper.work.conductor.sessions import checked_id
+from gatekeeper.work.model import Dispatch
+from gatekeeper.work.providers.base import Role, RoleUnavailable
+
+CONDUCTOR_TOOLS = ("propose_goal", "prepare_dispatch", "advise_dispatch", "propose_dispatch",
+                   "manage_worker", "start_team", "process_result")  # fmt: skip
+DIAGNOSTICS = ("Read", "Grep", "Glob", "Bash(git status)", "Bash(git log:*)", "Bash(git diff:*)")
+DISALLOWED = ("Edit", "Write", "NotebookEdit", "MultiEdit", "Bash(tmux:*)", "Bash(tmux)")
+# Words that would turn an interactive session into print mode or the Agent SDK's transport.
+_PRINT = ("-p", "--print", "--output-format", "--input-format", "--sdk-url")
+# The recorded argv names the session as this: the id is made with the record.
+SESSION_PLACEHOLDER = "c-{session}"
+CONDUCTOR_PROMPT = (
+    "You are the oms conductor. Use only the oms tools to propose goals and "
+    "dispatches, and to manage workers; re-read canonical state when woken."
+)
+WORKER_PROMPT = (
+    "Your task is the JSON document in the file named by the OMS_TASK_FILE "
+    "environment variable. Read it, do the work in this repository, and commit."
+)
+
+
+def oms_argv(*args: str) -> list[str]:
+    """`oms ARGS` outside: this interpreter and this oms' own source (isolated mode)."""
+    boot = (f"import sys; sys.path.insert(0, {str(SOURCE)!r}); "
+            "from gatekeeper.cli.main import main; main()")  # fmt: skip
+    return [sys.executable, "-I", "-c", boot, *args]
+
+
+def worker_pane_argv(top: Path, worker_id: str) -> list[str]:
+    return oms_argv("conductor", "worker", "--repo", str(top), "--worker", worker_id)
+
+
+def conductor_pane_argv(top: Path, conductor_id: str) -> list[str]:
+    return oms_argv("conductor", "pane", "--repo", str(top), "--session", checked_id(conductor_id))
+
+
+def mcp_tools() -> list[str]:
+    return [f"mcp__oms__{t}" for t in CONDUCTOR_TOOLS]
+
+
+def conductor_settings(conductor_id: str) -> dict[str, object]:
+    """Claude Code `--settings`: the hooks that arm the waiter (run inside, through the
+    in-sandbox `oms`, which the broker relays)."""
+    cid = conductor_id if conductor_id == SESSION_PLACEHOLDER else checked_id(conductor_id)
+    hook = {"type": "command", "command": f"{INSIDE_OMS[0]} conductor wait-event --session {cid}",
+            "async": True, "asyncRewake": True}  # fmt: skip
+    return {"hooks": {"SessionStart": [{"hooks": [hook]}], "Stop": [{"hooks": [hook]}]}}
+
+
+def conductor_argv(role: Role, conductor_id: str) -> tuple[str, ...]:
+    """The conductor's CLI argv (before `oms agent run` adds its MCP config)."""
+    if role.provider.startswith("command:"):
+        argv: tuple[str, ...] = role.cmd
+    elif role.provider == "claude-code":
+        argv = ("claude", "--model", role.model, "--permission-mode", "dontAsk",
+                "--allowedTools", ",".join([*mcp_tools(), *DIAGNOSTICS]),
+                "--disallowedTools", ",".join(DISALLOWED),
+                "--settings", json.dumps(conductor_settings(conductor_id), sort_keys=True),
+                CONDUCTOR_PROMPT)  # fmt: skip
+    else:
+        raise RoleUnavailable(f"role {role.name}: a conductor is Claude Code (interactive) or "
+                              "a command: provider")  # fmt: skip
+    check_launch(role, argv)
+    return argv
+
+
+def check_launch(role: Role, argv: Sequence[str]) -> None:
+    """Refuse print mode, the Agent SDK and a credit-billed model for the conductor."""
+    if not argv:
+        raise RoleUnavailable(f"role {role.name}: no command to launch")
+    for word in argv[1:]:
+        if word.split("=", 1)[0] in _PRINT:
+            raise Blocked(
+                f"the conductor's launch has {word.split('=', 1)[0]}: a conductor "
+                "is an interactive session, never print mode or the Agent SDK"
+            )
+    if role.billing == "usage":
+        raise Blocked(f"role {role.name} is credit-billed: the conductor never runs on a "
+                      "credit-billed model")  # fmt: skip
+    if role.provider == "claude-code" and role.transport != "interactive":
+        raise Blocked(f"role {role.name}: a claude-code conductor is interactive")
+
+
+def conductor_request(role: Role, top: Path, conductor_id: str, base: str) -> AgentRunRequest:
+    argv = conductor_argv(role, conductor_id)
+    agent: AgentKind = "claude-code" if role.provider == "claude-code" else "command"
+    return AgentRunRequest(repo_dir=top, cmd=argv, agent=agent,
+                           egress="none" if agent == "command" else _egress(role), base_ref=base,
+                           read_only=True, conductor=checked_id(conductor_id))  # fmt: skip
+
+
+def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker_id: str,
+                     timeout_s: int) -> AgentRunRequest:  # fmt: skip
+    """The executor's run for dispatch `d`, with the pane as its terminal."""
+    if role.provider.startswith("command:"):
+        if not role.cmd:
+            raise RoleUnavailable(f"role {role.name}: provider {role.provider} has no command")
+        return AgentRunRequest(repo_dir=top, cmd=role.cmd, agent="command", egress="none",
+                               base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
+                               timeout_s=timeout_s, worker=worker_id)  # fmt: skip
+    agent: AgentKind
+    if role.provider == "claude-code":
+        cmd: tuple[str, ...] = ("claude", "--model", role.model, WORKER_PROMPT)
+        agent = "claude-code"
+    elif role.provider == "codex-cli":
+        cmd, agent = ("codex", "--model", role.model, WORKER_PROMPT), "codex"
+    else:
+        raise RoleUnavailable(f"role {role.name}: no worker launch for {role.provider}")
+    return AgentRunRequest(repo_dir=top, cmd=cmd, agent=agent, egress=_egress(role),
+                           base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
+                           timeout_s=timeout_s, worker=worker_id)  # fmt: skip
+
+
+def _egress(role: Role) -> EgressMode:
+    """A subscription login goes through the CONNECT tunnel (no key at all); an api-key
+    role through the broker, which injects the key."""
+    return "tunnel" if role.auth == "subscription" else "api"
