@@ -36,8 +36,6 @@ DIAGNOSTICS = ("Read", "Grep", "Glob", "Bash(git status)", "Bash(git log:*)", "B
 DISALLOWED = ("Edit", "Write", "NotebookEdit", "MultiEdit", "Bash(tmux:*)", "Bash(tmux)")
 # Words that would turn an interactive session into print mode or the Agent SDK's transport.
 _PRINT = ("-p", "--print", "--output-format", "--input-format", "--sdk-url")
-# The recorded argv names the session as this: the id is made with the record.
-SESSION_PLACEHOLDER = "c-{session}"
 CONDUCTOR_PROMPT = (
     "You are the oms conductor. Use only the oms tools to propose goals and "
     "dispatches, and to manage workers; re-read canonical state when woken."
@@ -70,7 +68,7 @@ def mcp_tools() -> list[str]:
 def conductor_settings(conductor_id: str) -> dict[str, object]:
     """Claude Code `--settings`: the hooks that arm the waiter (run inside, through the
     in-sandbox `oms`, which the broker relays)."""
-    cid = conductor_id if conductor_id == SESSION_PLACEHOLDER else checked_id(conductor_id)
+    cid = checked_id(conductor_id)
     hook = {"type": "command", "command": f"{INSIDE_OMS[0]} conductor wait-event --session {cid}",
             "async": True, "asyncRewake": True}  # fmt: skip
     return {"hooks": {"SessionStart": [{"hooks": [hook]}], "Stop": [{"hooks": [hook]}]}}

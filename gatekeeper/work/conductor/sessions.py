@@ -73,9 +73,11 @@ def _record(work: Work, tx: Any, cid: str, before: str | None, after: str, versi
     tx.subject = f"oms-conductor:{cid}"
 
 
-def create(work: Work, socket: str, session: str, argv: Sequence[str], nonce: str) -> Conductor:
-    """A new conductor session record in `starting`, durable before its pane starts."""
-    cid = new_id("c")
+def create(work: Work, socket: str, session: str, argv: Sequence[str], nonce: str,
+           cid: str | None = None) -> Conductor:  # fmt: skip
+    """A new conductor session record in `starting`, durable before its pane starts; `cid`
+    is the id made beforehand (`new_id("c")`) when the recorded argv names it."""
+    cid = checked_id(cid) if cid is not None else new_id("c")
     with work.fenced(nonce, "conductor.create") as tx:
         tx.run("INSERT INTO conductors (id, version, state, socket, session, argv, created, "
                "updated) VALUES (?, 1, 'starting', ?, ?, ?, ?, ?)",

@@ -32,11 +32,11 @@ from gatekeeper.work import roles
 from gatekeeper.work.audit import doctor_check
 from gatekeeper.work.conductor import sessions
 from gatekeeper.work.conductor.launch import (
-    SESSION_PLACEHOLDER,
     conductor_argv,
     conductor_pane_argv,
     conductor_request,
 )
+from gatekeeper.work.conductor.model import new_id
 from gatekeeper.work.conductor.proc import ProcId
 from gatekeeper.work.conductor.sessions import Conductor
 from gatekeeper.work.conductor.tmux import Tmux, session_for, socket_for
@@ -114,8 +114,9 @@ def start(
         with contextlib.suppress(StaleVersion):
             sessions.move(work, c.id, c.version, "dead", new_nonce(),
                           reason="its process is gone")  # fmt: skip
-    argv = conductor_argv(role, SESSION_PLACEHOLDER)  # the template, recorded before the pane
-    c = sessions.create(work, tm.socket, session, argv, new_nonce())
+    cid = new_id("c")
+    argv = conductor_argv(role, cid)  # the exact argv, recorded before the pane starts
+    c = sessions.create(work, tm.socket, session, argv, new_nonce(), cid=cid)
     pane_argv = conductor_pane_argv(work.repo.top, c.id)
     try:
         if tm.has_session(session):
