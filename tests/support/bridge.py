@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.runs import PY, RunLab, run_lab
-from support.work import nonce
-
 from gatekeeper.work.conductor import sessions
 from gatekeeper.work.fence import Work
+from support.runs import PY, RunLab, run_lab
+from support.work import nonce
 
 ADVISE = r"""
 import json, sys

@@ -118,6 +118,7 @@ KINDS = {
     "ApprovalRefused": "blocked", "RunFinished": "blocked", "TransferBlocked": "blocked",
     # the conductor and events (issue 18)
     "GitHubUnavailable": "unavailable", "RateLimited": "unavailable",
+    "IntentRefused": "blocked", "AdviceRefused": "blocked",
 }  # fmt: skip
 
 

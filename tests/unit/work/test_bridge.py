@@ -113,7 +113,8 @@ def test_goal_prepare_advise_propose_makes_a_started_dispatch_and_hides_the_leas
     assert work.ticket(got["ticket"]).state == "running"
     (row,) = work.db.read("SELECT * FROM intents WHERE id = ?", got["intent"])
     assert row["state"] == "accepted" and row["dispatch"] == d.id
-    assert row["advised_digest"] == row["digest"] == got["digest"] and row["conductor"] == lab.conductor
+    assert row["advised_digest"] == row["digest"] == got["digest"]
+    assert row["conductor"] == lab.conductor
     # The intent document is the evidence blob its digest names; the lease token is only oms'.
     body = json.loads(work.store.blobs.get(row["body_blob"].removeprefix("sha256:")))
     assert body["task"] == "implement feature()" and body["lease"] == d.envelope.lease
