@@ -34,6 +34,9 @@ INSTRUCTIONS = (
 CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=False,
                           idempotent_hint=False, open_world_hint=False)  # fmt: skip
 
+Notification = Annotated[m.BatchId | None, Field(description="A pending notification batch "
+                                                "(n-…) the conductor has read: consumed "
+                                                "after the call succeeds.")]  # fmt: skip
 Nonce = Annotated[m.Nonce, Field(description="A fresh nonce (8-96 of A-Z a-z 0-9 . _ : -); "
                                  "a used one is refused and changes nothing.")]  # fmt: skip
 
@@ -85,9 +88,9 @@ def build_bridge(repo_dir: Path, conductor: str) -> MCPServer[Any]:
     @tool_errors
     async def propose_goal(objective: m.Objective, stop_when: m.Objective,
                            horizon: Literal["until-empty", "12h", "24h"],
-                           nonce: Nonce) -> Result:  # fmt: skip
+                           nonce: Nonce, notification: Notification = None) -> Result:  # fmt: skip
         return await ask("propose_goal", objective=objective, stop_when=stop_when,
-                         horizon=horizon, nonce=nonce)  # fmt: skip
+                         horizon=horizon, nonce=nonce, notification=notification)  # fmt: skip
 
     @server.tool(description="Lease an open goal's ticket for a worktree-write role of the "
                  "policy and record the dispatch intent (task as data). Returns the intent, "
@@ -95,23 +98,27 @@ def build_bridge(repo_dir: Path, conductor: str) -> MCPServer[Any]:
     @tool_errors
     async def prepare_dispatch(goal: m.GoalId, ticket: m.TicketId, role: m.RoleName,
                                task: m.Task, nonce: Nonce,
-                               transfer: m.Digest | None = None) -> Result:  # fmt: skip
+                               transfer: m.Digest | None = None,
+                               notification: Notification = None) -> Result:  # fmt: skip
         return await ask("prepare_dispatch", goal=goal, ticket=ticket, role=role, task=task,
-                         nonce=nonce, transfer=transfer)  # fmt: skip
+                         nonce=nonce, transfer=transfer, notification=notification)  # fmt: skip
 
     @server.tool(description="Ask a fresh read-only advisor for a verdict (approve, revise, "
                  "reject) on exactly this intent digest.", annotations=CHANGES)  # fmt: skip
     @tool_errors
     async def advise_dispatch(intent: m.IntentId, digest: m.Digest, nonce: Nonce,
-                              transfer: m.Digest | None = None) -> Result:  # fmt: skip
+                              transfer: m.Digest | None = None,
+                              notification: Notification = None) -> Result:  # fmt: skip
         return await ask("advise_dispatch", intent=intent, digest=digest, nonce=nonce,
-                         transfer=transfer)  # fmt: skip
+                         transfer=transfer, notification=notification)  # fmt: skip
 
     @server.tool(description="Turn an intent the advisor approved, at the same digest, into "
                  "a persisted dispatch. Starts no worker.", annotations=CHANGES)  # fmt: skip
     @tool_errors
-    async def propose_dispatch(intent: m.IntentId, digest: m.Digest, nonce: Nonce) -> Result:
-        return await ask("propose_dispatch", intent=intent, digest=digest, nonce=nonce)
+    async def propose_dispatch(intent: m.IntentId, digest: m.Digest, nonce: Nonce,
+                               notification: Notification = None) -> Result:  # fmt: skip
+        return await ask("propose_dispatch", intent=intent, digest=digest, nonce=nonce,
+                         notification=notification)  # fmt: skip
 
     @server.tool(description="Observe, park, resume or stop a worker pane.",
                  annotations=CHANGES)  # fmt: skip

@@ -20,11 +20,11 @@ from typing import Any
 
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.digest import Sha256Digest
-from gatekeeper.errors import Blocked, NotFound, Unavailable, UsageError
+from gatekeeper.errors import Blocked, NotFound, OmsError, Unavailable, UsageError
 from gatekeeper.work import dispatch as dispatching
 from gatekeeper.work import payloads as p
 from gatekeeper.work import roles, verify
-from gatekeeper.work.conductor import deliver, sessions, tokens, workers
+from gatekeeper.work.conductor import deliver, sessions, tokens, waiter, workers
 from gatekeeper.work.conductor import intents as m
 from gatekeeper.work.conductor.model import new_id
 from gatekeeper.work.fence import (
@@ -394,4 +394,11 @@ def call(work: Work, conductor: str, tool: str, args: Mapping[str, Any]) -> dict
     except ValueError as exc:
         raise UsageError(f"{tool}: invalid input: {str(exc).splitlines()[0]}"[:300]) from None
     out: dict[str, Any] = fn(work, conductor, req)
+    batch = getattr(req, "notification", None)
+    if batch is not None:  # after the tool's own change: a refusal above consumed nothing
+        try:
+            waiter.consume(work, conductor, batch, f"{req.nonce}:notification")
+            out["notification"] = "consumed"
+        except OmsError as exc:
+            out["notification"] = f"{exc.kind}: {exc.message}"[: m.MAX_REASON_CHARS]
     return out

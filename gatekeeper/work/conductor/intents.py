@@ -42,6 +42,7 @@ class ProposeGoal(_Strict):
     stop_when: Objective
     horizon: Literal["until-empty", "12h", "24h"]
     nonce: Nonce
+    notification: BatchId | None = None  # a pending batch the conductor read
 
 
 class PrepareDispatch(_Strict):
@@ -50,6 +51,7 @@ class PrepareDispatch(_Strict):
     role: RoleName
     task: Task
     nonce: Nonce
+    notification: BatchId | None = None  # a pending batch the conductor read
     # An external executor sends repo context out: it needs an approved transfer manifest.
     transfer: Digest | None = None
 
@@ -58,6 +60,7 @@ class AdviseDispatch(_Strict):
     intent: IntentId
     digest: Digest
     nonce: Nonce
+    notification: BatchId | None = None  # a pending batch the conductor read
     transfer: Digest | None = None  # for an external advisor, as for any external role
 
 
@@ -65,6 +68,7 @@ class ProposeDispatch(_Strict):
     intent: IntentId
     digest: Digest
     nonce: Nonce
+    notification: BatchId | None = None  # a pending batch the conductor read
 
 
 class ManageWorker(_Strict):

@@ -23,7 +23,7 @@ from support.work import Clock, nonce, open_work, snapshot
 
 from gatekeeper.errors import Blocked, NotFound, UsageError
 from gatekeeper.work.conductor import bridge as b
-from gatekeeper.work.conductor import sessions, tokens, workers
+from gatekeeper.work.conductor import sessions, tokens, waiter, workers
 from gatekeeper.work.conductor.intents import AdviceRefused
 from gatekeeper.work.fence import LeaseRefused, NonceReplayed, StaleVersion, Work
 from gatekeeper.work.providers.base import RoleUnavailable
@@ -257,3 +257,26 @@ def test_process_result_refuses_a_ticket_that_is_not_verifying(work: Work, lab: 
     refused(work, Blocked, call, work, lab, "process_result", ticket=ticket)
     refused(work, NotFound, call, work, lab, "manage_worker", worker="w-" + "2" * 12,
             action="observe")  # fmt: skip
+
+
+def test_a_notification_read_is_consumed_only_after_the_call_succeeds(
+    work: Work, lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiter is the events helper's (`waiter.consume`): stood in for here."""
+    consumed: list[tuple[str, str]] = []
+
+    def consume(w: Work, conductor: str, batch: str, n: str) -> dict[str, Any]:
+        consumed.append((conductor, batch))
+        return {}
+
+    monkeypatch.setattr(waiter, "consume", consume)
+    batch = "n-" + "3" * 12
+    out = call(work, lab, "propose_goal", objective="o", stop_when="s", horizon="24h",
+               notification=batch)  # fmt: skip
+    assert out["notification"] == "consumed" and consumed == [(lab.conductor, batch)]
+    refused(work, UsageError, call, work, lab, "propose_goal", objective="", stop_when="s",
+            horizon="24h", notification=batch)  # fmt: skip
+    # The controls take no notification.
+    refused(work, UsageError, call, work, lab, "start_team", dispatches=["d-" + "1" * 12],
+            notification=batch)  # fmt: skip
+    assert len(consumed) == 1
