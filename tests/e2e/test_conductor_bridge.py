@@ -22,10 +22,13 @@ from support.bridge import bridge_lab, new_session
 from support.mcp_session import session as mcp_session
 from support.mcp_session import text_of
 from support.oms import run_oms
+from support.repos import commit_on
 from support.runs import NEEDS, RunLab, module_env
-from support.work import nonce, open_work
+from support.work import facts, nonce, open_work
 
 from gatekeeper.agent.run import AgentRunRequest, agent_run, inside_oms_argv
+from gatekeeper.work.conductor import bridge as b
+from gatekeeper.work.conductor import tokens
 from gatekeeper.work.conductor.bridge import TOOLS
 
 pytestmark = pytest.mark.skipif(not NEEDS, reason="needs /usr/bin/bwrap and /usr/bin/python3")
@@ -179,3 +182,37 @@ def test_inside_a_run_without_a_conductor_the_bridge_is_unavailable(world: World
     lines = got.stdout.splitlines()
     assert lines[:1] == [START] and lines[-1:] == [END], (got.stdout, got.stderr)
     assert "RC 4" in lines and any(x.startswith("ERR oms: unavailable") for x in lines)
+
+
+# -- process_result: the installed gate on a verifying ticket -----------------------------------
+
+
+def test_process_result_runs_the_gate_and_one_grade_on_a_verifying_ticket(world: World) -> None:
+    """A ticket taken through the bridge to a dispatch; the worker's part (its run and its
+    receipt, the workers helper's pane) is done here with the core's own calls. No remote
+    is configured, so nothing is delivered."""
+    work = open_work(world.lab.repo)
+    try:
+        c = world.conductor
+
+        def call(tool: str, **args: Any) -> dict[str, Any]:
+            return b.call(work, c, tool, {"nonce": nonce(), **args})
+
+        goal = call("propose_goal", objective="o", stop_when="s", horizon="12h")["goal"]
+        ticket = work.add_ticket(goal, "add feature", None, nonce()).id
+        prep = call("prepare_dispatch", goal=goal, ticket=ticket, role="implementer",
+                    task="add feature()")  # fmt: skip
+        ref = {"intent": prep["intent"], "digest": prep["digest"]}
+        call("advise_dispatch", **ref)
+        d = work.dispatch(call("propose_dispatch", **ref)["dispatch"])
+        sha = commit_on(world.lab.repo, f"cand-{ticket}", {"feature.py": "X = 1\n"},
+                        env=world.lab.env, index=world.lab.root / f"idx-{ticket}",
+                        parent=d.envelope.base)  # fmt: skip
+        token = tokens.held(work.repo.repo_id, ticket)
+        work.record_run(d.id, token, facts(candidate=sha), nonce())
+        work.file_receipt(d.id, token, nonce(), sha)
+        out = call("process_result", ticket=ticket)
+    finally:
+        work.close()
+    assert out == {"ticket": ticket, "state": "completed", "decision": "READY_FOR_HUMAN",
+                   "delivery": None}  # fmt: skip
