@@ -18,6 +18,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import Blocked, NotFound, OmsError, Unavailable, UsageError
@@ -391,8 +393,10 @@ def call(work: Work, conductor: str, tool: str, args: Mapping[str, Any]) -> dict
     model, fn = HANDLERS[tool]
     try:
         req = model.model_validate(dict(args))
-    except ValueError as exc:
-        raise UsageError(f"{tool}: invalid input: {str(exc).splitlines()[0]}"[:300]) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "input"
+        raise UsageError(f"{tool}: {where}: {first['msg']}"[:300]) from None
     out: dict[str, Any] = fn(work, conductor, req)
     batch = getattr(req, "notification", None)
     if batch is not None:  # after the tool's own change: a refusal above consumed nothing

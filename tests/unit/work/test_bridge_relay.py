@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 
 from gatekeeper.agent.mcp_relay import WAIT_PATH, _relay, conductor_routes
+from gatekeeper.cli import main
 
 CID = "c-" + "ab" * 6
 WAITER = """
@@ -62,3 +63,17 @@ def test_a_malformed_conductor_binding_gets_no_route(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a conductor session id"):
         conductor_routes(repo_top=tmp_path, run_id="r", conductor="--session=c-1",
                          oms_argv=["oms"])  # fmt: skip
+
+
+REFUSED = [["start"], ["worker", "--worker", "w-1"], [], ["bridge", "--json"],
+           ["wait-event", "--state-root", "/"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", REFUSED)
+def test_inside_only_the_bridge_and_the_waiter_are_relayed(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main._inside_conductor(args)
+    got = capsys.readouterr()
+    assert info.value.code == 4 and "unavailable" in got.out + got.err  # --json: on stdout
