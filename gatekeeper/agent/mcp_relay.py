@@ -6,6 +6,12 @@ id in its environment (`OMS_AGENT_RUN_ID`), and relays JSON-RPC: one text messag
 line of the server's stdio. Inside, `oms mcp` is `relay_stdio`: stdin lines to the socket,
 messages back as stdout lines. The authority (key, store) stays with the server outside,
 which has no tool that approves or releases: the agent can ask, never approve.
+
+A conductor's run (`AgentRunRequest.conductor` set) also gets `GET /oms/conductor/bridge`
+and `GET /oms/conductor/wait-event`: `oms conductor bridge|wait-event --repo <top>
+--session <the run's conductor>` outside. The session comes from the run's binding, never
+from the arguments given inside. The waiter's exit code comes back as the close code
+(`EXIT_CLOSE_BASE + code`), since its exit code is its answer.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -27,7 +34,12 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from gatekeeper.text import sanitize
 
 MCP_PATH = "/oms/mcp"
-URL = f"http://oms{MCP_PATH}"  # the host is a placeholder: the unix socket decides
+BRIDGE_PATH = "/oms/conductor/bridge"
+WAIT_PATH = "/oms/conductor/wait-event"
+HOST = "http://oms"  # a placeholder: the unix socket decides
+URL = f"{HOST}{MCP_PATH}"
+CONDUCTOR_RE = re.compile(r"^c-[0-9a-f]{12}$")  # gatekeeper.work.conductor.model's (a layer up)
+EXIT_CLOSE_BASE = 4000  # application close codes 4000-4999: 4000 + the waiter's exit code
 RUN_ID_ENV = "OMS_AGENT_RUN_ID"
 # The MCP SDK's own bound on one message (mcp.server.transport_security.
 # DEFAULT_MAX_REQUEST_BODY_SIZE; a test holds them equal). Not imported: it costs ~1 s.
@@ -51,14 +63,17 @@ class _Connection:
 
 
 @dataclass(eq=False)
-class _McpRoute:
+class _StdioRoute:
     argv: tuple[str, ...]
     run_id: str
+    path: str = MCP_PATH
+    # The server's exit code is the answer (the waiter): closed with EXIT_CLOSE_BASE + code.
+    exit_as_close: bool = False
     live: set[_Connection] = field(default_factory=set)
     opening: int = 0
 
     def __call__(self, app: web.Application) -> None:
-        app.router.add_get(MCP_PATH, self.handle)
+        app.router.add_get(self.path, self.handle)
         app.on_shutdown.append(self.stop)
 
     async def stop(self, app: web.Application) -> None:
@@ -81,12 +96,17 @@ class _McpRoute:
             self.opening -= 1
         conn = _Connection(ws, proc)
         self.live.add(conn)
+        code: int = WSCloseCode.OK
         try:
             server_ended = await _pump(ws, proc)
+            # The server ending first is abnormal: the client inside hears it as 1011.
+            code = WSCloseCode.INTERNAL_ERROR if server_ended else WSCloseCode.OK
+            if server_ended and self.exit_as_close:
+                rc = await proc.wait()
+                code = EXIT_CLOSE_BASE + rc if 0 <= rc < 256 else WSCloseCode.INTERNAL_ERROR
         finally:
             self.live.discard(conn)
-            # The server ending first is abnormal: the client inside hears it as 1011.
-            await conn.end(WSCloseCode.INTERNAL_ERROR if server_ended else WSCloseCode.OK)
+            await conn.end(code)
         return ws
 
     async def _spawn(self) -> asyncio.subprocess.Process:
@@ -109,7 +129,23 @@ def mcp_route(
 ) -> Callable[[web.Application], None]:
     """What the broker calls with its app: registers `GET /oms/mcp`, one `oms mcp --repo
     repo_top` outside per connection, killed when the socket closes or the broker stops."""
-    return _McpRoute(argv=(*oms_argv, "mcp", "--repo", str(repo_top)), run_id=run_id)
+    return _StdioRoute(argv=(*oms_argv, "mcp", "--repo", str(repo_top)), run_id=run_id)
+
+
+def conductor_routes(
+    *, repo_top: Path, run_id: str, conductor: str, oms_argv: Sequence[str]
+) -> list[Callable[[web.Application], None]]:
+    """A conductor run's routes: its bridge and its waiter outside, for `conductor` (the
+    run's binding; whatever the agent passes inside is never read)."""
+    if not CONDUCTOR_RE.fullmatch(conductor):
+        raise ValueError(f"not a conductor session id: {conductor[:40]!r}")
+    tail = ("--repo", str(repo_top), "--session", conductor)
+    return [
+        _StdioRoute(argv=(*oms_argv, "conductor", "bridge", *tail), run_id=run_id,
+                    path=BRIDGE_PATH),
+        _StdioRoute(argv=(*oms_argv, "conductor", "wait-event", *tail), run_id=run_id,
+                    path=WAIT_PATH, exit_as_close=True),
+    ]  # fmt: skip
 
 
 def one_line(text: str) -> str:
@@ -235,12 +271,24 @@ async def _ws_to_stdout(ws: aiohttp.ClientWebSocketResponse, out: BinaryIO) -> N
         out.flush()
 
 
-async def _relay(socket_path: str, stdin_fd: int, stdout: BinaryIO) -> int:
+async def _relay(socket_path: str, stdin_fd: int | None, stdout: BinaryIO,
+                 path: str = MCP_PATH) -> int:  # fmt: skip
     async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=socket_path)) as s:
         try:
-            ws = await s.ws_connect(URL, max_msg_size=MAX_MESSAGE_BYTES, compress=0)
+            ws = await s.ws_connect(f"{HOST}{path}", max_msg_size=MAX_MESSAGE_BYTES,
+                                    compress=0)  # fmt: skip
         except (aiohttp.ClientError, OSError) as exc:
             _say(f"cannot reach oms outside through {socket_path}: {exc}")
+            return EXIT_UNAVAILABLE
+        if stdin_fd is None:  # the waiter: no input, its answer is the close code
+            await _ws_to_stdout(ws, stdout)
+            await ws.close()
+            code = ws.close_code or 0
+            if EXIT_CLOSE_BASE <= code < EXIT_CLOSE_BASE + 256:
+                return code - EXIT_CLOSE_BASE
+            if code in (0, WSCloseCode.OK):
+                return 0
+            _say(f"oms outside ended the connection (close code {code})")
             return EXIT_UNAVAILABLE
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -263,7 +311,14 @@ async def _relay(socket_path: str, stdin_fd: int, stdout: BinaryIO) -> int:
         return 0
 
 
-def relay_stdio(socket_path: str) -> int:
-    """INSIDE: `oms mcp` as a relay over the broker's unix socket, until either side ends.
-    Exit 4 with one line on stderr when the broker cannot be reached."""
-    return asyncio.run(_relay(socket_path, 0, sys.stdout.buffer))  # fd 0: the raw stdin
+def relay_stdio(socket_path: str, path: str = MCP_PATH) -> int:
+    """INSIDE: `oms mcp` (or, at `path`, `oms conductor bridge`) as a relay over the
+    broker's unix socket, until either side ends. Exit 4 with one line on stderr when the
+    broker cannot be reached."""
+    return asyncio.run(_relay(socket_path, 0, sys.stdout.buffer, path))  # fd 0: the raw stdin
+
+
+def relay_wait(socket_path: str) -> int:
+    """INSIDE: `oms conductor wait-event` outside, its stdout relayed and its exit code
+    returned (exit 4 when the broker cannot be reached)."""
+    return asyncio.run(_relay(socket_path, None, sys.stdout.buffer, WAIT_PATH))

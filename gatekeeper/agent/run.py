@@ -31,7 +31,7 @@ from evidence import Draft, EvidenceStore, Payload, state_root
 from gatekeeper.agent import inside
 from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
 from gatekeeper.agent.kinds import KindSetup, prepare_kind
-from gatekeeper.agent.mcp_relay import mcp_route
+from gatekeeper.agent.mcp_relay import conductor_routes, mcp_route
 from gatekeeper.agent.observe import observe_routes
 from gatekeeper.agent.payloads import (
     RUN_ID_RE,
@@ -345,7 +345,12 @@ def _profile(run: _Run) -> AgentProfile:
 def _start_egress(run: _Run, stack: ExitStack) -> None:
     uid = sandbox_uid()
     routes = [mcp_route(repo_top=run.repo.top, run_id=run.run_id, oms_argv=oms_outside_argv())]
-    routes += observe_routes(repo_top=run.repo.top, run_id=run.run_id, worker=run.req.worker, python_argv=[sys.executable, "-P"])  # noqa: E501 # fmt: skip
+    routes += observe_routes(repo_top=run.repo.top, run_id=run.run_id, worker=run.req.worker,
+                             python_argv=[sys.executable, "-P"])  # fmt: skip
+    if run.req.conductor is not None:  # a conductor's run: its bridge and waiter, outside
+        routes += conductor_routes(repo_top=run.repo.top, run_id=run.run_id,
+                                   conductor=run.req.conductor,
+                                   oms_argv=oms_outside_argv())  # fmt: skip
     broker = Broker(run.run_dir / "oms" / "broker.sock", run_id=run.run_id, egress=run.egress,
                     keys=provider_keys(os.environ, state_root()),
                     upstreams=upstreams_from_env(os.environ),

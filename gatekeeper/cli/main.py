@@ -216,9 +216,34 @@ def _refuse_inside(args: Sequence[str]) -> NoReturn:
     sys.exit(err.exit_code)
 
 
+def _inside_conductor(args: Sequence[str]) -> None:
+    """`oms conductor bridge|wait-event` relay to the broker outside, which runs them for the
+    run's own conductor session: `--repo` and `--session` given here are ignored (a run
+    without a conductor binding has no such route: exit 4). Anything else is refused."""
+    words = [a for a in args if not a.startswith("-")]
+    if any(a in ("-h", "--help") for a in args):
+        return
+    if not words or words[0] not in ("bridge", "wait-event"):
+        _refuse_inside(args)
+    rest = list(args[list(args).index(words[0]) + 1 :])
+    while rest:  # only --repo DIR / --session ID (either form) may follow
+        flag = rest.pop(0)
+        if flag in ("--repo", "--session") and rest:
+            rest.pop(0)
+        elif not flag.startswith(("--repo=", "--session=")):
+            _refuse_inside(args)
+    # Imported on this path only: aiohttp is for the relay, not for `oms --help`.
+    from gatekeeper.agent.mcp_relay import BRIDGE_PATH, relay_stdio, relay_wait
+
+    sys.exit(relay_stdio(SOCKET, BRIDGE_PATH) if words[0] == "bridge" else relay_wait(SOCKET))
+
+
 # Commands that reach the broker outside, each given the arguments after its name.
-# `oms worker result` and `oms conductor bridge` join `oms mcp` here (later issues).
-INSIDE_BROKERED: Mapping[str, Callable[[Sequence[str]], None]] = {"mcp": _inside_mcp}
+# `oms worker result` joins these here (a later issue).
+INSIDE_BROKERED: Mapping[str, Callable[[Sequence[str]], None]] = {
+    "mcp": _inside_mcp,
+    "conductor": _inside_conductor,
+}
 
 
 def _inside(args: Sequence[str]) -> None:

@@ -250,6 +250,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX one_armed_waiter ON waiters(conductor) WHERE state = 'armed';
     CREATE TABLE intents (
         id TEXT PRIMARY KEY,
+        conductor TEXT NOT NULL REFERENCES conductors(id),
         goal TEXT NOT NULL REFERENCES goals(id),
         ticket TEXT NOT NULL REFERENCES tickets(id),
         lease TEXT REFERENCES leases(token_sha256),
@@ -267,6 +268,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE teams (
         id TEXT PRIMARY KEY,
+        conductor TEXT NOT NULL REFERENCES conductors(id),
         goal TEXT NOT NULL REFERENCES goals(id),
         dispatches TEXT NOT NULL,
         created TEXT NOT NULL

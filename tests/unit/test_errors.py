@@ -116,12 +116,11 @@ KINDS = {
     "LeaseRefused": "blocked", "WrongState": "blocked", "AttemptsExhausted": "blocked",
     "ReceiptRefused": "blocked", "RoleUnavailable": "unavailable", "TransferRefused": "blocked",
     "ApprovalRefused": "blocked", "RunFinished": "blocked", "TransferBlocked": "blocked",
-    "TmuxUnavailable": "unavailable",
     # the conductor and events (issue 18)
     "GitHubUnavailable": "unavailable", "RateLimited": "unavailable",
     "WaiterBusy": "blocked", "WaiterGone": "blocked", "AlreadyConsumed": "blocked",
-    "DeliveryFailed": "blocked",
-    "ObservationRefused": "blocked",  # H5
+    "DeliveryFailed": "blocked", "ObservationRefused": "blocked",
+    "IntentRefused": "blocked", "AdviceRefused": "blocked", "TmuxUnavailable": "unavailable",
 }  # fmt: skip
 
 
