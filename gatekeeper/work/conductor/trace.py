@@ -51,9 +51,7 @@ open("test_greet.py", "w").write(
 print("executor: end")
 """
 ADVISOR = 'print(\'{"verdict": "approve", "reasons": ["the task matches the ticket"]}\')'
-GRADER = (
-    'print(\'{"grade": "pass", "reasons": ["greet and its test"], "confidence": 0.9}\')'
-)
+GRADER = 'print(\'{"grade": "pass", "reasons": ["greet and its test"], "confidence": 0.9}\')'
 
 
 def _role(name: str, authority: str, script: str) -> str:
