@@ -120,7 +120,8 @@ KINDS = {
     "GitHubUnavailable": "unavailable", "RateLimited": "unavailable",
     "WaiterBusy": "blocked", "WaiterGone": "blocked", "AlreadyConsumed": "blocked",
     "DeliveryFailed": "blocked", "ObservationRefused": "blocked",
-    "IntentRefused": "blocked", "AdviceRefused": "blocked", "TmuxUnavailable": "unavailable",
+    "IntentRefused": "blocked", "AdviceRefused": "blocked", "TeamIncomplete": "blocked",
+    "TmuxUnavailable": "unavailable",
 }  # fmt: skip
 
 

@@ -55,6 +55,10 @@ TOOLS = ("propose_goal", "prepare_dispatch", "advise_dispatch", "propose_dispatc
          "manage_worker", "start_team", "process_result")  # fmt: skip
 
 
+class TeamIncomplete(Blocked):
+    """Some of a team's workers did not start; the message names those that did."""
+
+
 class IntentRefused(Blocked):
     """The intent is not (or no longer) what was advised, or its authority has changed."""
 
@@ -314,7 +318,8 @@ def manage_worker(work: Work, conductor: str, req: m.ManageWorker) -> dict[str, 
 
 
 def start_team(work: Work, conductor: str, req: m.StartTeam) -> dict[str, Any]:
-    """A team: 1..8 accepted (`started`) dispatches of one goal, each in its own pane."""
+    """A team: 1..8 accepted (`started`) dispatches of one goal, each in its own pane. A
+    worker that cannot start refuses the call (TeamIncomplete), naming those that did."""
     _session(work, conductor)
     _fresh(work, req.nonce)
     ids = list(req.dispatches)
@@ -343,8 +348,16 @@ def start_team(work: Work, conductor: str, req: m.StartTeam) -> dict[str, Any]:
                "(?, ?, ?, ?, ?)", team, conductor, goal, json.dumps(ids), tx.now)  # fmt: skip
         _record(tx, p.TeamStarted, "team", team, None, goal, None, "started", 1, req.nonce,
                 size=len(ids), conductor=conductor)  # fmt: skip
-    started = [workers.start_worker(work, did, f"{req.nonce}:w{i}", team)
-               for i, did in enumerate(ids)]  # fmt: skip
+    started, failed = [], []
+    for i, did in enumerate(ids):
+        try:
+            started.append(workers.start_worker(work, did, f"{req.nonce}:w{i}", team))
+        except OmsError as exc:  # the others still start: each is its own accepted dispatch
+            failed.append(f"{did}: {exc.message}")
+    if failed:
+        begun = ", ".join(w.id for w in started) or "none"
+        raise TeamIncomplete(f"team {team}: {len(started)} of {len(ids)} workers started "
+                             f"({begun}); not started: {'; '.join(failed)}"[:600])  # fmt: skip
     return {"team": team, "goal": goal,
             "workers": [{"worker": w.id, "dispatch": w.dispatch, "state": w.state}
                         for w in started]}  # fmt: skip

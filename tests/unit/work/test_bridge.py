@@ -21,7 +21,7 @@ from support.bridge import bridge_lab, new_session
 from support.runs import NEEDS, RunLab, module_env
 from support.work import Clock, nonce, open_work, snapshot
 
-from gatekeeper.errors import Blocked, NotFound, UsageError
+from gatekeeper.errors import Blocked, NotFound, Unavailable, UsageError
 from gatekeeper.work.conductor import bridge as b
 from gatekeeper.work.conductor import sessions, tokens, waiter, workers
 from gatekeeper.work.conductor.intents import AdviceRefused
@@ -250,6 +250,36 @@ def test_a_team_of_accepted_dispatches_starts_one_worker_each(
     assert started == [(d["dispatch"], out["team"])] and out["goal"] == got["goal"]
     (row,) = work.db.read("SELECT * FROM teams WHERE id = ?", out["team"])
     assert json.loads(row["dispatches"]) == [d["dispatch"]] and row["conductor"] == lab.conductor
+
+
+def test_a_team_whose_second_worker_cannot_start_says_which_one_did(
+    work: Work, lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No partial success shown as success: the first worker runs on (its dispatch is
+    accepted work), the call is refused, and the refusal names the one that started."""
+    goal = call(work, lab, "propose_goal", objective="two at once", stop_when="both done",
+                horizon="until-empty")["goal"]  # fmt: skip
+    dispatches = []
+    for title in ("first", "second"):
+        ticket = work.add_ticket(goal, title, b"body", nonce()).id
+        got = call(work, lab, "prepare_dispatch", goal=goal, ticket=ticket,
+                   role="implementer", task=f"do the {title}")  # fmt: skip
+        call(work, lab, "advise_dispatch", intent=got["intent"], digest=got["digest"])
+        dispatches.append(call(work, lab, "propose_dispatch", intent=got["intent"],
+                               digest=got["digest"])["dispatch"])  # fmt: skip
+
+    def start(w: Work, did: str, n: str, team: str | None = None) -> workers.WorkerView:
+        if did == dispatches[1]:
+            raise Unavailable("tmux is gone")
+        return workers.WorkerView("w-" + "4" * 12, did, "t-" + "0" * 12, team, "running", 2,
+                                  None, None)  # fmt: skip
+
+    monkeypatch.setattr(workers, "start_worker", start)
+    with pytest.raises(b.TeamIncomplete) as info:
+        call(work, lab, "start_team", dispatches=dispatches)
+    message = str(info.value)
+    assert "1 of 2 workers started (w-444444444444)" in message
+    assert f"not started: {dispatches[1]}: tmux is gone" in message
 
 
 def test_process_result_refuses_a_ticket_that_is_not_verifying(work: Work, lab: Lab) -> None:
