@@ -11,6 +11,8 @@ What it does, and nothing else:
   stall_after_s` gets health `stalled`; pending outbox rows and notification batches older
   than that are reported stalled (they are data: nothing resends them);
 - an armed waiter whose process is dead becomes `failed` (its notification stays pending);
+- a worker's quota lane (`hook.quota`) past its reset becomes `resumable`, its sessions'
+  and ticket's health `healthy` again; one not yet reset is reported `waiting`;
 - the newest conductor whose process is dead is claimed (CAS: `starting`, its process
   cleared) and respawned in its tmux session through `start.respawn` when that needs no
   human (its role launchable, the repository confirmed before, tmux there); else it is
@@ -31,10 +33,11 @@ from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor import start, tokens
 from gatekeeper.work.conductor.proc import ProcId, group_dead
 from gatekeeper.work.conductor.waiter import dead_reason
+from gatekeeper.work.events.hooks import quota_reason
 from gatekeeper.work.fence import StaleVersion, Work, new_nonce
 
 CATEGORIES = ("workers", "dispatches", "leases", "sessions", "outbox", "batches", "waiters",
-              "conductors")  # fmt: skip
+              "conductors", "quotas")  # fmt: skip
 
 
 def _epoch(iso: str) -> float:
@@ -70,6 +73,7 @@ def watchdog(work: Work, nonce: str | None = None) -> dict[str, Any]:
             changed += _sessions(tx, now, stall, report)
             _stale(tx, now, stall, report)
             changed += _waiters(tx, report)
+            changed += _quotas(tx, now, report)
             changed += _conductors(tx, work, now, stall, report, claims)
             if not changed:
                 raise _NothingChanged
@@ -198,6 +202,38 @@ def _waiters(tx: Any, report: dict[str, list[dict[str, Any]]]) -> int:
             report["waiters"].append({"generation": w["generation"],
                                       "conductor": w["conductor"], "did": "failed",
                                       "reason": why})  # fmt: skip
+    return n
+
+
+def _quotas(tx: Any, now: float, report: dict[str, list[dict[str, Any]]]) -> int:
+    """A quota-parked lane past its reset: `resumable`, its sessions and ticket `healthy`
+    again (only the health the quota observation set); one not yet reset: `waiting`. No
+    process is signalled: oms never stopped one for quota."""
+    n = 0
+    for q in tx.conn.execute("SELECT * FROM quotas WHERE state = 'waiting' ORDER BY worker"
+                             ).fetchall():  # fmt: skip
+        item = {"worker": q["worker"], "ticket": q["ticket"], "reset": q["reset"]}
+        if now < _epoch(q["reset"]):
+            report["quotas"].append({**item, "did": "waiting"})
+            continue
+        if (
+            tx.run(
+                "UPDATE quotas SET state = 'resumable', version = version + 1, updated = ? "
+                "WHERE worker = ? AND version = ?",
+                tx.now,
+                q["worker"],
+                q["version"],
+            )
+            != 1
+        ):
+            continue  # fmt: skip
+        tx.run("UPDATE sessions SET health = 'healthy', version = version + 1, updated = ? "
+               "WHERE dispatch = ? AND health = 'parked'", tx.now, q["dispatch"])  # fmt: skip
+        tx.run("UPDATE tickets SET health = 'healthy', reason = NULL, version = version + 1, "
+               "updated = ? WHERE id = ? AND health = 'parked' AND reason = ?", tx.now,
+               q["ticket"], quota_reason(q["reset"]))  # fmt: skip
+        n += 1
+        report["quotas"].append({**item, "did": "resumable"})
     return n
 
 
