@@ -27,7 +27,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from gatekeeper.agent.quota import quota_seen
+from gatekeeper.agent.quota import quota_seen, reset_of
 from gatekeeper.errors import UsageError
 
 OBSERVE_PATH = "/oms/observe"
@@ -96,27 +96,33 @@ async def _record_outside(argv: Sequence[str], run_id: str, body: bytes) -> tupl
 
 Route = Callable[[web.Application], None]
 MAX_QUOTA_REPORTS = 16  # per run: a CLI that retries on 429 for hours is not a flood
+QUOTA_SLACK_S = 60  # a reset within this of the one published is the same limit
 
 
 @dataclass(eq=False)
 class QuotaReport:
     """The broker's response watch for a worker's run: each provider usage-limit answer
     (`gatekeeper.agent.quota`) becomes ONE quota observation, recorded outside by
-    `python -P -m gatekeeper.work.events.hooks --quota` for the worker of THIS run. The
-    same reset is published once; never more than MAX_QUOTA_REPORTS; failures are a
-    warning line. It never changes, delays or signals anything."""
+    `python -P -m gatekeeper.work.events.hooks --quota` for the worker of THIS run. A
+    reset within QUOTA_SLACK_S after the one published is not published again; never more
+    than MAX_QUOTA_REPORTS; failures are a warning line. It never changes, delays or
+    signals anything."""
 
     argv: tuple[str, ...]
     run_id: str
-    last: str | None = None
+    last: float | None = None  # the reset last published (epoch seconds)
     sent: int = 0
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __call__(self, provider: str | None, status: int, headers: Mapping[str, str]) -> None:
-        seen = quota_seen(provider, status, headers, time.time())
-        if seen is None or seen["reset"] == self.last or self.sent >= MAX_QUOTA_REPORTS:
+        now = time.time()
+        seen = quota_seen(provider, status, headers, now)
+        if seen is None or self.sent >= MAX_QUOTA_REPORTS:
             return
-        self.last, self.sent = seen["reset"], self.sent + 1
+        at = reset_of(headers, now)[0]
+        if self.last is not None and at <= self.last + QUOTA_SLACK_S:
+            return  # the limit already published (a retry's `retry-after` counts on)
+        self.last, self.sent = at, self.sent + 1
         task = asyncio.get_running_loop().create_task(self._publish(json.dumps(seen).encode()))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
