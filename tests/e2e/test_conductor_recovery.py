@@ -5,7 +5,9 @@ socket, under the real `oms agent run`.
 A live conductor whose waiter died is left alone (only the waiter is marked failed). A
 killed conductor is claimed by one pass and respawned as the SAME record in its tmux
 session: exactly one new process; a second pass changes nothing. With no confirmation kept
-for the repository the dead conductor becomes `stalled` with the reason and nothing starts.
+for the repository the dead conductor becomes `stalled` with the reason and nothing starts;
+a claimed respawn whose pane tmux refuses (tmux's spawn patched to refuse: the one stand-in
+here) is `stalled` with the reason too.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from gatekeeper.gates.records import init
 from gatekeeper.work.conductor import sessions, waiter
 from gatekeeper.work.conductor.proc import ProcId
 from gatekeeper.work.conductor.start import confirmed_path, start
-from gatekeeper.work.conductor.tmux import Tmux, session_for, socket_for
+from gatekeeper.work.conductor.tmux import Tmux, TmuxUnavailable, session_for, socket_for
 from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.watchdog import watchdog
 
@@ -153,3 +155,25 @@ def test_a_conductor_that_cannot_be_respawned_is_stalled_and_nothing_starts(work
     assert panes(tm) == []  # nothing started
     second = watchdog(work)
     assert second["changed"] == 0 and sessions.get(work, first.id) == after
+
+
+def test_a_respawn_whose_pane_does_not_start_is_stalled_with_the_reason(
+    work: Work, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shown = start(work, doctor=False)
+    tm = Tmux(shown["socket"])
+    first = sessions.get(work, shown["conductor"])
+    kill(tm, first)
+
+    def refused(*_: object, **__: object) -> None:
+        raise TmuxUnavailable("tmux new-session failed: the server refused it")
+
+    monkeypatch.setattr(Tmux, "new_session", refused)  # tmux refusing, after the claim
+    monkeypatch.setattr(Tmux, "new_window", refused)
+    passed = watchdog(work)
+    [item] = passed["conductors"]
+    assert item["did"] == "stalled" and "the pane did not start" in item["reason"]
+    after = sessions.get(work, first.id)
+    assert (after.state, after.proc) == ("stalled", None)  # claimed (process cleared), stalled
+    assert panes(tm) == []
+    assert watchdog(work)["changed"] == 0
