@@ -8,8 +8,9 @@ What it does, and nothing else:
   process group gone) is made visible: the ticket's health `stalled`; the core reclaims it
   on the next lease. A holder that may live is only reported;
 - a provider session of an open dispatch with no observation for `[conductor]
-  stall_after_s` gets health `stalled`; pending outbox rows and notification batches older
-  than that are reported stalled (they are data: nothing resends them);
+  stall_after_s` gets health `stalled` (one `parked` for quota waits for its reset);
+  pending outbox rows and notification batches older than that are reported stalled (they
+  are data: nothing resends them);
 - an armed waiter whose process is dead becomes `failed` (its notification stays pending);
 - a worker's quota lane (`hook.quota`) past its reset becomes `resumable`, its sessions'
   and ticket's health `healthy` again; one not yet reset is reported `waiting`;
@@ -164,7 +165,8 @@ def _sessions(tx: Any, now: float, stall: int, report: dict[str, list[dict[str, 
     n = 0
     for s in tx.conn.execute(
         "SELECT s.* FROM sessions s JOIN dispatches d ON d.id = s.dispatch WHERE d.state IN "
-        "('started', 'ran') AND s.health != 'stalled' AND s.activity != 'done' ORDER BY s.id"
+        "('started', 'ran') AND s.health NOT IN ('stalled', 'parked') AND s.activity != 'done' "
+        "ORDER BY s.id"
     ).fetchall():
         quiet = now - _epoch(s["updated"])
         if quiet < stall:
