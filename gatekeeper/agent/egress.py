@@ -19,7 +19,7 @@ import hashlib
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +62,8 @@ __all__ = ["Broker", "ProviderKeys", "Upstreams", "provider_keys", "upstreams_fr
 
 Action = Literal["forwarded", "redacted", "blocked", "refused"]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Called on the broker's loop with each provider response's (provider, status, headers).
+ResponseWatch = Callable[[str | None, int, Mapping[str, str]], None]
 DRAIN_S = 5.0  # how long stop() lets in-flight requests finish
 START_S = 30.0
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=30, sock_read=600)
@@ -92,6 +94,7 @@ class Broker:
         record: Callable[[Payload], None],
         socket_uid: int | None = None,
         routes: Sequence[Callable[[web.Application], None]] = (),
+        on_response: ResponseWatch | None = None,
     ) -> None:
         self._socket_path = socket_path
         self._run_id = run_id
@@ -103,6 +106,7 @@ class Broker:
         self._record_fn = record
         self._socket_uid = socket_uid
         self._routes = tuple(routes)
+        self._on_response = on_response
         self._cache = ScanCache(loaded)
         self._counts: dict[str, int] = dict.fromkeys(EgressTotals.model_fields, 0)
         self._lock = threading.Lock()
@@ -299,6 +303,7 @@ class Broker:
             async with self._session.post(
                 url.with_query(request.rel_url.query), data=body(), headers=headers
             ) as up:
+                self._watch(seen, up)
                 return await self._relay(request, up)
         except (aiohttp.ClientError, TimeoutError) as exc:
             if state["failed"]:
@@ -326,6 +331,17 @@ class Broker:
             if request.transport is not None:
                 request.transport.close()
         return resp
+
+    def _watch(self, seen: Seen, up: aiohttp.ClientResponse) -> None:
+        """The run's response watch (its quota observation) sees the status and headers;
+        it never changes or delays the answer, and its failure is one warning line."""
+        if self._on_response is None:
+            return
+        try:
+            self._on_response(seen.provider, up.status, up.headers)
+        except Exception as exc:
+            print(f"oms: warning: egress broker: a response was not observed "
+                  f"({type(exc).__name__})", file=sys.stderr, flush=True)  # fmt: skip
 
     def _payload(self, seen: Seen, action: Action, **fields: Any) -> EgressRequest:
         return EgressRequest(run_id=self._run_id, method=seen.method, path=seen.path,

@@ -6,6 +6,10 @@ posts one bounded JSON observation over the one socket bound in; outside, the ro
 never a name from the payload) with the observation on stdin, and answers its one-line
 receipt. The agent can report what its hooks saw; it cannot name another worker, change a
 ticket or approve anything.
+
+A worker's run also has the broker's quota watch (`QuotaReport`): a provider's usage-limit
+response becomes one quota observation, recorded the same way with `--quota` (a flag the
+hook route never passes, so an agent cannot forge one).
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
 
+from gatekeeper.agent.quota import quota_seen, reset_of
 from gatekeeper.errors import UsageError
 
 OBSERVE_PATH = "/oms/observe"
@@ -67,22 +74,75 @@ class _ObserveRoute:
         return web.json_response(answer, status=200 if code == 0 else 422)
 
     async def _record(self, body: bytes) -> tuple[int, bytes]:
-        proc = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, cwd="/", start_new_session=True,
-            env={**os.environ, "OMS_AGENT_RUN_ID": self.run_id},
-        )  # fmt: skip
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(body), RECORD_TIMEOUT_S)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            return 4, b""
-        return proc.returncode or 0, out[:MAX_RECEIPT_BYTES]
+        return await _record_outside(self.argv, self.run_id, body)
+
+
+async def _record_outside(argv: Sequence[str], run_id: str, body: bytes) -> tuple[int, bytes]:
+    """`argv` outside with `body` on stdin: its exit code and bounded stdout."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, cwd="/", start_new_session=True,
+        env={**os.environ, "OMS_AGENT_RUN_ID": run_id},
+    )  # fmt: skip
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(body), RECORD_TIMEOUT_S)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return 4, b""
+    return proc.returncode or 0, out[:MAX_RECEIPT_BYTES]
 
 
 Route = Callable[[web.Application], None]
+MAX_QUOTA_REPORTS = 16  # per run: a CLI that retries on 429 for hours is not a flood
+QUOTA_SLACK_S = 60  # a reset within this of the one published is the same limit
+
+
+@dataclass(eq=False)
+class QuotaReport:
+    """The broker's response watch for a worker's run: each provider usage-limit answer
+    (`gatekeeper.agent.quota`) becomes ONE quota observation, recorded outside by
+    `python -P -m gatekeeper.work.events.hooks --quota` for the worker of THIS run. A
+    reset within QUOTA_SLACK_S after the one published is not published again; never more
+    than MAX_QUOTA_REPORTS; failures are a warning line. It never changes, delays or
+    signals anything."""
+
+    argv: tuple[str, ...]
+    run_id: str
+    last: float | None = None  # the reset last published (epoch seconds)
+    sent: int = 0
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def __call__(self, provider: str | None, status: int, headers: Mapping[str, str]) -> None:
+        now = time.time()
+        seen = quota_seen(provider, status, headers, now)
+        if seen is None or self.sent >= MAX_QUOTA_REPORTS:
+            return
+        at = reset_of(headers, now)[0]
+        if self.last is not None and at <= self.last + QUOTA_SLACK_S:
+            return  # the limit already published (a retry's `retry-after` counts on)
+        self.last, self.sent = at, self.sent + 1
+        task = asyncio.get_running_loop().create_task(self._publish(json.dumps(seen).encode()))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _publish(self, body: bytes) -> None:
+        code, _ = await _record_outside(self.argv, self.run_id, body)
+        if code != 0:
+            print("oms: warning: the run's quota observation was not recorded", file=sys.stderr,
+                  flush=True)  # fmt: skip
+
+
+def quota_report(*, repo_top: Path, run_id: str, worker: str | None,
+                 python_argv: Sequence[str]) -> QuotaReport | None:  # fmt: skip
+    """The broker's quota watch for a worker's run; None for any other run."""
+    if worker is None:
+        return None
+    if not WORKER_ID_RE.fullmatch(worker):
+        raise UsageError(f"not a worker id: {worker[:40]!r} (want w- and 12 hex digits)")
+    argv = (*python_argv, "-m", MODULE, f"--repo={repo_top}", f"--worker={worker}", "--quota")
+    return QuotaReport(argv=argv, run_id=run_id)
 
 
 def observe_routes(*, repo_top: Path, run_id: str, worker: str | None,

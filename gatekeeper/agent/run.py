@@ -32,7 +32,7 @@ from gatekeeper.agent import inside
 from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
 from gatekeeper.agent.kinds import KindSetup, prepare_kind
 from gatekeeper.agent.mcp_relay import conductor_routes, mcp_route
-from gatekeeper.agent.observe import observe_routes
+from gatekeeper.agent.observe import observe_routes, quota_report
 from gatekeeper.agent.payloads import (
     RUN_ID_RE,
     AgentKind,
@@ -356,7 +356,10 @@ def _start_egress(run: _Run, stack: ExitStack) -> None:
                     upstreams=upstreams_from_env(os.environ),
                     on_secret=run.loaded.policy.agent.egress.on_secret, loaded=run.loaded,
                     canaries=canary_tokens(), record=run.record, socket_uid=uid,
-                    routes=routes)  # fmt: skip
+                    routes=routes,
+                    on_response=quota_report(repo_top=run.repo.top, run_id=run.run_id,
+                                             worker=run.req.worker,
+                                             python_argv=[sys.executable, "-P"]))  # fmt: skip
     broker.start()
     run.broker = broker
     stack.callback(_stop_egress, run)

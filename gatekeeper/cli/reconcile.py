@@ -23,8 +23,10 @@ def reconcile() -> None:
 @REPO_OPTION
 @command
 def reconcile_watchdog(repo: Path) -> Outcome:
-    """One pass: mark dead workers, waiters and conductors, stalled sessions and expired
-    leases whose holder is dead; report stale outbox rows. Never starts or repeats work."""
+    """One pass: mark dead workers and waiters, stalled sessions and expired leases whose
+    holder is dead; respawn a dead conductor once (or mark it stalled); make quota lanes
+    past their reset resumable; report stale outbox rows. Never starts a worker or repeats
+    work."""
     work = Work.open(repo)
     try:
         data = watchdog(work)
@@ -41,6 +43,7 @@ def _lines(data: dict[str, Any]) -> list[str]:
             name = (
                 item.get("id")
                 or item.get("dispatch")
+                or item.get("worker")
                 or item.get("ticket")
                 or item.get("generation")
             )

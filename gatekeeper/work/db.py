@@ -33,6 +33,8 @@ RUN_KINDS = ("plan", "orchestrate", "consult", "reconcile")
 RUN_MODES = ("plan", "research", "implement", "review")
 RUN_STATES = ("created", "planning", "awaiting_approval", "implementing", "verifying",
               "completed", "failed", "aborted")  # fmt: skip
+# A worker's quota lane (`quotas`): parked `waiting` for its reset, then `resumable`.
+QUOTA_STATES = ("waiting", "resumable")
 CONDUCTOR_STATES = ("starting", "active", "idle", "dead", "stalled", "blocked", "stopped")
 WAITER_STATES = ("armed", "notified", "failed", "superseded")
 INTENT_STATES = ("prepared", "advised", "accepted", "refused", "expired")
@@ -325,6 +327,18 @@ MIGRATIONS: tuple[str, ...] = (
         pr_number INTEGER,
         pr_url TEXT,
         reason TEXT,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL
+    );
+    CREATE TABLE quotas (
+        worker TEXT PRIMARY KEY REFERENCES workers(id),
+        ticket TEXT NOT NULL REFERENCES tickets(id),
+        dispatch TEXT NOT NULL REFERENCES dispatches(id),
+        version INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN {_in(QUOTA_STATES)}),
+        provider TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        reset TEXT NOT NULL,
         created TEXT NOT NULL,
         updated TEXT NOT NULL
     );

@@ -8,11 +8,16 @@ What it does, and nothing else:
   process group gone) is made visible: the ticket's health `stalled`; the core reclaims it
   on the next lease. A holder that may live is only reported;
 - a provider session of an open dispatch with no observation for `[conductor]
-  stall_after_s` gets health `stalled`; pending outbox rows and notification batches older
-  than that are reported stalled (they are data: nothing resends them);
+  stall_after_s` gets health `stalled` (one `parked` for quota waits for its reset);
+  pending outbox rows and notification batches older than that are reported stalled (they
+  are data: nothing resends them);
 - an armed waiter whose process is dead becomes `failed` (its notification stays pending);
-- a conductor whose process is dead becomes `dead`, with the reason (respawning it is `oms
-  conductor start`'s).
+- a worker's quota lane (`hook.quota`) past its reset becomes `resumable`, its sessions'
+  and ticket's health `healthy` again; one not yet reset is reported `waiting`;
+- the newest conductor whose process is dead is claimed (CAS: `starting`, its process
+  cleared) and respawned in its tmux session through `start.respawn` when that needs no
+  human (its role launchable, the repository confirmed before, tmux there); else it is
+  `stalled` with why. An older dead conductor becomes `dead`. A live one is never touched.
 It never starts a worker, never repeats valid work, never deletes a workspace. The marks
 are one fenced transaction with one `work.watchdog` entry, written only when something
 changed; a second pass over the same state changes nothing.
@@ -26,13 +31,14 @@ from typing import Any
 
 from gatekeeper.errors import Blocked, NotFound
 from gatekeeper.work import payloads as p
-from gatekeeper.work.conductor import tokens
+from gatekeeper.work.conductor import start, tokens
 from gatekeeper.work.conductor.proc import ProcId, group_dead
 from gatekeeper.work.conductor.waiter import dead_reason
-from gatekeeper.work.fence import Work, new_nonce
+from gatekeeper.work.events.hooks import quota_reason
+from gatekeeper.work.fence import StaleVersion, Work, new_nonce
 
 CATEGORIES = ("workers", "dispatches", "leases", "sessions", "outbox", "batches", "waiters",
-              "conductors")  # fmt: skip
+              "conductors", "quotas")  # fmt: skip
 
 
 def _epoch(iso: str) -> float:
@@ -59,6 +65,7 @@ def watchdog(work: Work, nonce: str | None = None) -> dict[str, Any]:
     stall = work.loaded.policy.conductor.stall_after_s
     seq: list[int] = []
     changed = 0
+    claims: list[tuple[str, int]] = []
     try:
         with work.fenced(nonce, "watchdog") as tx:
             now = work.clock()
@@ -67,7 +74,8 @@ def watchdog(work: Work, nonce: str | None = None) -> dict[str, Any]:
             changed += _sessions(tx, now, stall, report)
             _stale(tx, now, stall, report)
             changed += _waiters(tx, report)
-            changed += _conductors(tx, now, stall, report)
+            changed += _quotas(tx, now, report)
+            changed += _conductors(tx, work, now, stall, report, claims)
             if not changed:
                 raise _NothingChanged
             counts: dict[str, p.Small] = {c: len(v) for c, v in report.items() if v}
@@ -79,6 +87,7 @@ def watchdog(work: Work, nonce: str | None = None) -> dict[str, Any]:
             tx.after.append(seq.append)
     except _NothingChanged:
         pass
+    _respawn(work, claims, report)
     _dispatches(work, report)  # the core's own transitions, each its own fenced entry
     return {"changed": changed + sum(1 for d in report["dispatches"] if d["did"] == "ended"),
             "evidence_seq": seq[0] if seq else None, **report}  # fmt: skip
@@ -89,8 +98,9 @@ class _NothingChanged(Exception):
 
 
 def _unstarted(r: sqlite3.Row, now: float, stall: int) -> str | None:
-    """A `starting` record that never named its process within `stall` seconds."""
-    if r["state"] == "starting" and r["pid"] is None and now - _epoch(r["created"]) >= stall:
+    """A `starting` record that never named its process within `stall` seconds of its last
+    change (its creation, or the watchdog's recovery claim)."""
+    if r["state"] == "starting" and r["pid"] is None and now - _epoch(r["updated"]) >= stall:
         return f"it recorded no process within {stall} s of its start"
     return None
 
@@ -155,7 +165,8 @@ def _sessions(tx: Any, now: float, stall: int, report: dict[str, list[dict[str, 
     n = 0
     for s in tx.conn.execute(
         "SELECT s.* FROM sessions s JOIN dispatches d ON d.id = s.dispatch WHERE d.state IN "
-        "('started', 'ran') AND s.health != 'stalled' AND s.activity != 'done' ORDER BY s.id"
+        "('started', 'ran') AND s.health NOT IN ('stalled', 'parked') AND s.activity != 'done' "
+        "ORDER BY s.id"
     ).fetchall():
         quiet = now - _epoch(s["updated"])
         if quiet < stall:
@@ -196,26 +207,93 @@ def _waiters(tx: Any, report: dict[str, list[dict[str, Any]]]) -> int:
     return n
 
 
-def _conductors(tx: Any, now: float, stall: int,
-                report: dict[str, list[dict[str, Any]]]) -> int:  # fmt: skip
+def _quotas(tx: Any, now: float, report: dict[str, list[dict[str, Any]]]) -> int:
+    """A quota-parked lane past its reset: `resumable`, its sessions and ticket `healthy`
+    again (only the health the quota observation set); one not yet reset: `waiting`. No
+    process is signalled: oms never stopped one for quota."""
     n = 0
+    for q in tx.conn.execute("SELECT * FROM quotas WHERE state = 'waiting' ORDER BY worker"
+                             ).fetchall():  # fmt: skip
+        item = {"worker": q["worker"], "ticket": q["ticket"], "reset": q["reset"]}
+        if now < _epoch(q["reset"]):
+            report["quotas"].append({**item, "did": "waiting"})
+            continue
+        if (
+            tx.run(
+                "UPDATE quotas SET state = 'resumable', version = version + 1, updated = ? "
+                "WHERE worker = ? AND version = ?",
+                tx.now,
+                q["worker"],
+                q["version"],
+            )
+            != 1
+        ):
+            continue  # fmt: skip
+        tx.run("UPDATE sessions SET health = 'healthy', version = version + 1, updated = ? "
+               "WHERE dispatch = ? AND health = 'parked'", tx.now, q["dispatch"])  # fmt: skip
+        tx.run("UPDATE tickets SET health = 'healthy', reason = NULL, version = version + 1, "
+               "updated = ? WHERE id = ? AND health = 'parked' AND reason = ?", tx.now,
+               q["ticket"], quota_reason(q["reset"]))  # fmt: skip
+        n += 1
+        report["quotas"].append({**item, "did": "resumable"})
+    return n
+
+
+def _conductors(tx: Any, work: Work, now: float, stall: int,
+                report: dict[str, list[dict[str, Any]]],
+                claims: list[tuple[str, int]]) -> int:  # fmt: skip
+    """A dead conductor process: the newest conductor is claimed for respawn (`starting`,
+    its process cleared, version + 1: a racing or later pass sees no dead process to claim)
+    when it can be respawned unattended, else `stalled` with why; an older one `dead`."""
+    n = 0
+    newest = tx.one("SELECT id FROM conductors ORDER BY created DESC, rowid DESC LIMIT 1")
     for c in tx.conn.execute("SELECT * FROM conductors WHERE state IN ('starting', 'active', "
                              "'idle')").fetchall():  # fmt: skip
         proc = _proc(c)
         if proc is not None and not proc.alive():
-            state = "dead"
-            why = f"its process (pid {proc.pid}) is dead; `oms conductor start` resumes it"
+            died = f"its process (pid {proc.pid}) is dead"
+            if newest is None or newest["id"] != c["id"]:
+                state, why = "dead", f"{died}; `oms conductor start` resumes it"
+            elif (refused := start.unattended_refusal(work)) is None:
+                state, why = "starting", f"{died}; the watchdog respawns it"
+            else:
+                state, why = "stalled", f"{died}; not respawned: {refused}"[:300]
         elif (late := _unstarted(c, now, stall)) is not None:
             state, why = "stalled", late
         else:
             continue
-        if tx.run("UPDATE conductors SET state = ?, version = version + 1, reason = ?, "
-                  "updated = ? WHERE id = ? AND version = ?", state, why, tx.now, c["id"],
-                  c["version"]) == 1:  # fmt: skip
+        if state == "starting":  # the recovery claim: at most one per conductor version
+            done = tx.run("UPDATE conductors SET state = 'starting', version = version + 1, "
+                          "reason = ?, pid = NULL, start_ticks = NULL, pane = NULL, "
+                          "updated = ? WHERE id = ? AND version = ?", why, tx.now, c["id"],
+                          c["version"])  # fmt: skip
+        else:
+            done = tx.run("UPDATE conductors SET state = ?, version = version + 1, reason = ?, "
+                          "updated = ? WHERE id = ? AND version = ?", state, why, tx.now,
+                          c["id"], c["version"])  # fmt: skip
+        if done == 1:
             n += 1
-            report["conductors"].append({"id": c["id"], "was": c["state"], "did": state,
+            did = "claimed" if state == "starting" else state
+            report["conductors"].append({"id": c["id"], "was": c["state"], "did": did,
                                          "reason": why})  # fmt: skip
+            if state == "starting":
+                claims.append((c["id"], c["version"] + 1))
     return n
+
+
+def _respawn(work: Work, claims: list[tuple[str, int]],
+             report: dict[str, list[dict[str, Any]]]) -> None:  # fmt: skip
+    """Each claimed conductor respawned once, after the claim is durable (its own
+    `work.conductor` entries); a failure leaves it `stalled` with the reason."""
+    for cid, version in claims:
+        item = next(i for i in report["conductors"] if i["id"] == cid)
+        try:
+            c = start.respawn(work, cid, version)
+        except (StaleVersion, NotFound) as exc:
+            item.update(did="left", reason=str(exc)[:200])
+            continue
+        item.update(did="respawned" if c.state == "active" else c.state, state=c.state,
+                    pane=c.pane, reason=c.reason or item["reason"])  # fmt: skip
 
 
 def _dispatches(work: Work, report: dict[str, list[dict[str, Any]]]) -> None:

@@ -117,6 +117,14 @@ def start(
     cid = new_id("c")
     argv = conductor_argv(role, cid)  # the exact argv, recorded before the pane starts
     c = sessions.create(work, tm.socket, session, argv, new_nonce(), cid=cid)
+    c = _spawn(work, tm, session, c, failed="dead")
+    return _shown(c, tm, resumed=False)
+
+
+def _spawn(work: Work, tm: Tmux, session: str, c: Conductor, failed: str) -> Conductor:
+    """Conductor `c`'s pane (a new window of `session`, or the session itself when it is
+    gone), then the record `active` with its process; `failed` with the reason (and the
+    exception raised) when the pane does not start."""
     pane_argv = conductor_pane_argv(work.repo.top, c.id)
     try:
         if tm.has_session(session):
@@ -124,17 +132,56 @@ def start(
         else:
             pane = tm.new_session(session, "conductor", pane_argv, cwd=work.repo.top)
     except Exception as exc:
-        sessions.move(work, c.id, c.version, "dead", new_nonce(),
+        sessions.move(work, c.id, c.version, failed, new_nonce(),
                       reason=f"the pane did not start: {refusal(exc).message}"[:300])  # fmt: skip
         raise
     proc = ProcId.of(pane.pid)
     try:
-        c = sessions.move(work, c.id, c.version, "active" if proc else "dead", new_nonce(),
-                          pane=pane.id, proc=proc,
-                          reason=None if proc else "the pane's process ended at once")  # fmt: skip
+        why = None if proc else "the pane's process ended at once"
+        return sessions.move(work, c.id, c.version, "active" if proc else failed, new_nonce(),
+                             pane=pane.id, proc=proc, reason=why)  # fmt: skip
     except StaleVersion:
-        c = sessions.get(work, c.id)
-    return _shown(c, tm, resumed=False)
+        return sessions.get(work, c.id)
+
+
+def unattended_refusal(work: Work) -> str | None:
+    """Why the conductor cannot be respawned with no human present (None: it can): its
+    role not launchable now, no confirmation kept for this repository, or no tmux. Nothing
+    is asked and nothing changes."""
+    try:
+        preflight(work, doctor=False)
+        path = confirmed_path(work)
+        if not path.is_file() or path.is_symlink():
+            return ("the conductor was never confirmed for this repository at a terminal "
+                    "(`oms conductor start` asks once)")  # fmt: skip
+        tm = Tmux(socket_for(work.repo.repo_id))
+        tm.argv()  # tmux installed
+    except Exception as exc:  # any refusal: reported, never raised by the watchdog
+        return refusal(exc).message[:200]
+    return None
+
+
+def respawn(work: Work, conductor_id: str, expected_version: int) -> Conductor:
+    """The watchdog's recovery of a conductor whose process died: the SAME record, which
+    the watchdog claimed (`starting`, no process) at `expected_version`, gets a new pane in
+    its tmux session on oms' private socket (no terminal, no attach, no question); its
+    SessionStart hook then arms a new waiter. A refusal or a pane that does not start
+    leaves it `stalled` with the reason (its notifications stay pending)."""
+    c = sessions.get(work, conductor_id)
+    if c.version != expected_version or c.state != "starting" or c.proc is not None:
+        raise StaleVersion(
+            f"conductor {c.id} is {c.state} at version {c.version}, not the "
+            f"recovery claimed at version {expected_version}; nothing started"
+        )
+    why = unattended_refusal(work)
+    if why is not None:
+        return sessions.move(work, c.id, c.version, "stalled", new_nonce(),
+                             reason=f"not respawned: {why}"[:300])  # fmt: skip
+    tm = Tmux(socket_for(work.repo.repo_id))
+    try:
+        return _spawn(work, tm, c.session, c, failed="stalled")
+    except Exception:  # recorded `stalled` with the reason by _spawn
+        return sessions.get(work, c.id)
 
 
 def _shown(c: Conductor, tm: Tmux, resumed: bool) -> dict[str, Any]:

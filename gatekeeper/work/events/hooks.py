@@ -12,6 +12,10 @@ it is; only the dispatch-bound receipt moves it to `verifying`.
 
 The body holds the event name, the session id, the tool name and timestamps: never the
 prompt, the tool's input or its output.
+
+`hook.quota` comes from the broker itself (`gatekeeper.agent.observe.QuotaReport`, run with
+`--quota`), never from the agent: `observe_quota` parks the worker's lane by health until
+the provider's reset; the watchdog makes it `resumable` once the reset has passed.
 """
 
 from __future__ import annotations
@@ -65,6 +69,23 @@ class Observation(BaseModel):
         return KIND_OF[self.event]
 
 
+class QuotaObservation(BaseModel):
+    """What the egress broker OUTSIDE saw: a provider's usage-limit answer to a worker's
+    run (never sent by the agent: the hook route cannot reach it). No body text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    event: Literal["quota"]
+    provider: Literal["anthropic", "openai"]
+    status: int = Field(ge=400, le=599)
+    reset: str = Field(pattern=TIME_RE)  # when the limit resets, UTC
+    source: str = Field(pattern=r"^[a-z0-9-]{1,64}$")  # the header that said so, or "default"
+    observed: str = Field(pattern=TIME_RE)
+
+    @property
+    def kind(self) -> str:
+        return "hook.quota"
+
+
 class ObservationRefused(Blocked):
     """The observation does not bind to this worker (another dispatch's session)."""
 
@@ -90,9 +111,21 @@ def parse(data: bytes) -> Observation:
         raise UsageError(f"not an observation (check {where})") from None
 
 
-def receipt_key(worker: str, obs: Observation) -> str:
+def parse_quota(data: bytes) -> QuotaObservation:
+    if len(data) > MAX_OBSERVATION_BYTES:
+        raise UsageError(f"an observation is at most {MAX_OBSERVATION_BYTES} bytes")
+    try:
+        return QuotaObservation.model_validate_json(data)
+    except ValidationError as exc:
+        where = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors()[:3])
+        raise UsageError(f"not a quota observation (check {where})") from None
+
+
+def receipt_key(worker: str, obs: Observation | QuotaObservation) -> str:
     """Stable: the same observation of the same worker always has this key."""
-    canon = bytes(rfc8785.dumps({"worker": worker, **obs.model_dump()}))
+    # A quota is the same fact for the same reset, whenever (and by which header) it is seen.
+    fact = obs.model_dump(exclude={"observed", "source"} if obs.kind == "hook.quota" else None)
+    canon = bytes(rfc8785.dumps({"worker": worker, **fact}))
     return f"{obs.kind}:{worker}:{hashlib.sha256(canon).hexdigest()[:32]}"
 
 
@@ -135,6 +168,78 @@ def observe(work: Work, worker: str, obs: Observation) -> ObservationReceipt:
     return ObservationReceipt(key, obs.kind, True, batch)
 
 
+def quota_reason(reset: str) -> str:
+    return f"quota until {reset}"
+
+
+def observe_quota(work: Work, worker: str, q: QuotaObservation) -> ObservationReceipt:
+    """Record a usage limit the broker saw for `worker`'s run: one fenced tx writing the
+    `hook.quota` event, the worker's quota lane (`waiting` until `q.reset`), its provider
+    sessions' and its running ticket's health `parked` (reason `quota until <reset>`), one
+    notification batch and one `work.events` entry. Health only: the CLI waits or fails as
+    it does; oms signals no process for quota. The same observation again changes nothing.
+    """
+    if not isinstance(worker, str) or not WORKER_ID_RE.fullmatch(worker):
+        raise UsageError(f"not a worker id: {worker!r}"[:200])
+    key = receipt_key(worker, q)
+    nonce = "quota-" + key.rsplit(":", 1)[1]
+    seen = ObservationReceipt(key, q.kind, False, None)
+    if work.db.read("SELECT 1 FROM events WHERE key = ?", key):
+        return seen
+    try:
+        with work.fenced(nonce, "hook.quota") as tx:
+            w = tx.one("SELECT * FROM workers WHERE id = ?", worker)
+            if w is None:
+                raise NotFound(f"no worker {worker}")
+            body = {"worker": worker, "dispatch": w["dispatch"], "ticket": w["ticket"],
+                    "provider": q.provider, "status": q.status, "reset": q.reset,
+                    "source": q.source, "observed": q.observed, "recorded": tx.now}  # fmt: skip
+            if not outbox.record(tx, [outbox.TypedEvent(key, q.kind, body)]):
+                raise _Seen
+            _park(tx, w, q)
+            batch = outbox.notify(tx, [key])
+            tx.record = p.EventsProjected(object="events", id=key[:200], ticket=w["ticket"],
+                                          from_state=None, to_state=q.kind, version=1,
+                                          nonce=nonce,
+                                          detail={"worker": worker, "reset": q.reset,
+                                                  "status": q.status, "batch": batch,
+                                                  "events": 1})  # fmt: skip
+            tx.target = worker
+            tx.subject = f"oms-ticket:{w['ticket']}"
+    except (_Seen, NonceReplayed):
+        return seen
+    return ObservationReceipt(key, q.kind, True, batch)
+
+
+def _park(tx: Any, w: Any, q: QuotaObservation) -> None:
+    """The worker's quota lane `waiting` until the reset (a later reset replaces an earlier
+    one), its sessions and its running ticket parked by health (never another state)."""
+    row = tx.one("SELECT * FROM quotas WHERE worker = ?", w["id"])
+    if row is None:
+        tx.run("INSERT INTO quotas (worker, ticket, dispatch, version, state, provider, status, "
+               "reset, created, updated) VALUES (?, ?, ?, 1, 'waiting', ?, ?, ?, ?, ?)",
+               w["id"], w["ticket"], w["dispatch"], q.provider, q.status, q.reset, tx.now,
+               tx.now)  # fmt: skip
+    else:
+        tx.run("UPDATE quotas SET state = 'waiting', provider = ?, status = ?, reset = ?, "
+               "version = version + 1, updated = ? WHERE worker = ? AND version = ?",
+               q.provider, q.status, q.reset, tx.now, w["id"], row["version"])  # fmt: skip
+    tx.run("UPDATE sessions SET health = 'parked', version = version + 1, updated = ? WHERE "
+           "dispatch = ? AND health IN ('healthy', 'stalled')", tx.now, w["dispatch"])  # fmt: skip
+    t = tx.one("SELECT * FROM tickets WHERE id = ?", w["ticket"])
+    if (
+        t is not None
+        and t["state"] == "running"
+        and (
+            t["health"] in ("healthy", "stalled")
+            or (t["health"] == "parked" and (t["reason"] or "").startswith("quota until "))
+        )
+    ):
+        tx.run("UPDATE tickets SET health = 'parked', reason = ?, version = version + 1, "
+               "updated = ? WHERE id = ? AND version = ?", quota_reason(q.reset), tx.now,
+               t["id"], t["version"])  # fmt: skip
+
+
 def _session(tx: Any, w: Any, obs: Observation) -> None:
     """The provider session's row: created bound to the worker's dispatch, then its activity
     and health (an observation is a sign of life: `healthy`)."""
@@ -155,16 +260,24 @@ def _session(tx: Any, w: Any, obs: Observation) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """OUTSIDE, started by the broker's observe route: `python -P -m gatekeeper.work.events.
-    hooks --repo TOP --worker W` with the observation on stdin; the receipt on stdout."""
+    hooks --repo TOP --worker W` with the observation on stdin; the receipt on stdout. With
+    `--quota` (only the broker's own response watch passes it) a quota observation."""
     ap = argparse.ArgumentParser(prog="oms-observe")
     ap.add_argument("--repo", required=True, type=Path)
     ap.add_argument("--worker", required=True)
+    ap.add_argument("--quota", action="store_true", help="the broker's quota observation")
     args = ap.parse_args(argv)
     try:
-        obs = parse(sys.stdin.buffer.read(MAX_OBSERVATION_BYTES + 1))
+        data = sys.stdin.buffer.read(MAX_OBSERVATION_BYTES + 1)
+        quota = parse_quota(data) if args.quota else None
+        obs = None if quota is not None else parse(data)
         work = Work.open(args.repo)
         try:
-            out = observe(work, args.worker, obs)
+            if quota is not None:
+                out = observe_quota(work, args.worker, quota)
+            else:
+                assert obs is not None  # nosec B101 (parsed above)
+                out = observe(work, args.worker, obs)
         finally:
             work.close()
     except Exception as exc:

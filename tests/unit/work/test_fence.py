@@ -56,6 +56,7 @@ TABLES = [
     "nonces",
     "notifications",
     "outbox",
+    "quotas",
     "receipts",
     "run_artifacts",
     "run_events",
