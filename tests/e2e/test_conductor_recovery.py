@@ -177,3 +177,26 @@ def test_a_respawn_whose_pane_does_not_start_is_stalled_with_the_reason(
     assert (after.state, after.proc) == ("stalled", None)  # claimed (process cleared), stalled
     assert panes(tm) == []
     assert watchdog(work)["changed"] == 0
+
+
+def test_a_start_while_the_watchdog_recovers_the_conductor_starts_no_second_one(
+    work: Work, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watchdog's claim (`starting`, no process) is a recovery under way: a human's
+    `oms conductor start` at that moment refuses instead of making a second conductor."""
+    from gatekeeper.errors import Blocked
+    from gatekeeper.work import watchdog as wd
+
+    shown = start(work, doctor=False)
+    tm = Tmux(shown["socket"])
+    first = sessions.get(work, shown["conductor"])
+    kill(tm, first)
+    monkeypatch.setattr(wd, "_respawn", lambda *a, **k: None)  # the claim, then a pause
+    watchdog(work)
+    claimed = sessions.get(work, first.id)
+    assert claimed.state == "starting" and claimed.proc is None
+    with pytest.raises(Blocked) as info:
+        start(work, doctor=False)
+    assert "recovery is under way" in info.value.message
+    assert [r["id"] for r in work.db.read("SELECT id FROM conductors")] == [first.id]
+    assert panes(tm) == [] and sessions.get(work, first.id) == claimed

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,14 +112,35 @@ def start(
     if c is not None and c.state in LIVE:
         if c.proc is not None and c.proc.alive() and tm.has_session(session):
             return _shown(c, tm, resumed=True)
-        with contextlib.suppress(StaleVersion):
+        if c.state == "starting" and c.proc is None and _recent(work, c.id):
+            raise Blocked(f"conductor {c.id} is starting (a start or the watchdog's recovery "
+                          "is under way); nothing started, try again in a minute")  # fmt: skip
+        try:
             sessions.move(work, c.id, c.version, "dead", new_nonce(),
                           reason="its process is gone")  # fmt: skip
+        except StaleVersion:  # the watchdog claimed it meanwhile: never a second conductor
+            raise Blocked(f"conductor {c.id} changed while this start looked at it (the "
+                          "watchdog may be recovering it); nothing started, run `oms "
+                          "conductor start` again") from None  # fmt: skip
     cid = new_id("c")
     argv = conductor_argv(role, cid)  # the exact argv, recorded before the pane starts
     c = sessions.create(work, tm.socket, session, argv, new_nonce(), cid=cid)
     c = _spawn(work, tm, session, c, failed="dead")
     return _shown(c, tm, resumed=False)
+
+
+STARTING_GRACE_S = 60  # a `starting` record younger than this is a start under way
+
+
+def _recent(work: Work, conductor_id: str) -> bool:
+    rows = work.db.read("SELECT updated FROM conductors WHERE id = ?", conductor_id)
+    if not rows:
+        return False
+    try:
+        then = datetime.fromisoformat(rows[0]["updated"].replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return False
+    return bool(work.clock() - then < STARTING_GRACE_S)
 
 
 def _spawn(work: Work, tm: Tmux, session: str, c: Conductor, failed: str) -> Conductor:
