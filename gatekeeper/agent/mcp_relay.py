@@ -47,6 +47,7 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 MAX_CONNECTIONS = 4  # each one is an oms process outside: the agent cannot start a swarm
 GRACE_S = 5.0  # after its stdin closes, the server's time to finish before SIGKILL
 EXIT_UNAVAILABLE = 4  # gatekeeper.errors' code, not imported: it pulls in the foundations
+WAKE_EXIT = 2  # gatekeeper.work.conductor.waiter's (a layer up): the conductor's wake
 
 
 # -- outside: the route on the broker ----------------------------------------------------
@@ -263,12 +264,16 @@ async def _stdin_to_ws(queue: asyncio.Queue[bytes], ws: aiohttp.ClientWebSocketR
             await ws.send_str(text)
 
 
-async def _ws_to_stdout(ws: aiohttp.ClientWebSocketResponse, out: BinaryIO) -> None:
+async def _ws_to_stdout(ws: aiohttp.ClientWebSocketResponse, out: BinaryIO) -> int:
+    """Relay the messages as lines until the socket ends; how many there were."""
+    lines = 0
     async for msg in ws:
         if msg.type is not WSMsgType.TEXT:
-            return
+            break
         out.write(one_line(msg.data).encode() + b"\n")
         out.flush()
+        lines += 1
+    return lines
 
 
 async def _relay(socket_path: str, stdin_fd: int | None, stdout: BinaryIO,
@@ -281,9 +286,14 @@ async def _relay(socket_path: str, stdin_fd: int | None, stdout: BinaryIO,
             _say(f"cannot reach oms outside through {socket_path}: {exc}")
             return EXIT_UNAVAILABLE
         if stdin_fd is None:  # the waiter: no input, its answer is the close code
-            await _ws_to_stdout(ws, stdout)
+            lines = await _ws_to_stdout(ws, stdout)
             await ws.close()
             code = ws.close_code or 0
+            if code == EXIT_CLOSE_BASE + WAKE_EXIT and not lines:
+                # Exit 2 is also a usage error's: without a notification line it must not
+                # wake the conductor (Claude Code re-wakes it on 2; it would loop).
+                _say("oms conductor wait-event outside failed (exit 2) with no notification")
+                return EXIT_UNAVAILABLE
             if EXIT_CLOSE_BASE <= code < EXIT_CLOSE_BASE + 256:
                 return code - EXIT_CLOSE_BASE
             if code in (0, WSCloseCode.OK):

@@ -379,8 +379,10 @@ def sandbox_uid() -> int | None:
 
 
 def oms_outside_argv() -> list[str]:
-    """How the broker starts `oms …` outside for a brokered operation: this very oms."""
-    return [sys.executable, "-P", "-m", "gatekeeper"]
+    """How the broker starts `oms …` outside for a brokered operation: this very oms, its
+    interpreter and its source (as inside), never whichever `gatekeeper` that interpreter
+    would import: a conductor pane runs oms isolated (`-I`), so no PYTHONPATH reaches here."""
+    return inside_oms_argv()
 
 
 def _probe(run: _Run, profile: AgentProfile) -> AgentProbe:

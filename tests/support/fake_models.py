@@ -29,6 +29,8 @@ from aiohttp import web
 
 FINAL_TEXT = "oms-fake: the edit is done"
 CALL_ID = "call_oms_fake_1"
+TOOL_USE_ID = "toolu_oms_fake_1"
+WAIT_MCP = "WaitForMcpServers"  # Claude Code's own tool for a server still connecting
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,14 @@ def sse(event: str, data: dict[str, Any]) -> bytes:
 # -- Anthropic Messages -------------------------------------------------------------------
 
 
-def _has_tool_result(body: dict[str, Any]) -> bool:
+def _has_tool_result(body: dict[str, Any], call: str | None = None) -> bool:
+    """Whether a tool_result (of the call `call`, when given) is in the request."""
     for msg in body.get("messages", []):
         content = msg.get("content")
         if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-        ):
+            isinstance(b, dict) and b.get("type") == "tool_result"
+            and (call is None or b.get("tool_use_id") == call) for b in content
+        ):  # fmt: skip
             return True
     return False
 
@@ -63,22 +67,32 @@ def _offers_tool(body: dict[str, Any], name: str) -> bool:
     return any(isinstance(t, dict) and t.get("name") == name for t in body.get("tools", []))
 
 
-def anthropic_events(body: dict[str, Any], command: str) -> list[bytes]:
-    """The SSE frames answering one Messages request: Bash(command) for the main turn,
-    the final text once a tool_result is back, a short text for any side call."""
+def anthropic_events(
+    body: dict[str, Any], command: str, tool: str = "Bash", tool_input: dict[str, Any] | None = None
+) -> list[bytes]:
+    """The SSE frames answering one Messages request: Bash(command) for the main turn (or
+    the tool `tool` with `tool_input`, when the request offers it), the final text once a
+    tool_result is back, a short text for any side call."""
     model = body.get("model", "claude-fake")
     start = {"type": "message_start", "message": {
         "id": "msg_oms_fake", "type": "message", "role": "assistant", "model": model,
         "content": [], "stop_reason": None, "stop_sequence": None,
         "usage": {"input_tokens": 1, "output_tokens": 1}}}  # fmt: skip
-    if not _has_tool_result(body) and _offers_tool(body, "Bash"):
-        block = {"type": "tool_use", "id": "toolu_oms_fake_1", "name": "Bash", "input": {}}
-        args = json.dumps({"command": command, "description": "oms fake step"})
+    done = _has_tool_result(body, TOOL_USE_ID if tool_input is not None else None)
+    if not done and _offers_tool(body, tool):
+        block = {"type": "tool_use", "id": TOOL_USE_ID, "name": tool, "input": {}}
+        given = {"command": command, "description": "oms fake step"}
+        args = json.dumps(given if tool_input is None else tool_input)
         delta = {"type": "input_json_delta", "partial_json": args}
+        stop_reason = "tool_use"
+    elif not done and tool.startswith("mcp__") and _offers_tool(body, WAIT_MCP):
+        # Its MCP server has not connected yet: wait for it, as a model would.
+        block = {"type": "tool_use", "id": "toolu_oms_fake_wait", "name": WAIT_MCP, "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": "{}"}
         stop_reason = "tool_use"
     else:
         block = {"type": "text", "text": ""}
-        text = FINAL_TEXT if _has_tool_result(body) else "oms fake title"
+        text = FINAL_TEXT if done else "oms fake title"
         delta = {"type": "text_delta", "text": text}
         stop_reason = "end_turn"
     return [
@@ -219,9 +233,17 @@ class FakeModel:
         self._loop.close()
 
 
-def fake_anthropic(command: str, unix_path: Path | None = None) -> FakeModel:
-    """A fake Messages API whose scripted Bash tool call runs `command`."""
-    return FakeModel("/v1/messages", anthropic_events, command, unix_path)
+def fake_anthropic(
+    command: str,
+    unix_path: Path | None = None,
+    *,
+    tool: str = "Bash",
+    tool_input: dict[str, Any] | None = None,
+) -> FakeModel:
+    """A fake Messages API whose scripted Bash tool call runs `command` (or, with `tool`,
+    whose scripted call is that tool with `tool_input`: an MCP tool, say)."""
+    answer = functools.partial(anthropic_events, tool=tool, tool_input=tool_input)
+    return FakeModel("/v1/messages", answer, command, unix_path)
 
 
 def fake_openai(

@@ -33,7 +33,13 @@ from gatekeeper.work.providers.base import Role, RoleUnavailable
 CONDUCTOR_TOOLS = ("propose_goal", "prepare_dispatch", "advise_dispatch", "propose_dispatch",
                    "manage_worker", "start_team", "process_result")  # fmt: skip
 DIAGNOSTICS = ("Read", "Grep", "Glob", "Bash(git status)", "Bash(git log:*)", "Bash(git diff:*)")
-DISALLOWED = ("Edit", "Write", "NotebookEdit", "MultiEdit", "Bash(tmux:*)", "Bash(tmux)")
+# `--tools`: the only built-in tools the model is offered at all (`--allowedTools` only
+# pre-approves; without this, Agent, WebFetch, WebSearch, Cron*, Skill… are offered too).
+# WaitForMcpServers (read-only): an interactive session's first turn goes out before the
+# bridge has connected, and this is how the model waits for the oms tools.
+BUILTINS = ("Read", "Grep", "Glob", "Bash", "WaitForMcpServers")
+# (Claude Code 2.1.197 has no MultiEdit tool: a deny rule naming it is warned about.)
+DISALLOWED = ("Edit", "Write", "NotebookEdit", "Bash(tmux:*)", "Bash(tmux)")
 # Words that would turn an interactive session into print mode or the Agent SDK's transport.
 _PRINT = ("-p", "--print", "--output-format", "--input-format", "--sdk-url")
 CONDUCTOR_PROMPT = (
@@ -80,6 +86,7 @@ def conductor_argv(role: Role, conductor_id: str) -> tuple[str, ...]:
         argv: tuple[str, ...] = role.cmd
     elif role.provider == "claude-code":
         argv = ("claude", "--model", role.model, "--permission-mode", "dontAsk",
+                "--tools", ",".join(BUILTINS),
                 "--allowedTools", ",".join([*mcp_tools(), *DIAGNOSTICS]),
                 "--disallowedTools", ",".join(DISALLOWED),
                 "--settings", json.dumps(conductor_settings(conductor_id), sort_keys=True),

@@ -29,10 +29,12 @@ sys.exit(3)
 """
 
 
-async def _wait_through_broker(tmp_path: Path) -> tuple[int, bytes, list[str]]:
+async def _wait_through_broker(
+    tmp_path: Path, waiter: str = WAITER
+) -> tuple[int, bytes, list[str]]:
     record = tmp_path / "argv.json"
     app = web.Application()
-    oms = [sys.executable, "-c", WAITER, str(record)]
+    oms = [sys.executable, "-c", waiter, str(record)]
     for route in conductor_routes(repo_top=tmp_path / "repo", run_id="r", conductor=CID,
                                   oms_argv=oms):  # fmt: skip
         route(app)
@@ -57,6 +59,21 @@ def test_the_waiter_runs_outside_for_the_runs_own_session_and_its_exit_code_retu
     assert argv == ["conductor", "wait-event", "--repo", str(tmp_path / "repo"),
                     "--session", CID]  # fmt: skip
     assert out == b"n-0123456789ab\n" and code == 3
+
+
+def test_an_exit_2_without_a_notification_does_not_wake_the_conductor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2 is the wake code (Claude Code re-wakes on it) and a usage error's code too (an
+    `oms` outside that does not know `conductor wait-event` exits 2): only a notification
+    line makes it a wake; else it is unavailable, or the conductor loops."""
+    usage = WAITER.replace('print("n-0123456789ab", flush=True)', "").replace("exit(3)", "exit(2)")
+    code, out, _ = asyncio.run(_wait_through_broker(tmp_path, usage))
+    assert out == b"" and code == 4
+    assert "no notification" in capsys.readouterr().err
+    wake = WAITER.replace("exit(3)", "exit(2)")
+    code, out, _ = asyncio.run(_wait_through_broker(tmp_path, wake))
+    assert out == b"n-0123456789ab\n" and code == 2
 
 
 def test_a_malformed_conductor_binding_gets_no_route(tmp_path: Path) -> None:
