@@ -2,8 +2,8 @@
 
 Only a run started for a worker (`AgentRunRequest.worker`) has it. Inside, `oms hook …`
 posts one bounded JSON observation over the one socket bound in; outside, the route starts
-`python -P -m gatekeeper.work.events.hooks --repo TOP --worker W` (the worker of THIS run,
-never a name from the payload) with the observation on stdin, and answers its one-line
+`python -m gatekeeper.work.events.hooks --repo TOP --worker W` from this oms' own source
+(the worker of THIS run, never a name from the payload) with the observation on stdin, and answers its one-line
 receipt. The agent can report what its hooks saw; it cannot name another worker, change a
 ticket or approve anything.
 
@@ -103,7 +103,7 @@ QUOTA_SLACK_S = 60  # a reset within this of the one published is the same limit
 class QuotaReport:
     """The broker's response watch for a worker's run: each provider usage-limit answer
     (`gatekeeper.agent.quota`) becomes ONE quota observation, recorded outside by
-    `python -P -m gatekeeper.work.events.hooks --quota` for the worker of THIS run. A
+    `python -m gatekeeper.work.events.hooks --quota` for the worker of THIS run. A
     reset within QUOTA_SLACK_S after the one published is not published again; never more
     than MAX_QUOTA_REPORTS; failures are a warning line. It never changes, delays or
     signals anything."""

@@ -346,7 +346,7 @@ def _start_egress(run: _Run, stack: ExitStack) -> None:
     uid = sandbox_uid()
     routes = [mcp_route(repo_top=run.repo.top, run_id=run.run_id, oms_argv=oms_outside_argv())]
     routes += observe_routes(repo_top=run.repo.top, run_id=run.run_id, worker=run.req.worker,
-                             python_argv=[sys.executable, "-P"])  # fmt: skip
+                             python_argv=outside_python_argv())  # fmt: skip
     if run.req.conductor is not None:  # a conductor's run: its bridge and waiter, outside
         routes += conductor_routes(repo_top=run.repo.top, run_id=run.run_id,
                                    conductor=run.req.conductor,
@@ -359,7 +359,7 @@ def _start_egress(run: _Run, stack: ExitStack) -> None:
                     routes=routes,
                     on_response=quota_report(repo_top=run.repo.top, run_id=run.run_id,
                                              worker=run.req.worker,
-                                             python_argv=[sys.executable, "-P"]))  # fmt: skip
+                                             python_argv=outside_python_argv()))  # fmt: skip
     broker.start()
     run.broker = broker
     stack.callback(_stop_egress, run)
@@ -376,6 +376,15 @@ def sandbox_uid() -> int | None:
     from sandbox.runner import SANDBOX_HOST_UID
 
     return SANDBOX_HOST_UID if os.geteuid() == 0 else None
+
+
+def outside_python_argv() -> list[str]:
+    """`python` as the broker runs one of oms' own modules outside (`-m MODULE ARGS` after
+    it, as python takes them): this interpreter, isolated, this oms' source first, for the
+    reason `oms_outside_argv` gives."""
+    boot = (f"import runpy, sys; sys.path.insert(0, {str(SOURCE)!r}); del sys.argv[:2]; "
+            "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")  # fmt: skip
+    return [sys.executable, "-I", "-c", boot]
 
 
 def oms_outside_argv() -> list[str]:

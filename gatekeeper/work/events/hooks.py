@@ -259,7 +259,7 @@ def _session(tx: Any, w: Any, obs: Observation) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """OUTSIDE, started by the broker's observe route: `python -P -m gatekeeper.work.events.
+    """OUTSIDE, started by the broker's observe route: `python -m gatekeeper.work.events.
     hooks --repo TOP --worker W` with the observation on stdin; the receipt on stdout. With
     `--quota` (only the broker's own response watch passes it) a quota observation."""
     ap = argparse.ArgumentParser(prog="oms-observe")
