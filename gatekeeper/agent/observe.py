@@ -3,9 +3,9 @@
 Only a run started for a worker (`AgentRunRequest.worker`) has it. Inside, `oms hook …`
 posts one bounded JSON observation over the one socket bound in; outside, the route starts
 `python -m gatekeeper.work.events.hooks --repo TOP --worker W` from this oms' own source
-(the worker of THIS run, never a name from the payload) with the observation on stdin, and answers its one-line
-receipt. The agent can report what its hooks saw; it cannot name another worker, change a
-ticket or approve anything.
+(the worker of THIS run, never a name from the payload) with the observation on stdin,
+and answers its one-line receipt. The agent can report what its hooks saw; it cannot name
+another worker, change a ticket or approve anything.
 
 A worker's run also has the broker's quota watch (`QuotaReport`): a provider's usage-limit
 response becomes one quota observation, recorded the same way with `--quota` (a flag the
