@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -133,39 +134,51 @@ class _Seen(Exception):
     """Inside the transaction: the key was there already; roll back, answer the receipt."""
 
 
-def observe(work: Work, worker: str, obs: Observation) -> ObservationReceipt:
-    """Record `obs` for `worker` (the run's worker): one fenced tx, or nothing on a retry."""
+def _project(work: Work, worker: str, obs: Observation | QuotaObservation, prefix: str, op: str,
+             fields: dict[str, p.Small], apply: Callable[[Any, Any], None],
+             detail: dict[str, p.Small]) -> ObservationReceipt:  # fmt: skip
+    """One observation of `worker` recorded: one fenced tx writing its event (`fields` plus
+    the worker's ids), `apply` (the session or quota rows), one notification batch and one
+    `work.events` entry; nothing at all when it was recorded before (its key and nonce are
+    derived from the observation, so a retry replays both)."""
     if not isinstance(worker, str) or not WORKER_ID_RE.fullmatch(worker):
         raise UsageError(f"not a worker id: {worker!r}"[:200])
     key = receipt_key(worker, obs)
-    nonce = "hook-" + key.rsplit(":", 1)[1]  # a retry replays the nonce: nothing changes
+    nonce = f"{prefix}-" + key.rsplit(":", 1)[1]
     seen = ObservationReceipt(key, obs.kind, False, None)
     if work.db.read("SELECT 1 FROM events WHERE key = ?", key):
         return seen
     try:
-        with work.fenced(nonce, "hook.observe") as tx:
+        with work.fenced(nonce, op) as tx:
             w = tx.one("SELECT * FROM workers WHERE id = ?", worker)
             if w is None:
                 raise NotFound(f"no worker {worker}")
             body = {"worker": worker, "dispatch": w["dispatch"], "ticket": w["ticket"],
-                    "client": obs.client, "event": obs.event, "session": obs.session,
-                    "tool": obs.tool or None, "observed": obs.observed,
-                    "recorded": tx.now}  # fmt: skip
+                    **fields, "recorded": tx.now}  # fmt: skip
             if not outbox.record(tx, [outbox.TypedEvent(key, obs.kind, body)]):
                 raise _Seen
-            _session(tx, w, obs)
+            apply(tx, w)
             batch = outbox.notify(tx, [key])
             tx.record = p.EventsProjected(object="events", id=key[:200], ticket=w["ticket"],
                                           from_state=None, to_state=obs.kind, version=1,
                                           nonce=nonce,
-                                          detail={"worker": worker, "session": obs.session,
-                                                  "event": obs.event, "batch": batch,
+                                          detail={"worker": worker, **detail, "batch": batch,
                                                   "events": 1})  # fmt: skip
             tx.target = worker
             tx.subject = f"oms-ticket:{w['ticket']}"
     except (_Seen, NonceReplayed):
         return seen
     return ObservationReceipt(key, obs.kind, True, batch)
+
+
+def observe(work: Work, worker: str, obs: Observation) -> ObservationReceipt:
+    """Record `obs` for `worker` (the run's worker): one fenced tx, or nothing on a retry."""
+    fields: dict[str, p.Small] = {"client": obs.client, "event": obs.event,
+                                  "session": obs.session, "tool": obs.tool or None,
+                                  "observed": obs.observed}  # fmt: skip
+    return _project(work, worker, obs, "hook", "hook.observe", fields,
+                    lambda tx, w: _session(tx, w, obs),
+                    {"session": obs.session, "event": obs.event})  # fmt: skip
 
 
 def quota_reason(reset: str) -> str:
@@ -179,36 +192,11 @@ def observe_quota(work: Work, worker: str, q: QuotaObservation) -> ObservationRe
     notification batch and one `work.events` entry. Health only: the CLI waits or fails as
     it does; oms signals no process for quota. The same observation again changes nothing.
     """
-    if not isinstance(worker, str) or not WORKER_ID_RE.fullmatch(worker):
-        raise UsageError(f"not a worker id: {worker!r}"[:200])
-    key = receipt_key(worker, q)
-    nonce = "quota-" + key.rsplit(":", 1)[1]
-    seen = ObservationReceipt(key, q.kind, False, None)
-    if work.db.read("SELECT 1 FROM events WHERE key = ?", key):
-        return seen
-    try:
-        with work.fenced(nonce, "hook.quota") as tx:
-            w = tx.one("SELECT * FROM workers WHERE id = ?", worker)
-            if w is None:
-                raise NotFound(f"no worker {worker}")
-            body = {"worker": worker, "dispatch": w["dispatch"], "ticket": w["ticket"],
-                    "provider": q.provider, "status": q.status, "reset": q.reset,
-                    "source": q.source, "observed": q.observed, "recorded": tx.now}  # fmt: skip
-            if not outbox.record(tx, [outbox.TypedEvent(key, q.kind, body)]):
-                raise _Seen
-            _park(tx, w, q)
-            batch = outbox.notify(tx, [key])
-            tx.record = p.EventsProjected(object="events", id=key[:200], ticket=w["ticket"],
-                                          from_state=None, to_state=q.kind, version=1,
-                                          nonce=nonce,
-                                          detail={"worker": worker, "reset": q.reset,
-                                                  "status": q.status, "batch": batch,
-                                                  "events": 1})  # fmt: skip
-            tx.target = worker
-            tx.subject = f"oms-ticket:{w['ticket']}"
-    except (_Seen, NonceReplayed):
-        return seen
-    return ObservationReceipt(key, q.kind, True, batch)
+    fields: dict[str, p.Small] = {"provider": q.provider, "status": q.status,
+                                  "reset": q.reset, "source": q.source,
+                                  "observed": q.observed}  # fmt: skip
+    return _project(work, worker, q, "quota", "hook.quota", fields, lambda tx, w: _park(tx, w, q),
+                    {"reset": q.reset, "status": q.status})  # fmt: skip
 
 
 def _park(tx: Any, w: Any, q: QuotaObservation) -> None:
