@@ -1,4 +1,4 @@
-"""`oms conductor bridge`: the session-scoped stdio MCP server of seven tools (H3)."""
+"""`oms conductor bridge`: the session-scoped stdio MCP server of seven tools."""
 
 from __future__ import annotations
 

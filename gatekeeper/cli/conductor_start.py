@@ -1,11 +1,12 @@
-"""`oms conductor start` (and bare `oms` on a terminal), and the worker pane's own process
-(H4)."""
+"""`oms conductor start` (and bare `oms` on a terminal), and the panes' own processes."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -13,6 +14,7 @@ from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.errors import refusal
 from gatekeeper.work.api import opened
+from gatekeeper.work.fence import Work
 
 
 def _use_state_root(state_root: Path | None) -> None:
@@ -55,14 +57,7 @@ def worker_pane(repo: Path, worker_id: str) -> None:
     """A worker pane's process: run the dispatch's executor under `oms agent run`."""
     from gatekeeper.work.conductor.workers import run_worker
 
-    try:
-        with opened(repo) as work:
-            code = run_worker(work, worker_id)
-    except Exception as exc:
-        r = refusal(exc)
-        click.echo(f"oms conductor worker: {r.message}", err=True)
-        sys.exit(r.exit_code)
-    sys.exit(code)
+    _pane_process("worker", repo, lambda work: run_worker(work, worker_id))
 
 
 @click.command("pane", hidden=True)
@@ -72,11 +67,17 @@ def conductor_pane(repo: Path, session: str) -> None:
     """The conductor pane's process: the conductor role under `oms agent run`, read-only."""
     from gatekeeper.work.conductor.start import run_pane
 
+    _pane_process("pane", repo, lambda work: run_pane(work, session))
+
+
+def _pane_process(name: str, repo: Path, run: Callable[[Work], int]) -> NoReturn:
+    """A pane's own process: its exit code, or its refusal's one line on the pane's stderr
+    (no JSON: nobody reads this process's stdout but the pane)."""
     try:
         with opened(repo) as work:
-            code = run_pane(work, session)
+            code = run(work)
     except Exception as exc:
         r = refusal(exc)
-        click.echo(f"oms conductor pane: {r.message}", err=True)
+        click.echo(f"oms conductor {name}: {r.message}", err=True)
         sys.exit(r.exit_code)
     sys.exit(code)

@@ -1,4 +1,4 @@
-"""`oms events sync github`: one-shot GitHub sync into typed, deduplicated events (H1)."""
+"""`oms events sync github`: one-shot GitHub sync into typed, deduplicated events."""
 
 from __future__ import annotations
 

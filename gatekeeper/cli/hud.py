@@ -1,4 +1,4 @@
-"""`oms hud`: a read-only view of goals, tickets, workers, events and next actions (H2).
+"""`oms hud`: a read-only view of goals, tickets, workers, events and next actions.
 
 One frame from canonical state (`gatekeeper.work.conductor.view.snapshot`); on a terminal
 without `--once` it is redrawn every 2 s until Ctrl-C. It never writes and carries no

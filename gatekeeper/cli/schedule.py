@@ -1,4 +1,4 @@
-"""`oms schedule install|show|remove`: the one user-scoped schedule (H2)."""
+"""`oms schedule install|show|remove`: the one user-scoped schedule."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`oms schedule install|show|remove`: exactly one user-scoped schedule (H2).
+"""`oms schedule install|show|remove`: exactly one user-scoped schedule.
 
 Two jobs for one repository: `oms events sync github --dir REPO` every `[conductor]
 sync_interval_s` and `oms reconcile watchdog --repo REPO` every `watchdog_interval_s`.

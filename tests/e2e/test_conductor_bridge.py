@@ -189,7 +189,7 @@ def test_inside_a_run_without_a_conductor_the_bridge_is_unavailable(world: World
 
 def test_process_result_runs_the_gate_and_one_grade_on_a_verifying_ticket(world: World) -> None:
     """A ticket taken through the bridge to a dispatch; the worker's part (its run and its
-    receipt, the workers helper's pane) is done here with the core's own calls. No remote
+    receipt, a worker pane's part) is done here with the core's own calls. No remote
     is configured, so nothing is delivered."""
     work = open_work(world.lab.repo)
     try:

@@ -1,5 +1,5 @@
 """Delivery of a READY_FOR_HUMAN ticket: non-force push and a draft PR over GitHub's REST
-API, the body secret-scanned first, a fresh read-back (H2).
+API, the body secret-scanned first, a fresh read-back.
 
 Only a ticket that is `completed` on human hold, whose last finished verification decided
 READY_FOR_HUMAN, is delivered, and only the exact commit that verification judged (its

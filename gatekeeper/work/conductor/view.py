@@ -1,4 +1,4 @@
-"""What `oms hud` shows: one read-only snapshot of canonical state (H2).
+"""What `oms hud` shows: one read-only snapshot of canonical state.
 
 Goals, tickets, workers, the latest conductor session, pending notification batches, the
 number of events, deliveries, and the next actions those imply — read from `work.db` in

@@ -1,4 +1,4 @@
-"""Worker panes: one per accepted dispatch, on the conductor's private tmux server (H4).
+"""Worker panes: one per accepted dispatch, on the conductor's private tmux server.
 
 `start_worker` records the worker (`starting`, fenced, one evidence entry) BEFORE its pane
 exists; the pane runs `oms conductor worker` outside the sandbox, which runs the executor

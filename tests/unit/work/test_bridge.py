@@ -235,7 +235,7 @@ def test_a_team_of_nine_or_of_unaccepted_dispatches_is_refused(work: Work, lab: 
 def test_a_team_of_accepted_dispatches_starts_one_worker_each(
     work: Work, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The panes are the workers helper's (`workers.start_worker`): stood in for here."""
+    """`workers.start_worker` (the panes, tested in test_conductor_panes) stood in for here."""
     got = advised(work, lab)
     d = call(work, lab, "propose_dispatch", intent=got["intent"], digest=got["digest"])
     started: list[tuple[str, str | None]] = []
@@ -292,7 +292,7 @@ def test_process_result_refuses_a_ticket_that_is_not_verifying(work: Work, lab: 
 def test_a_notification_read_is_consumed_only_after_the_call_succeeds(
     work: Work, lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The waiter is the events helper's (`waiter.consume`): stood in for here."""
+    """`waiter.consume` (tested in test_waiter) stood in for here."""
     consumed: list[tuple[str, str]] = []
 
     def consume(w: Work, conductor: str, batch: str, n: str) -> dict[str, Any]:
