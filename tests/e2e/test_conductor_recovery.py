@@ -13,45 +13,25 @@ here) is `stalled` with the reason too.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.conductor import COMMAND_CONDUCTOR, NEEDS_TMUX, tmux_work, until
 from support.repos import make_repo
 
 from gatekeeper.gates.records import init
 from gatekeeper.work.conductor import sessions, waiter
 from gatekeeper.work.conductor.proc import ProcId
 from gatekeeper.work.conductor.start import confirmed_path, start
-from gatekeeper.work.conductor.tmux import Tmux, TmuxUnavailable, session_for, socket_for
+from gatekeeper.work.conductor.tmux import Tmux, TmuxUnavailable, session_for
 from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.watchdog import watchdog
 
-PY = "/usr/bin/python3"
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None
-    or not os.access("/usr/bin/bwrap", os.X_OK)
-    or not os.access(PY, os.X_OK),
-    reason="needs tmux (Debian: apt-get install tmux), /usr/bin/bwrap and /usr/bin/python3",
-)
-POLICY = f"""version = 1
-
-[roles.conductor]
-provider = "command:cond"
-model = "scripted"
-auth = "none"
-billing = "none"
-transport = "exec"
-authority = "read-only"
-
-[providers.cond]
-cmd = ["{PY}", "-c", "import time; print('conductor-up', flush=True); time.sleep(3600)"]
-"""
+pytestmark = NEEDS_TMUX
+POLICY = COMMAND_CONDUCTOR
 
 
 @pytest.fixture
@@ -60,29 +40,9 @@ def work(
 ) -> Iterator[Work]:
     repo = make_repo(tmp_path / "repo", {"oms.toml": POLICY}, env=oms_env)
     init(repo)
-    runtime = tempfile.mkdtemp(prefix="oms-rt-")  # short: a socket path is at most 107 bytes
-    os.chmod(runtime, 0o700)
-    env = {**oms_env, "XDG_RUNTIME_DIR": runtime, "OMS_WORK_DIR": str(tmp_path / "work")}
-    for k, v in env.items():
-        if k.startswith(("XDG_", "OMS_", "GIT_")):
-            monkeypatch.setenv(k, v)
-    w = Work.open(repo)
-    confirmed_path(w).write_text("{}")  # confirmed once at a terminal before
-    try:
+    with tmux_work(repo, tmp_path / "work", oms_env, monkeypatch) as w:
+        confirmed_path(w).write_text("{}")  # confirmed once at a terminal before
         yield w
-    finally:
-        Tmux(socket_for(w.repo.repo_id)).kill_server()
-        w.close()
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
-def until(what: Callable[[], bool], why: str, limit_s: float = 60) -> None:
-    """Poll for `what` (a bound on waiting, never an assertion on time)."""
-    end = time.monotonic() + limit_s
-    while not what():
-        if time.monotonic() > end:
-            raise AssertionError(f"never happened: {why}")
-        time.sleep(0.1)
 
 
 def waiter_proc() -> tuple[subprocess.Popen[bytes], ProcId]:

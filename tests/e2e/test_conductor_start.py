@@ -19,11 +19,11 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.conductor import COMMAND_CONDUCTOR, NEEDS_TMUX, until
 from support.repos import make_repo
 
 from gatekeeper.errors import Blocked, OmsError
@@ -33,26 +33,8 @@ from gatekeeper.work.conductor.start import confirm, confirmed_path, start
 from gatekeeper.work.conductor.tmux import Tmux, session_for, socket_for
 from gatekeeper.work.fence import Work, new_nonce
 
-PY = "/usr/bin/python3"
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None
-    or not os.access("/usr/bin/bwrap", os.X_OK)
-    or not os.access(PY, os.X_OK),
-    reason="needs tmux (Debian: apt-get install tmux), /usr/bin/bwrap and /usr/bin/python3",
-)
-POLICY = f"""version = 1
-
-[roles.conductor]
-provider = "command:cond"
-model = "scripted"
-auth = "none"
-billing = "none"
-transport = "exec"
-authority = "read-only"
-
-[providers.cond]
-cmd = ["{PY}", "-c", "import time; print('conductor-up', flush=True); time.sleep(3600)"]
-"""
+pytestmark = NEEDS_TMUX
+POLICY = COMMAND_CONDUCTOR
 
 
 @pytest.fixture
@@ -73,15 +55,6 @@ def lab(
     finally:
         Tmux(socket_for(repo_id)).kill_server()
         shutil.rmtree(runtime, ignore_errors=True)
-
-
-def until(what: Callable[[], bool], why: str, limit_s: float = 60) -> None:
-    """Poll for `what` (a bound on waiting, never an assertion on time)."""
-    end = time.monotonic() + limit_s
-    while not what():
-        if time.monotonic() > end:
-            raise AssertionError(f"never happened: {why}")
-        time.sleep(0.1)
 
 
 def rows(work: Work) -> list[str]:

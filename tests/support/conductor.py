@@ -1,0 +1,73 @@
+"""The conductor's tests on real tmux: the skip marker, a scripted `command:` conductor,
+the private socket directory, and polling.
+
+`tmux_work` opens an `oms init`ed repository's `Work` with `$XDG_RUNTIME_DIR` at a short
+0700 directory of its own (a unix socket path is at most 107 bytes), so oms' private tmux
+server lives there and never on the user's default server; the server is killed and the
+directory removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from gatekeeper.work.conductor.tmux import Tmux, socket_for
+from gatekeeper.work.fence import Work
+
+PY = "/usr/bin/python3"
+NEEDS_TMUX = pytest.mark.skipif(
+    shutil.which("tmux") is None
+    or not os.access("/usr/bin/bwrap", os.X_OK)
+    or not os.access(PY, os.X_OK),
+    reason="needs tmux (Debian: apt-get install tmux), /usr/bin/bwrap and /usr/bin/python3",
+)
+# A conductor role that prints a marker and then waits: a scripted stand-in for Claude Code.
+COMMAND_CONDUCTOR = f"""version = 1
+
+[roles.conductor]
+provider = "command:cond"
+model = "scripted"
+auth = "none"
+billing = "none"
+transport = "exec"
+authority = "read-only"
+
+[providers.cond]
+cmd = ["{PY}", "-c", "import time; print('conductor-up', flush=True); time.sleep(3600)"]
+"""
+
+
+@contextmanager
+def tmux_work(repo: Path, work_dir: Path, oms_env: dict[str, str],
+              mp: pytest.MonkeyPatch) -> Iterator[Work]:  # fmt: skip
+    runtime = tempfile.mkdtemp(prefix="oms-rt-")
+    os.chmod(runtime, 0o700)
+    mp.setenv("XDG_RUNTIME_DIR", runtime)
+    mp.setenv("OMS_WORK_DIR", str(work_dir))
+    for k, v in oms_env.items():
+        if k.startswith(("OMS_", "GIT_")):
+            mp.setenv(k, v)
+    work = Work.open(repo)
+    try:
+        yield work
+    finally:
+        Tmux(socket_for(work.repo.repo_id)).kill_server()
+        work.close()
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def until(what: Callable[[], bool], why: str, limit_s: float = 90) -> None:
+    """Poll for `what` (a bound on waiting, never an assertion on time)."""
+    end = time.monotonic() + limit_s
+    while not what():
+        if time.monotonic() > end:
+            raise AssertionError(f"never happened: {why}")
+        time.sleep(0.1)
