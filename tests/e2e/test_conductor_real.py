@@ -46,8 +46,11 @@ pytestmark = [
         reason="claude is not installed under .cache/agents: run `make agents` (needs npm)",
     ),
 ]
-# Claude Code, interactive, on an API key the broker injects. Billing is not `usage`: a
-# conductor never runs credit-billed, whatever allow_usage_billing says (launch.py).
+# Claude Code, interactive, on an API key the broker injects. A conductor never runs
+# credit-billed (launch.py refuses `billing = "usage"`), so this role says "none": true of
+# the fake provider here, which bills nothing. A real API key is usage-billed, so a real
+# conductor is a subscription login (egress `tunnel`), which a loopback fake cannot stand
+# in for.
 POLICY = """version = 1
 
 [roles.conductor]
