@@ -305,22 +305,38 @@ def test_background_process_does_not_outlive_the_run(
 # ---------------------------------------------------------------- output ---
 
 
+# argv[1]: where to write the peak RSS (KiB) of the command argv[2:], which it runs and waits
+# for; its exit code is the command's.
+MAXRSS_LAUNCHER = (
+    "import os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); "
+    "_, status, usage = os.wait4(p.pid, 0); "
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss)); "
+    "sys.exit(os.waitstatus_to_exitcode(status))"
+)
+
+
 def test_output_flood_is_counted_but_bounded_in_json_and_oms_memory(
     tmp_path: Path, state: dict[str, Path]
 ) -> None:
     repo_dir = make_repo(tmp_path / "repo", {"oms.toml": sandbox_toml({"wall_s": 60})})
     total = 300_000_000
     script = f"yes 0123456789abcdef | head -c {total}"
+    rss_file = tmp_path / "maxrss"
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
+        # Through a small launcher that waits for oms itself: Linux carries the high-water
+        # RSS of the mm a process had before exec into its ru_maxrss, so oms started by
+        # this (large, long-lived) pytest worker would report the worker's RSS, not its own.
         proc = subprocess.Popen(
-            cli_argv(repo_dir, SH, "-c", script), stdout=out, stderr=err, env=cli_env(state)
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+            [sys.executable, "-c", MAXRSS_LAUNCHER, str(rss_file),
+             *cli_argv(repo_dir, SH, "-c", script)],
+            stdout=out, stderr=err, env=cli_env(state),
+        )  # fmt: skip
+        proc.wait()
         elapsed = time.monotonic() - start
         out.seek(0)
         printed = out.read()
+    maxrss_kib = int(rss_file.read_text())
     obj = parse_envelope(printed.decode(), proc.returncode)
     assert obj["exit_code"] == 0 and obj["timed_out"] is False, obj
     assert obj["stdout_bytes"] == total
@@ -328,5 +344,5 @@ def test_output_flood_is_counted_but_bounded_in_json_and_oms_memory(
     assert obj["stdout"].startswith("0123456789abcdef\n")
     assert len(printed) <= 64_000
     # ru_maxrss is in KiB on Linux: the oms process (and bwrap) stayed under 200 MB.
-    assert usage.ru_maxrss * 1024 < 200 * 1024 * 1024, f"peak RSS {usage.ru_maxrss} KiB"
+    assert maxrss_kib * 1024 < 200 * 1024 * 1024, f"peak RSS {maxrss_kib} KiB"
     assert elapsed < 30
