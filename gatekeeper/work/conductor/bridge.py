@@ -200,9 +200,9 @@ def advise_dispatch(work: Work, conductor: str, req: m.AdviseDispatch) -> dict[s
     _session(work, conductor)
     _fresh(work, req.nonce)
     row = _intent(work, conductor, req.intent)
-    if row["state"] not in ("prepared", "advised"):
+    if row["state"] != "prepared":  # advised once: no asking again until an advisor approves
         raise WrongState(f"intent {row['id']} is {row['state']}; only a prepared intent is "
-                         "advised")  # fmt: skip
+                         "advised, once (prepare a revised intent); nothing changed")  # fmt: skip
     if req.digest != row["digest"]:
         raise IntentRefused(f"digest {req.digest} is not intent {row['id']}'s; nothing changed")
     body = _body(work, row)

@@ -167,8 +167,13 @@ def test_an_expired_or_stale_lease_is_refused(work: Work, lab: Lab) -> None:
     work.lease_ticket(t.id, t.version, nonce())
     refused(work, LeaseRefused, call, work, lab, "propose_dispatch", intent=got["intent"],
             digest=got["digest"])  # fmt: skip
-    refused(work, LeaseRefused, call, work, lab, "advise_dispatch", intent=got["intent"],
-            digest=got["digest"])  # fmt: skip
+    # A prepared intent whose lease went stale the same way is not advised either.
+    other = prepared(work, lab)
+    work.clock.advance(work.lease_ttl_s + 1)
+    t = work.ticket(other["ticket"])
+    work.lease_ticket(t.id, t.version, nonce())
+    refused(work, LeaseRefused, call, work, lab, "advise_dispatch", intent=other["intent"],
+            digest=other["digest"])  # fmt: skip
 
 
 def test_a_changed_ticket_version_is_refused(work: Work, lab: Lab) -> None:
@@ -208,6 +213,10 @@ def test_an_advice_other_than_approve_is_never_proposed(work: Work, lab: Lab) ->
     msg = refused(work, Blocked, call, work, lab, "propose_dispatch", intent=got["intent"],
                   digest=got["digest"])  # fmt: skip
     assert "revise, not approve" in msg
+    # Nor is the same intent advised again until an advisor says yes: prepare a revised one.
+    msg = refused(work, Blocked, call, work, lab, "advise_dispatch", intent=got["intent"],
+                  digest=got["digest"])  # fmt: skip
+    assert "only a prepared intent is advised, once" in msg
 
 
 def test_bad_input_unknown_fields_and_other_sessions_are_refused(work: Work, lab: Lab) -> None:
