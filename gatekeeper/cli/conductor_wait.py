@@ -1,8 +1,10 @@
 """`oms conductor wait-event`: the conductor's waiter, armed by its SessionStart/Stop hooks.
 
 Like `oms hook`, its output is the client's, not the `--json` envelope: on a wake it prints
-ONLY `{"notification": "n-…"}` (stdout, and the same line on stderr, which Claude Code hands
-to the model when an `asyncRewake` hook exits 2) and exits 2; at the timeout it prints
+ONE line of opaque ids, `{"notification": "n-…", "dispatchable": [{"goal", "ticket",
+"state"}, …]}` (the canonical state it wakes the conductor to: at most 20 pending or
+retryable tickets, never their text), on stdout and the same line on stderr (which Claude
+Code hands to the model when an `asyncRewake` hook exits 2), and exits 2; at the timeout it prints
 `{"notification": null}` and exits 0 (its generation is then `failed`, reason `timeout`).
 A refusal is one stderr line and DESIGN.md's exit code (3: another waiter is armed and
 alive, or this one was superseded).
@@ -35,16 +37,21 @@ def wait_event(repo: Path, session: str, timeout_s: float | None) -> None:
         try:
             gen = waiter.arm(work, session, new_nonce())
             done = waiter.wait(work, gen, timeout_s)
+            woke = done.state == "notified"
+            ready = waiter.dispatchable(work) if woke else []
         finally:
             work.close()
     except Exception as exc:
         err = refusal(exc)
         sys.stderr.write(error_line(err.kind, err.message) + "\n")
         sys.exit(err.exit_code)
-    line = json.dumps({"notification": done.notification})
+    shown: dict[str, object] = {"notification": done.notification}
+    if woke:
+        shown["dispatchable"] = ready
+    line = json.dumps(shown)
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
-    if done.state == "notified":
+    if woke:
         sys.stderr.write(line + "\n")
         sys.exit(waiter.WAKE_EXIT)
     sys.exit(0)

@@ -187,6 +187,22 @@ def wait(work: Work, gen: Generation, timeout_s: float | None, *, poll_s: float 
         sleep(poll_s)
 
 
+MAX_DISPATCHABLE = 20
+
+
+def dispatchable(work: Work) -> list[dict[str, str]]:
+    """What a woken conductor re-reads of canonical state: the tickets it may prepare now
+    (pending or retryable, of an open goal), oldest first, as opaque ids and states only:
+    never a title or body (GitHub's or anyone's text), which reaches a worker as its task
+    file and never the conductor's session."""
+    rows = work.db.read(
+        "SELECT t.id, t.goal, t.state FROM tickets t JOIN goals g ON g.id = t.goal "
+        "WHERE t.state IN ('pending', 'retryable') AND g.state = 'open' "
+        "ORDER BY t.created, t.rowid LIMIT ?", MAX_DISPATCHABLE,
+    )  # fmt: skip
+    return [{"goal": r["goal"], "ticket": r["id"], "state": r["state"]} for r in rows]
+
+
 def consume(work: Work, conductor: str, batch: str, nonce: str) -> dict[str, Any]:
     """The conductor read `batch` (a pending notification): it becomes `consumed`, once."""
     checked_id(conductor)
