@@ -160,3 +160,17 @@ def test_a_start_while_the_watchdog_recovers_the_conductor_starts_no_second_one(
     assert "recovery is under way" in info.value.message
     assert [r["id"] for r in work.db.read("SELECT id FROM conductors")] == [first.id]
     assert panes(tm) == [] and sessions.get(work, first.id) == claimed
+
+
+def test_a_start_from_another_runtime_dir_resumes_the_live_conductor(
+    work: Work, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The session is looked for on the socket the conductor was started on: a start from
+    an ssh login or cron (another, or no, $XDG_RUNTIME_DIR) finds it, never starts a
+    second conductor beside the live one."""
+    shown = start(work, doctor=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR")  # now oms' socket dir would be the state root's
+    again = start(work, doctor=False)
+    assert again["resumed"] is True and again["conductor"] == shown["conductor"]
+    assert again["socket"] == shown["socket"]
+    assert [r["id"] for r in work.db.read("SELECT id FROM conductors")] == [shown["conductor"]]

@@ -307,8 +307,9 @@ def propose_dispatch(work: Work, conductor: str, req: m.ProposeDispatch) -> dict
 def manage_worker(work: Work, conductor: str, req: m.ManageWorker) -> dict[str, Any]:
     _session(work, conductor)
     _fresh(work, req.nonce)
-    if not work.db.read("SELECT 1 FROM workers WHERE id = ?", req.worker):
-        raise NotFound(f"no worker {req.worker}")
+    if not work.db.read("SELECT 1 FROM workers w JOIN teams t ON t.id = w.team "
+                        "WHERE w.id = ? AND t.conductor = ?", req.worker, conductor):  # fmt: skip
+        raise NotFound(f"no worker {req.worker} of conductor session {conductor}")
     view = workers.control(work, req.worker, req.action, req.nonce)
     return {"worker": view.id, "state": view.state, "version": view.version,
             "dispatch": view.dispatch, "ticket": view.ticket}  # fmt: skip

@@ -110,8 +110,13 @@ def start(
     tm, session = Tmux(socket_for(repo_id)), session_for(repo_id)
     c = sessions.latest(work)
     if c is not None and c.state in LIVE:
-        if c.proc is not None and c.proc.alive() and tm.has_session(session):
-            return _shown(c, tm, resumed=True)
+        if c.proc is not None and c.proc.alive():  # on the socket it was started on
+            recorded = Tmux(c.socket)
+            if recorded.has_session(c.session):
+                return _shown(c, recorded, resumed=True)
+            raise Blocked(f"conductor {c.id} still runs, but its tmux session {c.session} is "
+                          f"not on {c.socket}; nothing started (stop it, or start from "
+                          "where it was started)")  # fmt: skip
         if c.state == "starting" and c.proc is None and _recent(work, c.id):
             raise Blocked(f"conductor {c.id} is starting (a start or the watchdog's recovery "
                           "is under way); nothing started, try again in a minute")  # fmt: skip
@@ -199,7 +204,7 @@ def respawn(work: Work, conductor_id: str, expected_version: int) -> Conductor:
     if why is not None:
         return sessions.move(work, c.id, c.version, "stalled", new_nonce(),
                              reason=f"not respawned: {why}"[:300])  # fmt: skip
-    tm = Tmux(socket_for(work.repo.repo_id))
+    tm = Tmux(c.socket)  # where it was started: cron may have another $XDG_RUNTIME_DIR
     try:
         return _spawn(work, tm, c.session, c, failed="stalled")
     except Exception:  # recorded `stalled` with the reason by _spawn

@@ -291,6 +291,39 @@ def test_a_team_whose_second_worker_cannot_start_says_which_one_did(
     assert f"not started: {dispatches[1]}: tmux is gone" in message
 
 
+def test_a_worker_is_managed_only_by_the_conductor_whose_team_it_is_in(
+    work: Work, lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    got = advised(work, lab)
+    d = call(work, lab, "propose_dispatch", intent=got["intent"], digest=got["digest"])
+    wid = "w-" + "5" * 12
+
+    def start(w: Work, did: str, n: str, team: str | None = None) -> workers.WorkerView:
+        with w.db.mutation() as conn:  # the row a pane's start writes, without the pane
+            conn.execute(
+                "INSERT INTO workers (id, dispatch, ticket, team, version, state, "
+                "socket, session, created, updated) VALUES (?, ?, ?, ?, 1, "
+                "'running', 's', 's', 'now', 'now')",
+                (wid, did, got["ticket"], team),
+            )
+        return workers.get(w, wid)
+
+    monkeypatch.setattr(workers, "start_worker", start)
+    call(work, lab, "start_team", dispatches=[d["dispatch"]])
+    controlled: list[str] = []
+    monkeypatch.setattr(
+        workers,
+        "control",
+        lambda w, worker, action, n: controlled.append(worker) or workers.get(w, worker),
+    )
+    other = new_session(work)
+    refused(work, NotFound, b.call, work, other, "manage_worker",
+            {"worker": wid, "action": "stop", "nonce": nonce()})  # fmt: skip
+    assert controlled == []
+    call(work, lab, "manage_worker", worker=wid, action="observe")
+    assert controlled == [wid]
+
+
 def test_process_result_refuses_a_ticket_that_is_not_verifying(work: Work, lab: Lab) -> None:
     _, ticket = ticket_of(work, lab)
     refused(work, Blocked, call, work, lab, "process_result", ticket=ticket)
