@@ -30,9 +30,12 @@ MAX_CAPTURE_CHARS = 4000
 TMUX_TIMEOUT_S = 10
 # What a pane's process may inherit of this one's environment: oms' state, git's clean
 # config and the locale (given as `-e` words: nothing secret).
+# Not GIT_CONFIG_COUNT/KEY_n/VALUE_n: a value may be a credential (an extra header), and
+# `-e` words are readable by any local user.
 _PASS_NAMES = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "GIT_TERMINAL_PROMPT",
+                         "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
                          "PYTHONDONTWRITEBYTECODE", "SSL_CERT_FILE"})  # fmt: skip
-_PASS_PREFIXES = ("OMS_", "XDG_", "GIT_CONFIG_", "LC_")
+_PASS_PREFIXES = ("OMS_", "XDG_", "LC_")
 # Provider keys (for the broker, outside the sandbox) never go into tmux's argv, where any
 # local user could read them: they reach the server as its environment when oms starts it.
 _KEY_PREFIXES = ("ANTHROPIC_", "OPENAI_")

@@ -167,5 +167,13 @@ def test_the_socket_directory_must_be_private_and_a_pane_command_never_one_word(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
     monkeypatch.setenv("OMS_HOME", "/state")
     assert "ANTHROPIC_API_KEY" not in pane_env() and pane_env()["OMS_HOME"] == "/state"
+    # git's config-by-environment: a value may be a credential; none of the three passes.
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "http.extraHeader")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "Authorization: Bearer ghp_x")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    passed = pane_env()
+    assert not {"GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0"} & set(passed)
+    assert passed["GIT_CONFIG_GLOBAL"] == os.devnull
     argv = tm.argv("kill-server")
     assert argv[1:5] == ["-S", str(runtime / "oms" / "x.sock"), "-f", os.devnull]
