@@ -221,7 +221,10 @@ def _inside_conductor(args: Sequence[str]) -> None:
     run's own conductor session: `--repo` and `--session` given here are ignored (a run
     without a conductor binding has no such route: exit 4). Anything else is refused."""
     words = [a for a in args if not a.startswith("-")]
-    if any(a in ("-h", "--help") for a in args):
+    helps = ("-h", "--help")
+    if (len(args) == 1 and args[0] in helps) or (
+        len(args) == 2 and args[0] in ("bridge", "wait-event") and args[1] in helps
+    ):  # help only as itself: `--help` elsewhere (a flag's value) must not open a command
         return
     if not words or words[0] not in ("bridge", "wait-event"):
         _refuse_inside(args)

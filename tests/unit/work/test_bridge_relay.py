@@ -83,7 +83,15 @@ def test_a_malformed_conductor_binding_gets_no_route(tmp_path: Path) -> None:
 
 
 REFUSED = [["start"], ["worker", "--worker", "w-1"], [], ["bridge", "--json"],
-           ["wait-event", "--state-root", "/"]]  # fmt: skip
+           ["wait-event", "--state-root", "/"],
+           # `--help` only as itself: as a flag's value it must not open another command
+           ["pane", "--session", "c-" + "0" * 12, "--repo", "--help"],
+           ["start", "--help", "--no-attach"]]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", [["--help"], ["bridge", "--help"], ["wait-event", "-h"]])
+def test_inside_help_alone_is_answered_as_usual(args: list[str]) -> None:
+    assert main._inside_conductor(args) is None  # click prints the help
 
 
 @pytest.mark.parametrize("args", REFUSED)
