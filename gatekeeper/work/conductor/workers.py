@@ -180,12 +180,16 @@ def start_worker(work: Work, dispatch_id: str, nonce: str, team: str | None = No
         move(work, wid, 1, "dead", new_nonce(), reason=f"the pane did not start: {exc}")
         raise
     proc = ProcId.of(pane.pid)
-    with contextlib.suppress(StaleVersion):  # the pane already moved it (it ran that fast)
+    try:
         if proc is None:
             return move(work, wid, 1, "dead", new_nonce(), pane=pane,
                         reason="the pane's process ended before it was recorded")  # fmt: skip
         return move(work, wid, 1, "running", new_nonce(), pane=pane, proc=proc)
-    return get(work, wid)
+    except StaleVersion:  # the pane moved it already (it ran that fast), or a stop came first
+        now = get(work, wid)
+        if now.state == "stopped":  # stopped while starting: what started is ended too
+            _terminate(proc, socket, pane.id)
+        return now
 
 
 # -- control ------------------------------------------------------------------------------
@@ -282,22 +286,28 @@ def _signalled(work: Work, row: _Row, sig: signal.Signals, undo: signal.Signals,
         raise
 
 
+def _terminate(proc: ProcId | None, socket: str, pane: str | None) -> None:
+    """The pane's process tree ended (SIGCONT, SIGTERM, SIGKILL after a grace), its pane
+    killed."""
+    if proc is not None:
+        _signal_tree(proc, signal.SIGCONT)
+        _signal_tree(proc, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while proc.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _signal_tree(proc, signal.SIGKILL)
+    if pane:
+        with contextlib.suppress(TmuxUnavailable, Blocked):
+            Tmux(socket).kill_pane(pane)
+
+
 def _stop(work: Work, row: _Row, nonce: str) -> WorkerView:
     """Recorded `stopped` first (so the pane's own process leaves it so), then the process
     tree ended (SIGCONT, SIGTERM, SIGKILL after a grace), the pane killed, and a dispatch
     with no receipt ended."""
     w = move(work, row.view.id, row.view.version, "stopped", nonce, health="healthy",
              reason="stopped by a worker control")  # fmt: skip
-    if row.proc is not None:
-        _signal_tree(row.proc, signal.SIGCONT)
-        _signal_tree(row.proc, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        while row.proc.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        _signal_tree(row.proc, signal.SIGKILL)
-    if row.view.pane:
-        with contextlib.suppress(TmuxUnavailable, Blocked):
-            Tmux(row.socket).kill_pane(row.view.pane)
+    _terminate(row.proc, row.socket, row.view.pane)
     _end_if_unreceived(work, w.ticket, w.dispatch, "the worker was stopped")
     return get(work, w.id)
 
