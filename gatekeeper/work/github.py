@@ -145,7 +145,7 @@ class GitHub:
             raise GitHubUnavailable(f"GitHub answered {code} to {method} {urlsplit(url).path}")
         if code in (401, 403):
             raise GitHubUnavailable(f"GitHub refused the token ({code})")
-        if code >= 400 and code != 304:
+        if not (200 <= code < 300 or code == 304):  # a 3xx too: a moved repository is not data
             raise GitHubUnavailable(f"GitHub answered {code} to {method} {urlsplit(url).path}")
         return resp
 

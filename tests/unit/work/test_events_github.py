@@ -5,6 +5,8 @@ shapes its REST API documents)."""
 
 from __future__ import annotations
 
+import pytest
+
 from gatekeeper.work.events import github as gh
 
 R = "octo/widgets"
@@ -86,3 +88,19 @@ def test_the_human_line_of_a_sync() -> None:
         "ticket t-0123456789ab (pending)",
     ]
     assert sync_lines({**data, "tickets": [], "notification": None})[1:] == []
+
+
+@pytest.mark.parametrize("code", [301, 302, 307])
+def test_a_redirect_is_not_taken_for_an_empty_page(code: int) -> None:
+    """GitHub answers 301 for a renamed or moved repository: that is no data, never an
+    empty listing (a sync would report nothing new forever)."""
+    import httpx
+
+    from gatekeeper.work.github import GitHub, GitHubUnavailable
+
+    answer = httpx.Response(code, json={"message": "Moved Permanently", "url": "x"})
+    with GitHub(
+        "https://api.github.invalid", transport=httpx.MockTransport(lambda r: answer)
+    ) as gh:
+        with pytest.raises(GitHubUnavailable, match=f"answered {code}"):
+            gh.get("/repos/o/n/issues")
