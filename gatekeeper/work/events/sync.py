@@ -102,6 +102,7 @@ class _Fetch:
     # source -> (etag, cursor, the version it was read at: None when there was none)
     marks: dict[str, Mark] = field(default_factory=dict)
     ready: list[Mapping[str, Any]] = field(default_factory=list)
+    skipped: int = 0  # items that could not be recorded as events
 
     def saw(self, page: Any) -> None:
         self.requests += 1
@@ -168,7 +169,7 @@ def _fetch(client: GitHub, work: Work, repo: str, ready_label: str) -> _Fetch:
         got.events.extend(src.project(repo, items))
         if src.name == "issues":
             got.ready = [i for i in items if isinstance(i, Mapping) and gh.is_ready(i, ready_label)
-                         and isinstance(i.get("number"), int)]  # fmt: skip
+                         and _number(i.get("number"))]  # fmt: skip
     # Reviews and check runs of the pull requests that changed (bounded).
     changed = _new(work, [e for e in got.events if e.kind == "gh.pr"])[:MAX_DETAIL]
     for e in changed:
@@ -181,7 +182,28 @@ def _fetch(client: GitHub, work: Work, repo: str, ready_label: str) -> _Fetch:
                               params={"per_page": PER_PAGE})  # fmt: skip
             got.saw(page)
             got.events.extend(gh.checks(repo, sha, page.data))
+    # An item this oms cannot record (too large, text that is not Unicode) is skipped and
+    # counted: one odd item never stops every later sync.
+    kept = [e for e in got.events if _encodable(e)]
+    got.skipped, got.events = len(got.events) - len(kept), kept
     return got
+
+
+def _number(value: Any) -> bool:
+    return type(value) is int and 0 < value < 2**31  # not a bool, not out of range
+
+
+def _encodable(e: TypedEvent) -> bool:
+    try:
+        e.encoded()
+    except (UsageError, ValueError):
+        return False
+    return True
+
+
+def _unicode(text: str) -> str:
+    """`text` with what is not Unicode (a lone surrogate from JSON) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _new(work: Work, events: Sequence[TypedEvent]) -> list[TypedEvent]:
@@ -202,8 +224,8 @@ def _new(work: Work, events: Sequence[TypedEvent]) -> list[TypedEvent]:
 
 def _draft(work: Work, repo: str, item: Mapping[str, Any]) -> str:
     """The issue's title and text as an immutable evidence blob (data, never a command)."""
-    title = item.get("title") if isinstance(item.get("title"), str) else ""
-    text = item.get("body") if isinstance(item.get("body"), str) else ""
+    title = _unicode(item["title"]) if isinstance(item.get("title"), str) else ""
+    text = _unicode(item["body"]) if isinstance(item.get("body"), str) else ""
     doc = {"repo": repo, "number": item["number"], "title": title, "body": text}
     return "sha256:" + work.store.blobs.put(bytes(rfc8785.dumps(doc)))
 
@@ -340,7 +362,8 @@ def sync_github(repo_dir: Path, github_repo: str | None = None, *, api_url: str 
             batch, stored = _project(work, repo, fresh, got.marks, drafts, len(got.events))
         tickets = materialise(work, repo)
         return {"repo": repo, "requests": got.requests, "not_modified": got.not_modified,
-                "events_new": stored, "events_seen": len(got.events), "tickets": tickets,
+                "events_new": stored, "events_seen": len(got.events),
+                "events_skipped": got.skipped, "tickets": tickets,
                 "notification": batch,
                 "rate": {"remaining": got.remaining, "reset": got.reset}}  # fmt: skip
     finally:

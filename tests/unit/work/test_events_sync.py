@@ -359,3 +359,23 @@ def test_a_watermark_moved_by_a_later_sync_is_not_set_back(repo: Path, gh: GitHu
         assert got == [('"new"', T2, 2)]
     finally:
         work.close()
+
+
+def test_odd_items_are_skipped_or_cleaned_never_stopping_the_sync(
+    repo: Path, gh: GitHubServer
+) -> None:
+    """GitHub data oms cannot record as it is: a lone surrogate in an issue's text (replaced
+    in the ticket's blob), a `number` that is a bool or out of range (no ticket, never
+    issue #1's), a label name far too long (bounded by the projection). The sync goes on and
+    records the rest; the next sync is not stuck on them."""
+    odd = issue(1, T0, ("oms:ready",), title="odd \ud800 title", body="text \udfff")
+    as_bool = {**issue(2, T0, ("oms:ready",)), "number": True}
+    too_big = {**issue(3, T0, ("oms:ready",)), "number": 2**70}
+    huge = issue(4, T0, ("x" * 9000,))
+    gh.pages[f"{ROOT}/issues"] = [[odd, as_bool, too_big, huge]]
+    got = run(repo, gh)
+    assert len(got["tickets"]) == 1 and got["events_skipped"] == 0
+    [(title,)] = rows(repo, "SELECT title FROM tickets")
+    assert title.startswith("#1 odd ") and "title" in title
+    again = run(repo, gh)  # not stuck: the same pages again change nothing
+    assert again["events_new"] == 0 and again["tickets"] == []
