@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from gatekeeper.errors import Blocked
 from gatekeeper.work.model import MAX_OBJECTIVE_CHARS
 
-Nonce = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{7,95}$")]
+# No ':' in a conductor's nonce: oms derives its sub-steps' nonces as `<nonce>:<step>`, so a
+# conductor can never name (and so burn or replay) one of them.
+Nonce = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{7,95}$")]
 GoalId = Annotated[str, StringConstraints(pattern=r"^g-[0-9a-f]{12}$")]
 TicketId = Annotated[str, StringConstraints(pattern=r"^t-[0-9a-f]{12}$")]
 DispatchId = Annotated[str, StringConstraints(pattern=r"^d-[0-9a-f]{12}$")]

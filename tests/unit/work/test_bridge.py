@@ -226,6 +226,9 @@ def test_bad_input_unknown_fields_and_other_sessions_are_refused(work: Work, lab
                 {**good, "ticket": "../x"}, {**good, "task": "x" * 9000}):  # fmt: skip
         refused(work, UsageError, call, work, lab, "prepare_dispatch", **bad)
     refused(work, UsageError, call, work, lab, "merge", ticket=ticket)
+    # A conductor's nonce has no ':', so it can never be one of oms' derived `N:lease`.
+    refused(work, UsageError, b.call, work, lab.conductor, "prepare_dispatch",
+            {**good, "nonce": "abcdefgh:lease"})  # fmt: skip
     refused(work, NotFound, b.call, work, "c-" + "0" * 12, "prepare_dispatch",
             {**good, "nonce": nonce()})  # fmt: skip
     other = new_session(work)
