@@ -88,7 +88,8 @@ def test_a_worker_runs_stop_hook_is_recorded_outside_with_the_runs_worker(
 def test_a_retried_observation_answers_the_same_receipt_and_changes_nothing(work: Work) -> None:
     _, wid = running_worker(work)
     first = hooks.observe(work, wid, obs("PreToolUse", tool="Bash"))
-    assert first.new and first.kind == "hook.activity" and first.batch is not None
+    # Recorded, but activity wakes nobody: only a completion or a quota notifies.
+    assert first.new and first.kind == "hook.activity" and first.batch is None
     before = snapshot(work)
     again = hooks.observe(work, wid, obs("PreToolUse", tool="Bash"))
     assert again.key == first.key and not again.new
@@ -127,3 +128,17 @@ def test_a_failed_publish_is_one_warning_line_and_never_raises(tmp_path: Path) -
     assert line.startswith("oms: warning: the hook's observation was not recorded")
     assert line.count("\n") == 1
     assert publish_quietly("claude-code", "Stop", stdin, {**marker, "worker": None}) == ""
+
+
+def test_a_worker_cannot_flood_the_store_with_observations(
+    work: Work, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the per-worker bound nothing more is kept: no event, no entry, no batch."""
+    _, wid = running_worker(work)
+    monkeypatch.setattr(hooks, "MAX_OBSERVATIONS_PER_WORKER", 2)
+    hooks.observe(work, wid, obs("PreToolUse", tool="Bash"))
+    hooks.observe(work, wid, obs("PostToolUse", tool="Bash"))
+    before = snapshot(work)
+    with pytest.raises(hooks.ObservationRefused, match="published 2 observations"):
+        hooks.observe(work, wid, obs("Stop"))
+    assert snapshot(work) == before

@@ -88,7 +88,16 @@ class QuotaObservation(BaseModel):
 
 
 class ObservationRefused(Blocked):
-    """The observation does not bind to this worker (another dispatch's session)."""
+    """The observation does not bind to this worker (another dispatch's session), or the
+    worker has published as many as it may."""
+
+
+# What wakes the conductor: a worker's completion seen and a usage limit. Session and tool
+# activity are recorded (health, the HUD) but wake nobody: a worker's every tool call would
+# otherwise be a conductor turn.
+NOTIFYING = frozenset({"hook.completion-observed", "hook.quota"})
+# A run cannot flood the store, the log or the conductor: past this, nothing more is kept.
+MAX_OBSERVATIONS_PER_WORKER = 2000
 
 
 @dataclass(frozen=True)
@@ -153,12 +162,18 @@ def _project(work: Work, worker: str, obs: Observation | QuotaObservation, prefi
             w = tx.one("SELECT * FROM workers WHERE id = ?", worker)
             if w is None:
                 raise NotFound(f"no worker {worker}")
+            kept = tx.one("SELECT COUNT(*) AS n FROM events WHERE kind LIKE 'hook.%' AND "
+                          "json_extract(body, '$.worker') = ?", worker)  # fmt: skip
+            if kept is not None and kept["n"] >= MAX_OBSERVATIONS_PER_WORKER:
+                raise ObservationRefused(f"worker {worker} has published "
+                                         f"{MAX_OBSERVATIONS_PER_WORKER} observations; no "
+                                         "more are recorded")  # fmt: skip
             body = {"worker": worker, "dispatch": w["dispatch"], "ticket": w["ticket"],
                     **fields, "recorded": tx.now}  # fmt: skip
             if not outbox.record(tx, [outbox.TypedEvent(key, obs.kind, body)]):
                 raise _Seen
             apply(tx, w)
-            batch = outbox.notify(tx, [key])
+            batch = outbox.notify(tx, [key]) if obs.kind in NOTIFYING else None
             tx.record = p.EventsProjected(object="events", id=key[:200], ticket=w["ticket"],
                                           from_state=None, to_state=obs.kind, version=1,
                                           nonce=nonce,

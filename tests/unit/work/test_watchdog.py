@@ -66,9 +66,9 @@ def conductor(work: Work, proc: ProcId) -> str:
     return sessions.move(work, c.id, c.version, "active", nonce(), proc=proc).id
 
 
-def observed(work: Work, wid: str) -> None:
+def observed(work: Work, wid: str, event: str = "PreToolUse") -> None:
     hooks.observe(work, wid, hooks.Observation.model_validate({
-        "client": "claude-code", "event": "PreToolUse", "session": f"s-{wid}", "tool": "Bash",
+        "client": "claude-code", "event": event, "session": f"s-{wid}-{event}", "tool": "Bash",
         "observed": "2026-12-02T12:00:00Z", "input_sha256": "1" * 64}))  # fmt: skip
 
 
@@ -82,7 +82,8 @@ def test_one_pass_recovers_what_is_dead_and_a_second_pass_changes_nothing(
     wa = worker(work, a, dead_proc())
     observed(work, wa)
     b = new_ticket(work, "its lease expires").leased(ttl_s=60).running()
-    worker(work, b, dead_proc())
+    wb = worker(work, b, dead_proc())
+    observed(work, wb, "Stop")  # a completion seen: the one kind here that notifies
     cid = conductor(work, dead_proc())
     gen = waiter.arm(work, cid, nonce(), dead_proc())
     never = sessions.create(work, "sock", "oms-t2", ["claude"], nonce()).id  # no process, ever
