@@ -107,8 +107,8 @@ def _unstarted(r: sqlite3.Row, now: float, stall: int) -> str | None:
 
 def _workers(tx: Any, now: float, stall: int, report: dict[str, list[dict[str, Any]]]) -> int:
     n = 0
-    for w in tx.conn.execute("SELECT * FROM workers WHERE state IN ('starting', 'running') "
-                             "ORDER BY created, id").fetchall():  # fmt: skip
+    for w in tx.conn.execute("SELECT * FROM workers WHERE state IN ('starting', 'running', "
+                             "'parked') ORDER BY created, id").fetchall():  # fmt: skip
         proc = _proc(w)
         if proc is not None and not proc.alive():
             state, why = "dead", f"its process (pid {proc.pid}) is dead"

@@ -48,13 +48,13 @@ def dead_proc() -> ProcId:
     return proc
 
 
-def worker(work: Work, walk: Walk, proc: ProcId) -> str:
+def worker(work: Work, walk: Walk, proc: ProcId, state: str = "running") -> str:
     wid = new_id("w")
     with work.fenced(nonce(), "worker.test") as tx:
         tx.run("INSERT INTO workers (id, dispatch, ticket, version, state, socket, session, pid, "
-               "start_ticks, created, updated) VALUES (?, ?, ?, 1, 'running', 's', 'oms-t', ?, "
-               "?, ?, ?)", wid, walk.dispatch, walk.id, proc.pid, proc.start_ticks, tx.now,
-               tx.now)  # fmt: skip
+               "start_ticks, created, updated) VALUES (?, ?, ?, 1, ?, 's', 'oms-t', ?, "
+               "?, ?, ?)", wid, walk.dispatch, walk.id, state, proc.pid, proc.start_ticks,
+               tx.now, tx.now)  # fmt: skip
         tx.record = p.WorkerChanged(object="worker", id=wid, from_state=None, to_state="running",
                                     version=1, nonce="n")  # fmt: skip
         tx.target, tx.subject = wid, f"oms-ticket:{walk.id}"
@@ -82,7 +82,7 @@ def test_one_pass_recovers_what_is_dead_and_a_second_pass_changes_nothing(
     wa = worker(work, a, dead_proc())
     observed(work, wa)
     b = new_ticket(work, "its lease expires").leased(ttl_s=60).running()
-    wb = worker(work, b, dead_proc())
+    wb = worker(work, b, dead_proc(), "parked")  # parked, then its process died
     observed(work, wb, "Stop")  # a completion seen: the one kind here that notifies
     cid = conductor(work, dead_proc())
     gen = waiter.arm(work, cid, nonce(), dead_proc())
