@@ -27,6 +27,7 @@ from gatekeeper.errors import Unavailable, UsageError
 API_ENV = "OMS_GITHUB_API_URL"
 DEFAULT_API = "https://api.github.com"
 TIMEOUT_S = 30.0
+MAX_BODY_BYTES = 32 << 20  # one answer (a page of 100 issues is a few MB at most)
 USER_AGENT = "oms"
 _LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
@@ -131,7 +132,17 @@ class GitHub:
 
     def _send(self, method: str, url: str, **kw: Any) -> httpx.Response:
         try:
-            resp = self._http.request(method, url, **kw)
+            with self._http.stream(method, url, **kw) as streamed:
+                body = bytearray()
+                for chunk in streamed.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BODY_BYTES:
+                        raise GitHubUnavailable(f"GitHub's answer to {method} "
+                                                f"{urlsplit(url).path} is larger than "
+                                                f"{MAX_BODY_BYTES >> 20} MiB")  # fmt: skip
+            # The answer read whole but bounded, as a complete response to parse.
+            resp = httpx.Response(streamed.status_code, headers=streamed.headers,
+                                  content=bytes(body), request=streamed.request)  # fmt: skip
         except httpx.HTTPError as exc:
             raise GitHubUnavailable(f"GitHub {method} failed: {type(exc).__name__}") from None
         code = resp.status_code

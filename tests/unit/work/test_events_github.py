@@ -104,3 +104,18 @@ def test_a_redirect_is_not_taken_for_an_empty_page(code: int) -> None:
     ) as gh:
         with pytest.raises(GitHubUnavailable, match=f"answered {code}"):
             gh.get("/repos/o/n/issues")
+
+
+def test_an_answer_larger_than_the_bound_is_refused_not_read_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx
+
+    from gatekeeper.work import github
+
+    monkeypatch.setattr(github, "MAX_BODY_BYTES", 1000)
+    answer = httpx.Response(200, content=b"[" + b"1," * 5000 + b"1]")
+    transport = httpx.MockTransport(lambda r: answer)
+    with github.GitHub("https://api.github.invalid", transport=transport) as client:
+        with pytest.raises(github.GitHubUnavailable, match="larger than"):
+            client.get("/repos/o/n/issues")
