@@ -31,7 +31,9 @@ def test_the_hud_shows_state_and_next_actions_and_writes_nothing(
         verifying = new_ticket(work, "b ticket").leased().running().ran().verifying()
         conductor = sessions.create(work, "/nonexistent/sock", "oms-test", ["claude"], nonce())
         with work.fenced(nonce(), "events.test") as tx:
-            issues = [outbox.TypedEvent(f"gh:issue:{n}", "gh.issue", {"n": n}) for n in (1, 2)]
+            # Keys as long as a real sync's: the batch's list is far over the display width.
+            issues = [outbox.TypedEvent(f"gh:octo/widgets:issue:{n}:2026-12-02T12:00:00Z",
+                                        "gh.issue", {"n": n}) for n in range(12)]  # fmt: skip
             outbox.notify(tx, outbox.record(tx, issues))
             tx.record = p.EventsProjected(object="events", id="test", from_state=None,
                                           to_state="projected", version=1,
@@ -40,8 +42,8 @@ def test_the_hud_shows_state_and_next_actions_and_writes_nothing(
         data = snapshot(work)
         db_path, log_path = work.db.path, work.store.log_path
     assert data["conductor"]["id"] == conductor.id and data["conductor"]["state"] == "starting"
-    assert data["events"] == {"count": 2}
-    assert data["batches"]["pending"] == 1 and data["batches"]["shown"][0]["events"] == 2
+    assert data["events"] == {"count": 12}
+    assert data["batches"]["pending"] == 1 and data["batches"]["shown"][0]["events"] == 12
     assert data["ticket_counts"] == {"pending": 1, "verifying": 1}
     assert {t["id"] for t in data["tickets"]} == {pending.id, verifying.id}
     nexts = {n["what"]: n["command"] for n in data["next"]}
@@ -52,7 +54,7 @@ def test_the_hud_shows_state_and_next_actions_and_writes_nothing(
     db, log = db_path.read_bytes(), log_path.read_bytes()
     proc = run_oms(["hud", "--repo", str(git_repo), "--json"], env=oms_env)
     got = parse_single_json(proc)
-    assert proc.returncode == 0 and got["events"] == {"count": 2}
+    assert proc.returncode == 0 and got["events"] == {"count": 12}
     proc = run_oms(["hud", "--repo", str(git_repo), "--once"], env=oms_env)
     assert proc.returncode == 0, proc.stderr
     assert f"ticket {pending.id} pending" in proc.stdout
