@@ -72,6 +72,9 @@ class Source:
     params: Mapping[str, str | int]
     project: Callable[[str, Any], list[TypedEvent]]
     cursor: Callable[[Mapping[str, Any]], str | None]  # newest-first position of an item
+    # Newest first: any change shows on page 1, so page 1's ETag stands for the listing.
+    # Not so for branches (by name): a change past page 1 leaves page 1's ETag as it was.
+    newest_first: bool = True
 
 
 def _event_id(item: Mapping[str, Any]) -> str | None:
@@ -85,7 +88,7 @@ SOURCES: tuple[Source, ...] = (
     Source("issue-events", "issues/events", {}, gh.label_events, _event_id),
     Source("comments", "issues/comments", _DESC, gh.comments, gh.updated),
     Source("pulls", "pulls", {"state": "all", **_DESC}, gh.pulls, gh.updated),
-    Source("branches", "branches", {}, gh.branches, lambda _: None),
+    Source("branches", "branches", {}, gh.branches, lambda _: None, newest_first=False),
 )
 
 
@@ -156,7 +159,10 @@ def _listing(client: GitHub, repo: str, src: Source, mark: Mark, got: _Fetch) ->
         page = client.get(page.next_url)
         got.saw(page)
         pages += 1
-    got.marks[f"github:{repo}:{src.name}"] = (first_etag, newest, version)
+    # A listing whose later pages can change alone keeps no ETag past one page: it is read
+    # again next time (its events are deduplicated by key, so nothing is written twice).
+    kept = first_etag if src.newest_first or pages == 1 else None
+    got.marks[f"github:{repo}:{src.name}"] = (kept, newest, version)
     return items
 
 

@@ -379,3 +379,20 @@ def test_odd_items_are_skipped_or_cleaned_never_stopping_the_sync(
     assert title.startswith("#1 odd ") and "title" in title
     again = run(repo, gh)  # not stuck: the same pages again change nothing
     assert again["events_new"] == 0 and again["tickets"] == []
+
+
+def test_a_branch_moved_past_the_first_page_is_seen(repo: Path, gh: GitHubServer) -> None:
+    """Branches are listed by name, not newest first: page 1 unchanged says nothing of
+    page 2, so a listing of more than one page is read again and the move is an event."""
+
+    def branch(name: str, sha: str) -> dict[str, Any]:
+        return {"name": name, "commit": {"sha": sha}, "protected": False}
+
+    gh.pages[f"{ROOT}/branches"] = [[branch("a", "1" * 40)], [branch("z", "2" * 40)]]
+    run(repo, gh)
+    gh.pages[f"{ROOT}/branches"] = [[branch("a", "1" * 40)], [branch("z", "3" * 40)]]
+    got = run(repo, gh)
+    assert got["events_new"] == 1
+    shas = [json.loads(b)["sha"] for (b,) in rows(repo, "SELECT body FROM events WHERE kind = "
+                                                       "'gh.branch' ORDER BY created")]  # fmt: skip
+    assert "3" * 40 in shas
