@@ -56,10 +56,14 @@ def tmux_work(repo: Path, work_dir: Path, oms_env: dict[str, str],
         if k.startswith(("OMS_", "GIT_")):
             mp.setenv(k, v)
     work = Work.open(repo)
+    # The server to kill is the one on THIS socket, whatever the test does to the
+    # environment meanwhile (a socket computed at teardown may be another, and the real
+    # server would outlive the test with its panes).
+    socket = socket_for(work.repo.repo_id)
     try:
         yield work
     finally:
-        Tmux(socket_for(work.repo.repo_id)).kill_server()
+        Tmux(socket).kill_server()
         work.close()
         shutil.rmtree(runtime, ignore_errors=True)
 
