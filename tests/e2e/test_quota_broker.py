@@ -20,12 +20,11 @@ from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
-from support.work import Walk, initialised_work, new_ticket, nonce
+from support.conductor import recorded_worker
+from support.work import initialised_work, new_ticket
 
 from gatekeeper.agent.egress import Broker, ProviderKeys, Upstreams
 from gatekeeper.agent.observe import quota_report
-from gatekeeper.work import payloads as p
-from gatekeeper.work.conductor.model import new_id
 from gatekeeper.work.fence import Work
 from policy import default_policy
 
@@ -45,18 +44,6 @@ def sock_dir() -> Iterator[Path]:
     d = Path(tempfile.mkdtemp(prefix="oms-q-", dir="/tmp"))  # a socket path fits 108 bytes
     yield d
     shutil.rmtree(d, ignore_errors=True)
-
-
-def worker(work: Work, walk: Walk) -> str:
-    wid = new_id("w")
-    with work.fenced(nonce(), "worker.test") as tx:
-        tx.run("INSERT INTO workers (id, dispatch, ticket, version, state, socket, session, "
-               "created, updated) VALUES (?, ?, ?, 1, 'running', 's', 'oms-t', ?, ?)", wid,
-               walk.dispatch, walk.id, tx.now, tx.now)  # fmt: skip
-        tx.record = p.WorkerChanged(object="worker", id=wid, from_state=None, to_state="running",
-                                    version=1, nonce="n")  # fmt: skip
-        tx.target, tx.subject = wid, f"oms-ticket:{walk.id}"
-    return wid
 
 
 class Unix(http.client.HTTPConnection):
@@ -92,7 +79,7 @@ def test_a_429_becomes_one_quota_observation_for_the_runs_worker(
     work: Work, sock_dir: Path, httpserver: HTTPServer
 ) -> None:
     walk = new_ticket(work, "hits its quota").leased(ttl_s=86_400).running()
-    wid = worker(work, walk)
+    wid = recorded_worker(work, walk)
     httpserver.expect_ordered_request("/v1/messages", method="POST").respond_with_json(
         {"type": "error", "error": {"type": "rate_limit_error"}}, status=429,
         headers={"retry-after": "3600"})  # fmt: skip

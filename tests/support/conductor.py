@@ -19,8 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from gatekeeper.work import payloads as p
+from gatekeeper.work.conductor.model import new_id
+from gatekeeper.work.conductor.proc import ProcId
 from gatekeeper.work.conductor.tmux import Tmux, socket_for
 from gatekeeper.work.fence import Work
+from support.work import Walk, nonce
 
 PY = "/usr/bin/python3"
 NEEDS_TMUX = pytest.mark.skipif(
@@ -75,3 +79,19 @@ def until(what: Callable[[], bool], why: str, limit_s: float = 90) -> None:
         if time.monotonic() > end:
             raise AssertionError(f"never happened: {why}")
         time.sleep(0.1)
+
+
+def recorded_worker(work: Work, walk: Walk, proc: ProcId | None = None,
+                    state: str = "running") -> str:  # fmt: skip
+    """A worker row for `walk`'s dispatch, fenced and logged as oms records one, without a
+    pane: `proc` is the process it names (none: a worker whose process is not known)."""
+    wid = new_id("w")
+    with work.fenced(nonce(), "worker.test") as tx:
+        tx.run("INSERT INTO workers (id, dispatch, ticket, version, state, socket, session, pid, "
+               "start_ticks, created, updated) VALUES (?, ?, ?, 1, ?, 's', 'oms-t', ?, ?, ?, ?)",
+               wid, walk.dispatch, walk.id, state, proc.pid if proc else None,
+               proc.start_ticks if proc else None, tx.now, tx.now)  # fmt: skip
+        tx.record = p.WorkerChanged(object="worker", id=wid, from_state=None, to_state=state,
+                                    version=1, nonce="n")  # fmt: skip
+        tx.target, tx.subject = wid, f"oms-ticket:{walk.id}"
+    return wid

@@ -17,11 +17,11 @@ from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
-from support.work import Clock, Walk, initialised_work, new_ticket, nonce, snapshot
+from support.conductor import recorded_worker
+from support.work import Clock, initialised_work, new_ticket, snapshot
 
 from gatekeeper.agent.quota import DEFAULT_WAIT_S, MAX_WAIT_S, iso, quota_seen, reset_of
 from gatekeeper.errors import NotFound, UsageError
-from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor.model import new_id
 from gatekeeper.work.events import hooks
 from gatekeeper.work.fence import Work
@@ -66,18 +66,6 @@ def work(git_repo: Path, oms_home: Path, clock: Clock) -> Iterator[Work]:
         yield w
 
 
-def worker(work: Work, walk: Walk) -> str:
-    wid = new_id("w")
-    with work.fenced(nonce(), "worker.test") as tx:
-        tx.run("INSERT INTO workers (id, dispatch, ticket, version, state, socket, session, "
-               "created, updated) VALUES (?, ?, ?, 1, 'running', 's', 'oms-t', ?, ?)", wid,
-               walk.dispatch, walk.id, tx.now, tx.now)  # fmt: skip
-        tx.record = p.WorkerChanged(object="worker", id=wid, from_state=None, to_state="running",
-                                    version=1, nonce="n")  # fmt: skip
-        tx.target, tx.subject = wid, f"oms-ticket:{walk.id}"
-    return wid
-
-
 def quota(reset: float, observed: float) -> hooks.QuotaObservation:
     return hooks.QuotaObservation.model_validate(
         {"event": "quota", "provider": "anthropic", "status": 429, "reset": iso(reset),
@@ -96,7 +84,7 @@ def test_a_quota_parks_the_lane_until_its_reset_then_the_watchdog_makes_it_resum
     work: Work, clock: Clock
 ) -> None:
     walk = new_ticket(work, "hits its quota").leased(ttl_s=86_400).running()
-    wid = worker(work, walk)
+    wid = recorded_worker(work, walk)
     hooks.observe(work, wid, hooks.Observation.model_validate({
         "client": "claude-code", "event": "SessionStart", "session": "s-quota",
         "observed": iso(clock()), "input_sha256": "2" * 64}))  # fmt: skip

@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.conductor import recorded_worker
 from support.oms import parse_single_json, run_oms
-from support.work import Clock, Walk, initialised_work, new_ticket, nonce, snapshot
+from support.work import Clock, initialised_work, new_ticket, nonce, snapshot
 
-from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor import sessions, tokens, waiter
-from gatekeeper.work.conductor.model import new_id
 from gatekeeper.work.conductor.proc import ProcId
 from gatekeeper.work.events import hooks
 from gatekeeper.work.fence import Work
@@ -48,19 +47,6 @@ def dead_proc() -> ProcId:
     return proc
 
 
-def worker(work: Work, walk: Walk, proc: ProcId, state: str = "running") -> str:
-    wid = new_id("w")
-    with work.fenced(nonce(), "worker.test") as tx:
-        tx.run("INSERT INTO workers (id, dispatch, ticket, version, state, socket, session, pid, "
-               "start_ticks, created, updated) VALUES (?, ?, ?, 1, ?, 's', 'oms-t', ?, "
-               "?, ?, ?)", wid, walk.dispatch, walk.id, state, proc.pid, proc.start_ticks,
-               tx.now, tx.now)  # fmt: skip
-        tx.record = p.WorkerChanged(object="worker", id=wid, from_state=None, to_state="running",
-                                    version=1, nonce="n")  # fmt: skip
-        tx.target, tx.subject = wid, f"oms-ticket:{walk.id}"
-    return wid
-
-
 def conductor(work: Work, proc: ProcId) -> str:
     c = sessions.create(work, "sock", "oms-t", ["claude"], nonce())
     return sessions.move(work, c.id, c.version, "active", nonce(), proc=proc).id
@@ -79,10 +65,10 @@ def test_one_pass_recovers_what_is_dead_and_a_second_pass_changes_nothing(
     a = new_ticket(work, "dies before it runs").leased(ttl_s=86_400).running()
     assert a.lease is not None
     tokens.keep(work.repo.repo_id, a.id, a.lease.token)
-    wa = worker(work, a, dead_proc())
+    wa = recorded_worker(work, a, dead_proc())
     observed(work, wa)
     b = new_ticket(work, "its lease expires").leased(ttl_s=60).running()
-    wb = worker(work, b, dead_proc(), "parked")  # parked, then its process died
+    wb = recorded_worker(work, b, dead_proc(), "parked")  # parked, then its process died
     observed(work, wb, "Stop")  # a completion seen: the one kind here that notifies
     cid = conductor(work, dead_proc())
     gen = waiter.arm(work, cid, nonce(), dead_proc())
@@ -118,14 +104,16 @@ def test_one_pass_recovers_what_is_dead_and_a_second_pass_changes_nothing(
 def test_live_processes_are_untouched_pid_reuse_is_not(work: Work, clock: Clock) -> None:
     me = ProcId.me()
     a = new_ticket(work).leased(ttl_s=86_400).running()
-    live = worker(work, a, me)
+    live = recorded_worker(work, a, me)
     cid = conductor(work, me)
     waiter.arm(work, cid, nonce(), me)
     before = snapshot(work)
     assert watchdog(work)["changed"] == 0
     assert snapshot(work) == before
     b = new_ticket(work).leased(ttl_s=86_400).running()
-    reused = worker(work, b, ProcId(me.pid, me.start_ticks + 1))  # a live pid, another process
+    reused = recorded_worker(
+        work, b, ProcId(me.pid, me.start_ticks + 1)
+    )  # a live pid, another process
     out = watchdog(work)
     assert [w["id"] for w in out["workers"]] == [reused]
     assert live not in {w["id"] for w in out["workers"]}
