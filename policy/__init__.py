@@ -15,6 +15,7 @@ from .load import (
     parse_policy,
     plan_digest,
     policy_digest,
+    policy_json,
 )
 from .model import (
     DEFAULT_GITLEAKS_SHA256,
@@ -35,6 +36,8 @@ from .model import (
     Toolchain,
     ToolchainKind,
     TransferPolicy,
+    VerifyPolicy,
+    WeakeningClass,
     WorkPolicy,
 )
 
@@ -65,6 +68,8 @@ __all__ = [
     "Toolchain",
     "ToolchainKind",
     "TransferPolicy",
+    "VerifyPolicy",
+    "WeakeningClass",
     "WorkPolicy",
     "check_limits",
     "default_policy",
@@ -72,4 +77,5 @@ __all__ = [
     "parse_policy",
     "plan_digest",
     "policy_digest",
+    "policy_json",
 ]

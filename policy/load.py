@@ -21,7 +21,15 @@ from typing import Any
 import rfc8785
 from pydantic import ValidationError
 
-from .model import DEFAULT_POLICY, Check, ConductorPolicy, Policy, RunsPolicy, WorkPolicy
+from .model import (
+    DEFAULT_POLICY,
+    Check,
+    ConductorPolicy,
+    Policy,
+    RunsPolicy,
+    VerifyPolicy,
+    WorkPolicy,
+)
 
 POLICY_FILE = "oms.toml"
 MAX_POLICY_BYTES = 256 << 10
@@ -69,7 +77,21 @@ def policy_digest(policy: Policy) -> str:
         del data["runs"]
     if policy.conductor == ConductorPolicy():
         del data["conductor"]
+    if policy.verify == VerifyPolicy():
+        del data["verify"]  # a policy without `[verify]` keeps the digest it had
     return _digest(data)
+
+
+def policy_json(policy: Policy) -> dict[str, Any]:
+    """The policy as `oms policy show` prints it: every key with its default, but a check's
+    `report` and `[verify]` only when set, so a policy without them shows as it did."""
+    data = policy.model_dump(mode="json")
+    for check in data["checks"]:
+        if check["report"] is None:
+            del check["report"]
+    if policy.verify == VerifyPolicy():
+        del data["verify"]
+    return data
 
 
 def plan_digest(checks: list[Check]) -> str:

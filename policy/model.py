@@ -23,6 +23,8 @@ _SECRET_ENV = re.compile(
 _SHA256_HEX = r"^[0-9a-f]{64}$"
 
 Name = Annotated[str, Field(pattern=_NAME)]
+# The runners whose own reporting flags oms adds to a check's argv (`report = "pytest"`).
+REPORT_SHORTHANDS = ("pytest", "node-test", "go-test", "unittest")
 
 
 class _Model(BaseModel):
@@ -37,6 +39,11 @@ class Check(_Model):
     timeout_s: Annotated[int, Field(ge=1, le=86_400)] = 600
     # A `[[toolchains]]` name: its bin/ comes first on this check's PATH, bound read-only.
     toolchain: Name | None = None
+    # How its runner reports the tests it ran: "junit:PATH" (a JUnit XML file the runner
+    # writes in the scratch copy) or a shorthand that adds the runner's own reporting
+    # flags: "pytest", "node-test", "go-test", "unittest". Unset: the tests are not
+    # inventoried, and the verdict says so.
+    report: str | None = None
 
     @field_validator("cmd")
     @classmethod
@@ -44,6 +51,18 @@ class Check(_Model):
         if any("\x00" in part for part in cmd):
             raise ValueError("argv entries must not contain NUL")
         return cmd
+
+    @field_validator("report")
+    @classmethod
+    def _report(cls, report: str | None) -> str | None:
+        if report is None or report in REPORT_SHORTHANDS:
+            return report
+        kind, sep, path = report.partition(":")
+        if kind != "junit" or not sep or len(path) > 1024:
+            raise ValueError(f"report must be \"junit:PATH\" or one of "
+                             f"{', '.join(REPORT_SHORTHANDS)}: {report[:80]!r}")  # fmt: skip
+        _repo_relative(path)
+        return report
 
 
 def _absolute_paths(paths: list[str]) -> list[str]:
@@ -293,6 +312,31 @@ class ConductorPolicy(_Model):
     stall_after_s: Annotated[int, Field(ge=60, le=86400)] = 1800
 
 
+RunsLaterKind = Literal[
+    "npm-lifecycle", "npmrc", "yarnrc", "workspace-tasks", "tool-versions", "wrapper-url",
+    "python-build", "make-target",
+]  # fmt: skip
+# Classes of test weakening the base's policy may accept for every candidate.
+WeakeningClass = Literal[
+    "removed-tests", "disabled-tests", "changed-tests", "weakened-assertions", "test-config",
+    "moved-tests",
+]  # fmt: skip
+_GLOB = Annotated[str, Field(min_length=1, max_length=1024)]
+
+
+class VerifyPolicy(_Model):
+    """`[verify]`: what the result gate compares beyond the plan's exit codes. The base's
+    versions of `trusted_tests` files the candidate changed are run against its code;
+    `allow` accepts a class of test weakening for every candidate; `runs_later` names more
+    paths whose change runs outside the sandbox later (each blocks), and
+    `allow_runs_later` accepts built-in kinds (a protected path is never among them)."""
+
+    trusted_tests: list[_GLOB] = []
+    allow: list[WeakeningClass] = []
+    runs_later: list[_GLOB] = []
+    allow_runs_later: list[RunsLaterKind] = []
+
+
 class Policy(_Model):
     """The whole of `oms.toml`. `version = 1` is required in a file."""
 
@@ -309,6 +353,7 @@ class Policy(_Model):
     work: WorkPolicy = WorkPolicy()
     runs: RunsPolicy = RunsPolicy()
     conductor: ConductorPolicy = ConductorPolicy()
+    verify: VerifyPolicy = VerifyPolicy()
 
     @field_validator("version", mode="before")
     @classmethod

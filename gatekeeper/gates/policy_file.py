@@ -20,7 +20,7 @@ from gatekeeper.errors import UsageError
 from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import default_branch_ref, resolve_commit
-from policy import MAX_POLICY_BYTES, POLICY_FILE, parse_policy
+from policy import MAX_POLICY_BYTES, POLICY_FILE, parse_policy, policy_json
 from policy.issues import PolicyIssue, check_policy_text
 from policy.templates import TEMPLATES, Project, TemplateName, starter_text
 
@@ -216,4 +216,4 @@ def show_policy(repo_dir: Path, ref: str | None) -> PolicyShown:
         name, commit = ref, resolve_commit(repo, ref)
     loaded = read_policy_at(repo, commit)
     return PolicyShown(origin=loaded.origin, ref=name, commit=commit, digest=loaded.digest,
-                       policy=loaded.policy.model_dump(mode="json"))  # fmt: skip
+                       policy=policy_json(loaded.policy))  # fmt: skip

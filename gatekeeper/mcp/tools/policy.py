@@ -10,6 +10,7 @@ from gatekeeper.gates.transfer.autopilot import trusted_policy
 from gatekeeper.mcp.bounds import Result, bounded, tool_errors
 from gatekeeper.mcp.context import ToolContext
 from gatekeeper.mcp.tools import READ_ONLY
+from policy import policy_json
 
 
 def register(server: MCPServer[Any], ctx: ToolContext) -> None:
@@ -23,5 +24,5 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
         here = ctx.policy()
         trusted = trusted_policy(ctx.repo)
         return bounded({"head": {"origin": here.origin, "digest": here.digest,
-                                 "policy": here.policy.model_dump(mode="json")},
+                                 "policy": policy_json(here.policy)},
                         "transfer_policy_digest": trusted.digest})  # fmt: skip
