@@ -329,3 +329,70 @@ def add_links(root: Path, links: Sequence[tuple[str, str]]) -> list[str]:
         finally:
             os.close(fd)
     return made
+
+
+def _walk_dirs(root: Path, parents: Sequence[str]) -> int:
+    """A descriptor of `root/parents…`, each made when absent, none followed through a
+    symlink; ScratchError when one is a symlink or not a directory."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for part in parents:
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=fd)  # fmt: skip
+            except OSError:
+                raise ScratchError(f"cannot place a file below {part!r}: the candidate has a "
+                                   "symlink or a file there") from None  # fmt: skip
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def overlay(root: Path, files: Sequence[tuple[str, bytes]]) -> None:
+    """Put each (repo-relative path, bytes) into the copy at `root`, replacing whatever
+    file or symlink the candidate has there (never following one): the base's versions of
+    tests, run against the candidate's code. ScratchError when a directory stands there."""
+    for rel, data in files:
+        *parents, name = rel.split("/")
+        fd = _walk_dirs(root, parents)
+        try:
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            except IsADirectoryError:
+                raise ScratchError(f"cannot place {rel!r}: the candidate has a directory there"
+                                   ) from None  # fmt: skip
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            out = os.open(name, flags, 0o644, dir_fd=fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(out, view) :]
+            finally:
+                os.close(out)
+        finally:
+            os.close(fd)
+
+
+def clear_path(root: Path, rel: str) -> None:
+    """Remove what the candidate holds at `rel` in the copy (a file or a symlink, never
+    followed), making the directories above it: a report path the runner must write anew.
+    ScratchError when a directory stands there."""
+    *parents, name = rel.split("/")
+    fd = _walk_dirs(root, parents)
+    try:
+        os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        raise ScratchError(f"the report path {rel!r} is a directory in the candidate") from None
+    finally:
+        os.close(fd)
