@@ -11,6 +11,13 @@ the median of the runs of each:
   agent's next attempt on a ticket looks like): only what changed is scanned.
 
 Every run must come to the same decision (READY_FOR_HUMAN) with no findings.
+
+Tests inventory: the same gate on a 200-test pytest project (ten files of twenty tests, a
+trusted toolchain built once from a hash-pinned lockfile through pip), a candidate adding
+one test file. Today's gate (the check declares no report) beside the gate that
+inventories the tests (`report = "pytest"`): with a warm baseline (recorded by an earlier
+gate on the same base) and a cold one (its cache pointer removed before each run, so the
+base's plan runs again). Goals: warm <= 1.15x today's, cold <= 2.1x.
 """
 
 from __future__ import annotations
@@ -147,6 +154,77 @@ def report(found: dict[str, Runs], runs: int) -> None:
           "   (interpreter, imports, output)")  # fmt: skip
 
 
+TESTS_POLICY = """version = 1
+
+[[toolchains]]
+name = "py"
+kind = "python-venv"
+lock = "requirements.lock"
+python = "/usr/bin/python3"
+
+[[checks]]
+name = "tests"
+cmd = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+toolchain = "py"
+timeout_s = 300
+{report}"""
+WARM_GOAL, COLD_GOAL = 1.15, 2.1
+
+
+def tests_repo(repo: Path, report: str) -> None:
+    """The 200-test project on `main`, and `agent` adding one test file."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from support.toolchains import python_lock  # the test suite's real, hash-pinned lock
+
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "oms.toml").write_text(TESTS_POLICY.format(report=report))
+    (repo / "requirements.lock").write_text(python_lock())
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (repo / "tests").mkdir()
+    body = "import calc\n\n" + "".join(
+        f"\ndef test_add_{i}():\n    assert calc.add({i}, 1) == {i + 1}\n" for i in range(20)
+    )
+    for f in range(10):
+        (repo / "tests" / f"test_calc_{f}.py").write_text(body)
+    git(repo, "add", "-A")
+    git(repo, *USER, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "agent")
+    (repo / "tests" / "test_new.py").write_text(body.replace("test_add_", "test_new_"))
+    git(repo, "add", "-A")
+    git(repo, *USER, "commit", "-q", "-m", "one more test file")
+
+
+def tests_section(tmp: Path, runs: int) -> None:
+    walls: dict[str, list[float]] = {"today": [], "warm": [], "cold": []}
+    shared = {"OMS_TOOLCHAIN_DIR": str(tmp / "toolchains"), "PIP_CACHE_DIR": str(tmp / "pip")}
+    gates = {}
+    for name, report in (("today", ""), ("inventoried", 'report = "pytest"\n')):
+        repo = tmp / f"tests-{name}"
+        tests_repo(repo, report)
+        env = {**os.environ, **shared, "OMS_HOME": str(tmp / f"home-{name}")}
+        gates[name] = Gate(repo, env)
+        gates[name].cli("init", "--repo", str(repo))
+        gates[name].cli("toolchain", "prepare", "--repo", str(repo))
+    for _ in range(runs):
+        walls["today"].append(gates["today"].run("agent")[0])
+    inv = gates["inventoried"]
+    inv.run("agent")  # records the baseline
+    for _ in range(runs):
+        walls["warm"].append(inv.run("agent")[0])
+    for _ in range(runs):
+        for pointer in Path(inv.env["OMS_HOME"]).glob("repos/*/baselines/*.json"):
+            pointer.unlink()
+        walls["cold"].append(inv.run("agent")[0])
+    today = median(walls["today"])
+    print(f"gate on a 200-test pytest project (CLI, median of {runs} each):")
+    print(f"  today's gate (no report)                 {today:5.2f} s   the anchor")
+    for mode, goal in (("warm", WARM_GOAL), ("cold", COLD_GOAL)):
+        wall = median(walls[mode])
+        print(f"  tests inventoried, {mode} baseline          {wall:5.2f} s   "
+              f"{wall / today:4.2f}x today's   goal <= {goal}x")  # fmt: skip
+
+
 def main() -> int:
     rng = random.Random(7)
     runs = 3 if "--quick" in sys.argv else 7
@@ -160,6 +238,8 @@ def main() -> int:
         found = measure(gate, runs, rng)
         print(f"change: {added / 1000:.0f} KB in {files} new files over a 2,000-file repo")
         report(found, runs)
+        if "--no-tests" not in sys.argv:
+            tests_section(tmp, runs)
     return 0
 
 

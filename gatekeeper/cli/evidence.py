@@ -1,4 +1,5 @@
-"""`oms evidence …`: audit, show, log, blob, prove, export, verify, note, key and repair."""
+"""`oms evidence …`: audit, show, log, blob, prove, export, verify, note, acknowledge, key
+and repair."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import EXIT_BLOCKED
 from gatekeeper.gates import records
+from gatekeeper.gates.result.acknowledge import HEADER as ACK_HEADER
+from gatekeeper.gates.result.acknowledge import acknowledge
+from gatekeeper.gates.transfer.tty import confirm_at_terminal
 from gatekeeper.text import sanitize
 
 SEQ = click.argument("seq", type=click.IntRange(min=0))
@@ -20,7 +24,7 @@ SEQ = click.argument("seq", type=click.IntRange(min=0))
 
 @click.group()
 def evidence() -> None:
-    """The evidence store: audit, show, log, blob, prove, export, verify, note, key, repair."""
+    """Evidence: audit, show, log, blob, prove, export, verify, note, acknowledge, key, repair."""
 
 
 @evidence.command("audit")
@@ -120,6 +124,34 @@ def evidence_note(message: str, attach: Path | None, repo: Path) -> Outcome:
     """Append a human note."""
     data = records.note(repo, message, attach).to_json()
     return Outcome(data, lines=render.note_lines(data))
+
+
+@evidence.command("acknowledge")
+@SEQ
+@REPO_OPTION
+@command
+def evidence_acknowledge(seq: int, repo: Path) -> Outcome:
+    """Accept a FAILED verdict's weakened tests for its commit, once, at the terminal.
+
+    Shows the test changes verdict SEQ found (tests removed, skipped or changed to pass, a
+    loosened test configuration) and asks for `yes` at the controlling terminal; the next
+    `oms process-result` on that commit accepts exactly those, and records that it did.
+
+    \b
+    Example:
+      oms process-result --candidate agent/fix      # FAILED: tests weakened …, seq 41
+      oms evidence acknowledge 41                   # read, then type yes
+      oms process-result --candidate agent/fix      # READY_FOR_HUMAN, acknowledged 42
+    """
+    data = acknowledge(repo, seq, ask=_ask).to_json()
+    lines = [f"acknowledged verdict {data['verdict_seq']} ({data['issues']} test change(s)) "
+             f"for {data['commit'][:12]} as entry {data['seq']}",
+             "next: oms process-result --candidate " + data["commit"][:12]]  # fmt: skip
+    return Outcome(data, lines=lines)
+
+
+def _ask(lines: list[str], question: bytes) -> object:
+    return confirm_at_terminal(lines, question, header=ACK_HEADER)
 
 
 @evidence.command("key")

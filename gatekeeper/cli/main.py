@@ -47,7 +47,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "evidence": (
         "gatekeeper.cli.evidence:evidence",
-        "The evidence store: audit, show, log, blob, prove, export, verify, note, key, repair.",
+        "Evidence: audit, show, log, blob, prove, export, verify, note, acknowledge, key, repair.",
     ),
     "goal": (
         "gatekeeper.cli.goal:goal",

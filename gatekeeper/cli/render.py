@@ -283,7 +283,8 @@ def result_lines(verdict: Data, view: View = PLAIN) -> list[str]:
     if view.rich:
         from gatekeeper.cli import tables  # on a terminal only (start-up time)
 
-        return tables.result_lines(verdict, view, notes, delivery_lines(verdict))
+        return tables.result_lines(verdict, view, [*notes, *tests_lines(verdict)],
+                                   delivery_lines(verdict))  # fmt: skip
     head = (
         f"{verdict['decision']}: {verdict['commit'][:12]} (base {verdict['base'][:12]}), "
         f"evidence seq {verdict['evidence_seq']}"
@@ -294,7 +295,33 @@ def result_lines(verdict: Data, view: View = PLAIN) -> list[str]:
               for c in checks]  # fmt: skip
     for c in checks:
         lines += check_tail_lines(c) if check_status(c) != "ok" else []
-    return lines + delivery_lines(verdict)
+    return lines + tests_lines(verdict) + delivery_lines(verdict)
+
+
+def _counted(counts: Data | None) -> str:
+    if not counts:
+        return "none"
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no tests"
+
+
+def tests_lines(verdict: Data) -> list[str]:
+    """What the gate compared of the tests, what runs later, and how a human accepts a
+    legitimate test change (`oms evidence acknowledge`)."""
+    tests = verdict.get("tests") or {}
+    lines = [f"  tests {sanitize(c['check'])}: base {_counted(c['base'])}; "
+             f"candidate {_counted(c['candidate'])}" for c in tests.get("counts", ())]  # fmt: skip
+    if tests.get("not_inventoried"):
+        names = ", ".join(sanitize(n) for n in tests["not_inventoried"])
+        lines.append(f"  note: tests not inventoried (no report declared): {names}")
+    named = [r for r in verdict.get("runs_later", ()) if not r["automatic"] or r["accepted"]]
+    lines += [f"  note: runs later outside the sandbox (named, not blocking): "
+              f"{sanitize(r['path'])} ({sanitize(r['what'])})" for r in named]  # fmt: skip
+    if tests.get("acknowledged") is not None:
+        lines.append(f"  note: test changes accepted by acknowledgement {tests['acknowledged']}")
+    if any(i["accepted"] is None for i in tests.get("issues", ())):
+        lines.append("  if a human judges these test changes legitimate: "
+                     f"oms evidence acknowledge {verdict['evidence_seq']}")  # fmt: skip
+    return lines
 
 
 def refused_result_lines(data: Data) -> list[str]:

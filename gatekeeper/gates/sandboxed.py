@@ -10,7 +10,7 @@ failed check. One Deadline bounds the copy, the scanners and every check.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -67,8 +67,13 @@ def profile_for(repo: Repo, loaded: LoadedPolicy, timeout_s: int | None = None) 
 def gate_deadline(loaded: LoadedPolicy) -> Deadline:
     """The one budget of a result gate: scanners, every check, and their copies."""
     pol = loaded.policy
-    checks = sum(min(c.timeout_s, pol.sandbox.wall_s) for c in pol.checks)
-    extra = GATE_SLACK_S + COPY_ALLOWANCE_S * len(pol.checks)
+    # A check with a report may run three times: on the candidate, on the base (a cold
+    # baseline) and with the base's tests over the candidate's code.
+    runs = [3 if c.report is not None else 1 for c in pol.checks]
+    checks = sum(
+        n * min(c.timeout_s, pol.sandbox.wall_s) for n, c in zip(runs, pol.checks, strict=True)
+    )
+    extra = GATE_SLACK_S + COPY_ALLOWANCE_S * sum(runs)
     return Deadline.after(pol.scanners.timeout_s + checks + extra)
 
 
@@ -107,9 +112,13 @@ def run_in_scratch(
     cmd: Sequence[str],
     deadline: Deadline | None = None,
     links: Sequence[tuple[str, str]] = (),
+    prepare: Callable[[Path], None] | None = None,
+    collect: Callable[[Path], None] | None = None,
 ) -> RunResult:
     """`cmd` on a fresh copy of `sha`, within `deadline` (default: the profile's wall time).
-    `links`: symlinks a toolchain needs in the copy (see `scratch.add_links`).
+    `links`: symlinks a toolchain needs in the copy (see `scratch.add_links`). `prepare`
+    is called with the copy before the run, `collect` after it (a report to read), both
+    before the copy is removed.
 
     Unavailable if the budget runs out (during the copy or the check) or the sandbox
     cannot start the command; the copy is removed, or ScratchCleanupError says why not.
@@ -121,11 +130,15 @@ def run_in_scratch(
         raise Unavailable(str(exc)) from None
     try:
         add_links(scratch, links)
+        if prepare is not None:
+            prepare(scratch)
         wall = within(deadline, profile.limits.wall_s, "before a check could start")
         clamped = wall < profile.limits.wall_s
         if clamped:
             profile = replace(profile, limits=replace(profile.limits, wall_s=wall))
         result = sandbox_exec(profile, scratch, cmd, bw=bw)
+        if collect is not None and not (result.timed_out and clamped):
+            collect(scratch)
     except SandboxUnavailable as exc:
         raise Unavailable(f"{exc}{_host_hint(profile, cmd)}") from None
     finally:

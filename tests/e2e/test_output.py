@@ -109,7 +109,8 @@ def test_a_refused_delivery_still_shows_the_ready_verdict(gate: Gate) -> None:
     lines = proc.stdout.splitlines()
     assert lines and lines[0].startswith("READY_FOR_HUMAN: "), (proc.stdout, proc.stderr)
     assert re.fullmatch(r"  check unit: ok in \d+\.\d s", lines[1])
-    assert lines[-1].startswith("delivery refused: ") and len(lines) == 3
+    assert lines[2] == "  note: tests not inventoried (no report declared): unit"
+    assert lines[-1].startswith("delivery refused: ") and len(lines) == 4
     assert proc.stderr.startswith("oms: ") and proc.stderr.count("\n") == 1
     as_json = parse_single_json(gate.process("cand/ready", *deliver, "--json"))
     assert as_json["decision"] == "READY_FOR_HUMAN" and as_json["delivered"]["error"]

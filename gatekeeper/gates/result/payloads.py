@@ -17,8 +17,10 @@ from gatekeeper.gates.result.verdict import (
     CheckResult,
     Decision,
     ProtectedChange,
+    RunsLaterChange,
     ScannerUsed,
     SecretFinding,
+    TestsJudged,
 )
 from gatekeeper.gates.toolchain.bind import ToolchainUsed
 
@@ -69,6 +71,7 @@ class Vsa(BaseModel):
 # Recorded only once the stage that finds them has run.
 _STAGE_KEYS = (
     "protected", "changed_files", "commits", "scanners", "profile_digest", "toolchains",
+    "runs_later", "tests",
 )  # fmt: skip
 
 
@@ -88,6 +91,9 @@ class ResultRecord(_Judged):
     checks: tuple[CheckResult, ...]
     findings: tuple[SecretFinding, ...]
     vsa: Vsa
+    # Only in entries written since the gate compares tests (older entries audit as they were).
+    runs_later: tuple[RunsLaterChange, ...] | None = None
+    tests: TestsJudged | None = None
 
     def data(self) -> dict[str, Any]:
         unset = {k for k in _STAGE_KEYS if getattr(self, k) is None}

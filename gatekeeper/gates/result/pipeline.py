@@ -39,7 +39,8 @@ from gatekeeper.gates.result.deliver import (
     plan_delivery,
 )
 from gatekeeper.gates.result.payloads import ResultRecord, ResultStart
-from gatekeeper.gates.result.stages import STAGES, Clock, GateState, Stage, run_stage
+from gatekeeper.gates.result.stages import STAGES, Stage, run_stage
+from gatekeeper.gates.result.state import Clock, GateState
 from gatekeeper.gates.result.verdict import Decision, Verdict
 from gatekeeper.gates.result.vsa import vsa_for
 from gatekeeper.repo.git import GitError, Repo, git, open_repo
@@ -83,6 +84,8 @@ class GateRun:
             reasons=tuple(s.reasons[:MAX_LISTED]),
             checks=tuple(s.checks),
             findings=tuple(s.findings[:MAX_LISTED]),
+            runs_later=s.runs_later,
+            tests=s.tests,
             vsa=vsa_for(s.repo, start.candidate, decision, s.loaded, start.policy_commit),
         )
 
@@ -102,6 +105,7 @@ class GateRun:
                                    checks=tuple(s.checks), findings=tuple(s.findings),
                                    protected_changes=s.protected or (),
                                    toolchains=tuple(t.used for t in (s.toolchains or {}).values()),
+                                   tests=s.tests, runs_later=s.runs_later or (),
                                    timings_ms=dict(s.clock.laps))  # fmt: skip
         return self.verdict
 

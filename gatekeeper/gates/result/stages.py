@@ -11,73 +11,38 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Protocol
 
-from evidence import EvidenceStore, state_root
+from evidence import state_root
 from gatekeeper.gates import sandboxed as sandboxing
+from gatekeeper.gates.result import runs_later as runs_later_module
+from gatekeeper.gates.result.integrity import judge_tests
 from gatekeeper.gates.result.protected import protected_changes
+from gatekeeper.gates.result.reported import run_reported, with_reporter
+from gatekeeper.gates.result.state import GateState
 from gatekeeper.gates.result.verdict import (
     CheckResult,
     Decision,
-    ProtectedChange,
+    RunsLaterChange,
     ScannerUsed,
     SecretFinding,
 )
+from gatekeeper.gates.result.versions import read_versions
 from gatekeeper.gates.toolchain.bind import (
     BoundToolchain,
     ready_toolchains,
     with_toolchain,
 )
-from gatekeeper.gates.toolchain.prepare import Progress
-from gatekeeper.repo.change import Change, read_change, scan_set
-from gatekeeper.repo.git import Repo
+from gatekeeper.repo.change import read_change, scan_set
 from gatekeeper.scan import ScanItem
 from gatekeeper.scan.canary import canaries, canaries_in
 from gatekeeper.scan.policy import scan_with_policy
-from policy import LoadedPolicy
-from sandbox import Bwrap, Deadline, Profile
+from sandbox import Profile
 
 NOTHING_TO_VERIFY = "nothing to verify: the candidate is its base"
 NOT_RUN = "checks not run: the candidate is blocked"
 NO_PLAN = "the base policy has no verification plan ([[checks]] in oms.toml)"
-
-
-class Clock:
-    """Wall time per gate stage, for the JSON output and the benchmark."""
-
-    def __init__(self) -> None:
-        self.laps: dict[str, int] = {}
-        self._t = time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        now = time.perf_counter()
-        self.laps[stage] = self.laps.get(stage, 0) + int((now - self._t) * 1000)
-        self._t = now
-
-
-@dataclass
-class GateState:
-    """What one gate run knows: its inputs, then what each stage found (None: not reached)."""
-
-    repo: Repo
-    store: EvidenceStore
-    loaded: LoadedPolicy
-    base: str
-    candidate: str
-    budget: Deadline
-    clock: Clock = field(default_factory=Clock)
-    reasons: list[str] = field(default_factory=list)
-    checks: list[CheckResult] = field(default_factory=list)
-    findings: list[SecretFinding] = field(default_factory=list)
-    protected: tuple[ProtectedChange, ...] | None = None
-    change: Change | None = None
-    scanners: tuple[ScannerUsed, ...] | None = None
-    profile: Profile | None = None
-    bwrap: Bwrap | None = None
-    policy_commit: str = ""
-    progress: Progress | None = None
-    toolchains: dict[str, BoundToolchain] | None = None
 
 
 class Stage(Protocol):
@@ -221,29 +186,48 @@ class SandboxReady:
 
     def run(self, s: GateState) -> Decision | None:
         tools = list((s.toolchains or {}).values())
-        s.profile = with_toolchains(sandboxing.profile_for(s.repo, s.loaded), tools)
+        s.profile = with_reporter(with_toolchains(sandboxing.profile_for(s.repo, s.loaded), tools),
+                                  s.loaded.policy.checks)  # fmt: skip
         s.bwrap = sandboxing.ready(s.repo, s.profile)
         s.clock.lap("probe")
         return None
 
 
+class RunsLaterStage:
+    """Changes that run later on a developer's machine, outside every sandbox, are named;
+    those that run without a human action block, unless the base's policy allows their
+    kind. The policy may name more paths (`[verify] runs_later`); each of those blocks.
+    Not announced on its own: it reads the change as the protected paths stage does."""
+
+    def run(self, s: GateState) -> Decision | None:
+        assert s.change is not None  # ProtectedPaths read it
+        verify = s.loaded.policy.verify
+        s.versions = read_versions(s.repo, s.change.files)
+        plan = runs_later_module.plan_targets([c.cmd for c in s.loaded.policy.checks])
+        found = runs_later_module.runs_later(s.versions, plan_targets=plan,
+                                             extra_globs=verify.runs_later)  # fmt: skip
+        s.runs_later = tuple(
+            RunsLaterChange(path=r.path, kind=r.kind, what=r.what, automatic=r.automatic,
+                            accepted=r.kind in verify.allow_runs_later)
+            for r in found)  # fmt: skip
+        s.reasons.extend(f"runs later outside the sandbox: {r.path} ({r.kind}: {r.what})"
+                         for r in s.runs_later if r.automatic and not r.accepted)  # fmt: skip
+        s.clock.lap("runs_later")
+        return None
+
+
 class Checks:
-    """The plan from the base, in the sandbox, each on a fresh copy of the candidate tree."""
+    """The plan from the base, in the sandbox, each on a fresh copy of the candidate tree;
+    a check that declares a report has it read back (a report it left unreadable fails)."""
 
     label = "checks"
 
     def run(self, s: GateState) -> Decision | None:
-        assert s.bwrap is not None  # SandboxReady found it
         say = s.progress or _no_progress
         for check in s.loaded.policy.checks:
             say(f"check {check.name}: running (time-out {check.timeout_s} s)")
-            prof = sandboxing.profile_for(s.repo, s.loaded, timeout_s=check.timeout_s)
-            tool = (s.toolchains or {}).get(check.toolchain or "")
-            links: tuple[tuple[str, str], ...] = ()
-            if tool is not None:
-                prof, links = with_toolchain(prof, tool), tool.links
-            r = sandboxing.run_in_scratch(s.repo, s.candidate, prof, s.bwrap, check.cmd,
-                                          s.budget, links)  # fmt: skip
+            run = run_reported(s, check, s.candidate)
+            r = run.result
             out, err = s.store.blobs.put(r.stdout.kept), s.store.blobs.put(r.stderr.kept)
             s.checks.append(CheckResult.of(check.name, r, out, err))
             status = "timed out" if r.timed_out else f"exit {r.exit_code}"
@@ -252,10 +236,26 @@ class Checks:
                 s.reasons.append(f"check {check.name} timed out after {check.timeout_s} s")
             elif r.exit_code != 0:
                 s.reasons.append(f"check {check.name} exited {r.exit_code}")
+            elif run.error is not None:
+                s.reasons.append(f"check {check.name}: {run.error}")
+            s.reported[check.name] = run
         s.clock.lap("checks")
+        return Decision.FAILED if s.reasons else None
+
+
+class Tests:
+    """The candidate's checks passed: did it weaken what verified it? (`integrity.py`)"""
+
+    label = "tests"
+
+    def run(self, s: GateState) -> Decision | None:
+        s.tests = judge_tests(s, s.versions or ())
+        s.clock.lap("tests")
+        s.reasons.extend(i.reason() for i in s.tests.issues if i.accepted is None)
         return Decision.FAILED if s.reasons else Decision.READY
 
 
 STAGES: tuple[Stage, ...] = (
-    NotItsBase(), ProtectedPaths(), Secrets(), Plan(), Toolchains(), SandboxReady(), Checks(),
+    NotItsBase(), ProtectedPaths(), RunsLaterStage(), Secrets(), Plan(), Toolchains(),
+    SandboxReady(), Checks(), Tests(),
 )  # fmt: skip

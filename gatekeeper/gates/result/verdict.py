@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -113,6 +113,72 @@ class ProtectedChange(_Frozen):
         return cls(path=f.path, status=f.status, pattern=pattern)
 
 
+class TestIssue(_Frozen):
+    """One way the candidate weakened what verifies it: its class (as `[verify] allow`
+    names them), where, and what changed; `accepted` when the base's policy allows the
+    class or a human acknowledged this verdict's issues at a terminal."""
+
+    __test__: ClassVar[bool] = False  # a model, not a pytest test class
+
+    cls: str
+    file: str | None
+    test: str | None
+    what: str
+    accepted: str | None = None  # "policy" | "acknowledged"
+
+    @property
+    def key(self) -> tuple[str, str | None, str | None, str]:
+        return (self.cls, self.file, self.test, self.what)
+
+    def reason(self) -> str:
+        where = " ".join(x for x in (self.file, self.test and f"`{self.test}`") if x)
+        return f"tests weakened ({self.cls}): {where}: {self.what}" if where else (
+            f"tests weakened ({self.cls}): {self.what}")  # fmt: skip
+
+
+class TestCounts(_Frozen):
+    """A reporting check's tests per outcome, on the base and on the candidate."""
+
+    __test__: ClassVar[bool] = False  # a model, not a pytest test class
+
+    check: str
+    report: str
+    base: dict[str, int] | None
+    candidate: dict[str, int] | None
+
+
+class TestsJudged(_Frozen):
+    """What the gate compared of the tests: the inventories (base and candidate, per
+    reporting check), the static reading of the change, and the base's tests run against
+    the candidate's code. Lists are cut at MAX_TEST_LIST (`truncated`)."""
+
+    __test__: ClassVar[bool] = False  # a model, not a pytest test class
+
+    not_inventoried: tuple[str, ...] = ()
+    counts: tuple[TestCounts, ...] = ()
+    baseline_seq: int | None = None
+    baseline_cached: bool | None = None
+    removed: tuple[str, ...] = ()
+    disabled: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    moved: tuple[tuple[str, str], ...] = ()
+    changed_to_pass: tuple[str, ...] = ()
+    trusted_run: tuple[str, ...] = ()  # base test files run against the candidate's code
+    issues: tuple[TestIssue, ...] = ()
+    acknowledged: int | None = None  # the `result.ack` entry used
+    truncated: bool = False
+
+
+class RunsLaterChange(_Frozen):
+    """A change that runs later on a developer's machine, outside every sandbox."""
+
+    path: str
+    kind: str
+    what: str
+    automatic: bool
+    accepted: bool = False  # `[verify] allow_runs_later` names its kind
+
+
 class ScannerUsed(_Frozen):
     name: str
     version: str
@@ -171,6 +237,8 @@ class Verdict(_Frozen):
     delivered: Delivery | None = None
     timings_ms: Mapping[str, int] = {}
     toolchains: tuple[ToolchainUsed, ...] = ()
+    tests: TestsJudged | None = None
+    runs_later: tuple[RunsLaterChange, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -191,4 +259,9 @@ class Verdict(_Frozen):
             # Only when the plan uses toolchains: a verdict without them keeps its shape.
             **({"toolchains": [t.model_dump(mode="json") for t in self.toolchains]}
                if self.toolchains else {}),
+            # Only when the gate compared tests or found changes that run later: a verdict
+            # without either keeps the shape it had.
+            **({"tests": self.tests.model_dump(mode="json")} if self.tests is not None else {}),
+            **({"runs_later": [r.model_dump(mode="json") for r in self.runs_later]}
+               if self.runs_later else {}),
         }  # fmt: skip

@@ -111,7 +111,9 @@ def _show_paged(fd: int, lines: list[str]) -> None:
             raise Blocked(NOT_READ)
 
 
-def confirm_at_terminal(lines: list[str], question: bytes = _QUESTION) -> HumanApprover:
+def confirm_at_terminal(
+    lines: list[str], question: bytes = _QUESTION, header: str = _HEADER
+) -> HumanApprover:
     """Show `lines` (already neutralised) in full at /dev/tty and read `yes` there."""
     _check_showable(lines)
     try:
@@ -120,7 +122,7 @@ def confirm_at_terminal(lines: list[str], question: bytes = _QUESTION) -> HumanA
         raise Blocked("approval needs a human at a terminal: there is no controlling terminal"
                       ) from None  # fmt: skip
     try:
-        _show_paged(fd, [_HEADER, *lines])
+        _show_paged(fd, [header, *lines])
         _write_all(fd, question)
         answer = _read_answer(fd)
     finally:
