@@ -148,8 +148,8 @@ def _changed_to_pass(s: GateState, files: Sequence[str], base: Baseline) -> list
     paths = tree_paths(s.repo, s.candidate)
     out: set[str] = set()
     for check in s.loaded.policy.checks:
-        if check.report is None or check.name not in base.inventory:
-            continue
+        if not any(c.file in files for c in base.inventory.get(check.name, ())):
+            continue  # the check ran none of these files' tests on the base
         run = run_reported(s, check, s.candidate, placed=sorted(placed.items()), only=files,
                            tree_paths=paths)  # fmt: skip
         now = {c.id: c.outcome for c in run.cases or ()}
