@@ -208,19 +208,24 @@ def _write_blobs(
             if mode == "120000":
                 os.symlink(data, target)
                 continue
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(target, flags, 0o755 if mode == "100755" else 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
+            _create(target, data, 0o755 if mode == "100755" else 0o644)
     finally:
         feeder.join(timeout=5)
         proc.kill()
         proc.wait()
         out.close()
+
+
+def _create(path: bytes | str, data: bytes, mode: int, dir_fd: int | None = None) -> None:
+    """A new file (never an existing one, never through a link) holding exactly `data`."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, mode, dir_fd=dir_fd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
@@ -370,14 +375,7 @@ def overlay(root: Path, files: Sequence[tuple[str, bytes]]) -> None:
             except IsADirectoryError:
                 raise ScratchError(f"cannot place {rel!r}: the candidate has a directory there"
                                    ) from None  # fmt: skip
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            out = os.open(name, flags, 0o644, dir_fd=fd)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(out, view) :]
-            finally:
-                os.close(out)
+            _create(name, data, 0o644, dir_fd=fd)
         finally:
             os.close(fd)
 
