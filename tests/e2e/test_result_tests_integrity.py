@@ -485,3 +485,17 @@ POLICY_DIGEST_BEFORE = "sha256:4575edc07f2372c43141713c6ead4ccfaea7be46ef7c37cb3
 PLAN_DIGEST_BEFORE = "sha256:bdb7a368385e5a84cdb520be4f66bf6d61a1e6aed063bb8cb88abd6db8a996f4"
 
 _ = (os, subprocess, git, PY)
+
+
+def test_a_base_whose_plan_leaves_no_report_is_unavailable_never_an_empty_baseline(
+    tmp_path: Path,
+) -> None:
+    policy = ('version = 1\n\n[[checks]]\nname = "rep"\n'
+              'cmd = ["/usr/bin/python3", "make_report.py"]\ntimeout_s = 60\n'
+              'report = "junit:out/report.xml"\n')  # fmt: skip
+    w = make_world(tmp_path / "w", {"oms.toml": policy, "make_report.py": "print('no report')\n"})
+    cand = w.commit("writes-one", {"make_report.py": REPORTER})
+    code, out = w.gate(cand)
+    assert code == 4 and out["decision"] == "UNAVAILABLE", out
+    assert "the base's run of check rep gives no test inventory" in _reasons(out), out
+    assert w.entries("result.baseline") == []
