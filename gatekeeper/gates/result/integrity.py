@@ -3,7 +3,7 @@ can vouch for itself:
 
 1. the inventories: what each reporting check ran on the base (its baseline) against
    what it ran on the candidate: tests removed, disabled, added, moved;
-2. the static reading of the change (`weakening.py`): skips and removed tests,
+2. the static reading of the change (`weakening/`): skips and removed tests,
    assertions and test configuration, read from the diff and never run;
 3. the base's own test files, where the candidate changed or deleted them, run against
    the candidate's code (`[verify] trusted_tests`): a test that passes on the base and

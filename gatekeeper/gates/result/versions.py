@@ -1,7 +1,7 @@
 """A changed path as the gate's static readings see it: its bytes on the base and on the
 candidate, read from git objects (never the worktree), either side absent.
 
-The static readings (`weakening.py`, `runs_later/`) take these and never evaluate them:
+The static readings (`weakening/`, `runs_later/`) take these and never evaluate them:
 files are parsed as data, and a file that cannot be parsed counts against the candidate.
 """
 
