@@ -8,12 +8,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.integrations.hooks.patch import direct_patch, joined, parse_patch, shell_patches
 from gatekeeper.integrations.hooks.protocol import HookInputError
 
 CLAUDE_WRITERS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 CODEX_PATCH = "apply_patch"
-_PATCH_BEGIN = "*** Begin Patch"
-_PATCH_FILE = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 
 
 @dataclass(frozen=True)
@@ -63,39 +62,45 @@ def _multi_edit_text(tool_input: Mapping[str, Any]) -> str:
     return "\n".join(_text(e, "new_string") for e in edits)
 
 
-def patch_writes(patch: str) -> tuple[PlannedWrite, ...]:
-    """The files a Codex `apply_patch` envelope writes, with the lines it adds (`+` lines),
-    numbered by their line in the patch text."""
-    if _PATCH_BEGIN not in patch:
-        raise HookInputError("the apply_patch input is not a patch (no '*** Begin Patch')")
-    files: dict[str, list[tuple[int, str]]] = {}
-    deleted: set[str] = set()
-    current: str | None = None
-    for number, line in enumerate(patch.split("\n"), start=1):
-        header = next((h for h in _PATCH_FILE if line.startswith(h)), None)
-        if header is not None:
-            current = line[len(header) :].strip()
-            files.setdefault(current, [])
-            if header.startswith("*** Delete"):
-                deleted.add(current)
-        elif current is not None and line.startswith("+"):
-            files[current].append((number, line[1:]))
-    return tuple(PlannedWrite(p, tuple(ls), p in deleted) for p, ls in files.items())
+def patch_writes(
+    patch: str, first_line: int = 1, workdir: str | None = None
+) -> tuple[PlannedWrite, ...]:
+    """The files a Codex `apply_patch` text writes or removes, read as Codex reads it
+    (patch.py), with the lines it adds numbered by their line in the text. A Move writes
+    its target (with the update's lines) and removes its source."""
+    files: dict[str, tuple[list[tuple[int, str]], bool]] = {}
+
+    def touch(path: str, lines: tuple[tuple[int, str], ...], *, deleted: bool) -> None:
+        where = joined(workdir, path)
+        files[where] = ([*files.get(where, ([], False))[0], *lines], deleted)
+
+    for hunk in parse_patch(patch, first_line):
+        if hunk.move_to is not None:
+            touch(hunk.path, (), deleted=True)
+            touch(hunk.move_to, hunk.added, deleted=False)
+        else:
+            touch(hunk.path, hunk.added, deleted=hunk.kind == "delete")
+    return tuple(PlannedWrite(p, tuple(ls), d) for p, (ls, d) in files.items())
 
 
 def codex_writes(tool_name: str, tool_input: Any) -> tuple[PlannedWrite, ...]:
     """The writes of Codex's apply_patch (its patch in `tool_input.command`), or of a shell
-    command that pipes a patch into `apply_patch`; () for any other shell command."""
+    command Codex would run as apply_patch (a heredoc, patch.py); () for any other."""
     if not isinstance(tool_input, Mapping):
         raise HookInputError(f"the {tool_name} tool input is not an object")
     command = tool_input.get("command", "")
     if isinstance(command, list):  # older Codex: an argv list
-        command = " ".join(c for c in command if isinstance(c, str))
+        argv = [c for c in command if isinstance(c, str)]
+        direct = direct_patch(argv)
+        if direct is not None:
+            return patch_writes(direct)
+        command = argv[2] if len(argv) == 3 and argv[1] in ("-c", "-lc") else " ".join(argv)
     if not isinstance(command, str):
         raise HookInputError(f"the {tool_name} tool input's command is not text")
-    if tool_name == CODEX_PATCH or (_PATCH_BEGIN in command and "apply_patch" in command):
+    if tool_name == CODEX_PATCH:
         return patch_writes(command)
-    return ()
+    return tuple(w for found in shell_patches(command)
+                 for w in patch_writes(found.body, found.first_line, found.workdir))  # fmt: skip
 
 
 def shell_command(tool_input: Any) -> str:

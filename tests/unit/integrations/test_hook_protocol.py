@@ -125,12 +125,11 @@ def test_a_write_into_the_state_root_is_denied_even_outside_the_repository(
 
 def test_patch_writes_reads_paths_added_lines_and_deletions() -> None:
     patch = ("*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** Update File: b.py\n"
-             "@@ def f():\n-    old\n+    new\n*** Move to: c.py\n*** Delete File: d.txt\n"
+             "*** Move to: c.py\n@@ def f():\n-    old\n+    new\n*** Delete File: d.txt\n"
              "*** End Patch")  # fmt: skip
     got = {w.path: (w.lines, w.deleted) for w in patch_writes(patch)}
-    assert got == {"a.txt": (((3, "one"), (4, "two")), False),
-                   "b.py": (((8, "    new"),), False), "c.py": ((), False),
-                   "d.txt": ((), True)}  # fmt: skip
+    assert got == {"a.txt": (((3, "one"), (4, "two")), False), "b.py": ((), True),
+                   "c.py": (((9, "    new"),), False), "d.txt": ((), True)}  # fmt: skip
 
 
 # -- fail closed ----------------------------------------------------------------------------
