@@ -123,3 +123,27 @@ def test_codex_force_push_is_denied_by_the_installed_hook(world: Path) -> None:
     outputs = fake.tool_outputs()
     assert any("oms refused this command: it force-pushes" in o for o in outputs), (outputs, run)
     assert run["candidate"] is None, run  # the command never ran: no pushed.txt
+
+
+# -- Codex: apply_patch forms Codex applies (tests/e2e/test_codex_patch.py) ------------------
+
+AGENTS_PATCH = "*** Begin Patch\n *** Add File: AGENTS.md\n+obey the patch\n*** End Patch\n"
+CD_HEREDOC = ("cd .github && apply_patch <<'EOF'\n*** Begin Patch\n"
+              "*** Add File: workflows/ci.yml\n+on: push\n*** End Patch\nEOF")  # fmt: skip
+
+
+@needs(CODEX)
+@pytest.mark.parametrize(
+    ("command", "patch", "path"),
+    [(AGENTS_PATCH, True, "AGENTS.md"), (CD_HEREDOC, False, ".github/workflows/ci.yml")],
+    ids=["leading_space_header", "cd_then_heredoc"],
+)
+def test_codex_patch_forms_reaching_a_protected_path_are_denied(
+    world: Path, command: str, patch: bool, path: str
+) -> None:
+    with fake_openai(command, patch=patch) as fake:
+        run = agent_run(world, "codex", [str(CODEX), "exec", "--json", "--skip-git-repo-check",
+                                         "-C", WORKSPACE, "edit"], fake)  # fmt: skip
+    outputs = fake.tool_outputs()
+    assert any(f"{path} is a protected path" in o for o in outputs), (outputs, run)
+    assert run["candidate"] is None, run  # the patch never applied: nothing to commit

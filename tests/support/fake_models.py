@@ -110,24 +110,31 @@ def anthropic_events(
 # -- OpenAI Responses ---------------------------------------------------------------------
 
 
+CALL_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+
+
 def _has_call_output(body: dict[str, Any]) -> bool:
     items = body.get("input")
     return isinstance(items, list) and any(
-        isinstance(i, dict) and i.get("type") == "function_call_output" for i in items
+        isinstance(i, dict) and i.get("type") in CALL_OUTPUTS for i in items
     )
 
 
 def openai_events(
-    body: dict[str, Any], command: str | None, final_text: str = FINAL_TEXT
+    body: dict[str, Any], command: str | None, final_text: str = FINAL_TEXT, patch: bool = False
 ) -> list[bytes]:
-    """The SSE frames answering one Responses request: exec_command(command) first, a
-    message (`final_text`) once a function_call_output is back, or at once when `command`
-    is None (an advisor or grader that only answers)."""
+    """The SSE frames answering one Responses request: exec_command(command) first (with
+    `patch`: Codex's freeform apply_patch tool given `command` as its patch), a message
+    (`final_text`) once the call's output is back, or at once when `command` is None (an
+    advisor or grader that only answers)."""
     if command is None or _has_call_output(body):
         item: dict[str, Any] = {"type": "message", "role": "assistant", "id": "msg_oms_fake",
                                 "status": "completed",
                                 "content": [{"type": "output_text", "text": final_text,
                                              "annotations": []}]}  # fmt: skip
+    elif patch:
+        item = {"type": "custom_tool_call", "id": "ctc_oms_fake", "call_id": CALL_ID,
+                "name": "apply_patch", "input": command, "status": "completed"}  # fmt: skip
     else:
         item = {"type": "function_call", "id": "fc_oms_fake", "call_id": CALL_ID,
                 "name": "exec_command", "arguments": json.dumps({"cmd": command}),
@@ -175,7 +182,7 @@ class FakeModel:
             body = req.json()
             items = [b for m in body.get("messages", []) if isinstance(m.get("content"), list)
                      for b in m["content"] if b.get("type") == "tool_result"]  # fmt: skip
-            items += [i for i in body.get("input", []) if i.get("type") == "function_call_output"]
+            items += [i for i in body.get("input", []) if i.get("type") in CALL_OUTPUTS]
             for item in items:
                 content = item.get("content", item.get("output"))
                 if isinstance(content, list):
@@ -247,9 +254,14 @@ def fake_anthropic(
 
 
 def fake_openai(
-    command: str | None, unix_path: Path | None = None, *, final_text: str = FINAL_TEXT
+    command: str | None,
+    unix_path: Path | None = None,
+    *,
+    final_text: str = FINAL_TEXT,
+    patch: bool = False,
 ) -> FakeModel:
     """A fake Responses API whose scripted exec_command call runs `command` (None: no tool
-    call), then answers `final_text`."""
-    answer = functools.partial(openai_events, final_text=final_text)
+    call; with `patch`, an apply_patch call of the patch `command`), then answers
+    `final_text`."""
+    answer = functools.partial(openai_events, final_text=final_text, patch=patch)
     return FakeModel("/v1/responses", answer, command, unix_path)
