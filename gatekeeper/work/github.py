@@ -6,6 +6,11 @@ loopback server: GitHub itself is not reachable there). The token comes from
 never put in argv or evidence. A `Link: rel="next"` outside the root is not followed.
 A 5xx, a network failure or a rate limit raises (exit 4): a sync that raises advances no
 watermark, so the next one starts where this one did.
+
+Time is bounded twice: each answer (connect to last byte) by `answer_s`, and every answer
+of one client by `until` (a `time.monotonic()` instant: the sync's deadline). Both are
+deadlines on the whole answer (`http_deadline`), so a server that drips one byte every few
+seconds is cut, in its headers as in its body.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from gatekeeper.errors import Unavailable, UsageError
+from gatekeeper.work.http_deadline import Deadline, DeadlineTransport, proxy_for
 
 API_ENV = "OMS_GITHUB_API_URL"
 DEFAULT_API = "https://api.github.com"
-TIMEOUT_S = 30.0
+TIMEOUT_S = 30.0  # each socket operation (connect, one read, one write)
+ANSWER_S = 60.0  # one whole answer, first byte sent to last byte read
 MAX_BODY_BYTES = 32 << 20  # one answer (a page of 100 issues is a few MB at most)
 USER_AGENT = "oms"
 _LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
@@ -35,6 +42,10 @@ REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 
 class GitHubUnavailable(Unavailable):
     """GitHub answered with a server error, could not be reached, or refused the token."""
+
+
+class TooSlow(GitHubUnavailable):
+    """An answer, or the whole sync, ran past its deadline; the request was cut."""
 
 
 class RateLimited(GitHubUnavailable):
@@ -83,7 +94,8 @@ class GitHub:
     """One client for one API root. Use as a context manager, or `close()`."""
 
     def __init__(self, api_url: str | None = None, token: str | None = None,
-                 transport: httpx.BaseTransport | None = None) -> None:  # fmt: skip
+                 transport: httpx.BaseTransport | None = None, answer_s: float = ANSWER_S,
+                 until: float | None = None) -> None:  # fmt: skip
         root = (api_url or os.environ.get(API_ENV) or DEFAULT_API).rstrip("/")
         parts = urlsplit(root)
         if parts.scheme not in ("https", "http") or not parts.netloc:
@@ -94,8 +106,14 @@ class GitHub:
                    "X-GitHub-Api-Version": "2022-11-28"}  # fmt: skip
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        self.answer_s, self.until = answer_s, until
+        self._deadline = Deadline()
+        if transport is None:
+            transport = DeadlineTransport(self._deadline, proxy_for(root))
+        # trust_env off: the proxy the environment names is the transport's, under deadline.
         self._http = httpx.Client(base_url=root, headers=headers, timeout=TIMEOUT_S,
-                                  transport=transport, follow_redirects=False)  # fmt: skip
+                                  transport=transport, follow_redirects=False,
+                                  trust_env=False)  # fmt: skip
 
     def __enter__(self) -> GitHub:
         return self
@@ -131,20 +149,27 @@ class GitHub:
         return _json(self._send("POST", self.url(path), json=dict(body)))
 
     def _send(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        what = f"{method} {urlsplit(url).path}"
+        by_sync = self._arm(what)
         try:
             with self._http.stream(method, url, **kw) as streamed:
                 body = bytearray()
                 for chunk in streamed.iter_bytes():
                     body += chunk
+                    if self._deadline.passed():  # a transport given by the caller too
+                        raise self._too_slow(what, by_sync)
                     if len(body) > MAX_BODY_BYTES:
-                        raise GitHubUnavailable(f"GitHub's answer to {method} "
-                                                f"{urlsplit(url).path} is larger than "
+                        raise GitHubUnavailable(f"GitHub's answer to {what} is larger than "
                                                 f"{MAX_BODY_BYTES >> 20} MiB")  # fmt: skip
             # The answer read whole but bounded, as a complete response to parse.
             resp = httpx.Response(streamed.status_code, headers=streamed.headers,
                                   content=bytes(body), request=streamed.request)  # fmt: skip
         except httpx.HTTPError as exc:
+            if self._deadline.passed():
+                raise self._too_slow(what, by_sync) from None
             raise GitHubUnavailable(f"GitHub {method} failed: {type(exc).__name__}") from None
+        finally:
+            self._deadline.at = None
         code = resp.status_code
         if code in (403, 429) and (resp.headers.get("x-ratelimit-remaining") == "0"
                                    or "retry-after" in resp.headers):  # fmt: skip
@@ -159,6 +184,23 @@ class GitHub:
         if not (200 <= code < 300 or code == 304):  # a 3xx too: a moved repository is not data
             raise GitHubUnavailable(f"GitHub answered {code} to {method} {urlsplit(url).path}")
         return resp
+
+    def _arm(self, what: str) -> bool:
+        """Set this answer's deadline: `answer_s` from now, or the sync's end when sooner
+        (True then). Past the sync's end nothing is sent."""
+        now = time.monotonic()
+        at, by_sync = now + self.answer_s, False
+        if self.until is not None and self.until <= at:
+            at, by_sync = self.until, True
+            if at <= now:
+                raise self._too_slow(what, True)
+        self._deadline.at = at
+        return by_sync
+
+    def _too_slow(self, what: str, by_sync: bool) -> TooSlow:
+        if by_sync:
+            return TooSlow(f"the GitHub sync ran past its deadline at {what}; cut")
+        return TooSlow(f"GitHub's answer to {what} took longer than {self.answer_s:g} s; cut")
 
 
 def _int(value: str | None) -> int | None:

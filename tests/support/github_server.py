@@ -86,3 +86,69 @@ def label_event(eid: int, number: int, label: str, added: bool, at: str) -> dict
     """One item of `/issues/events`: a label added (`labeled`) or removed (`unlabeled`)."""
     return {"id": eid, "event": "labeled" if added else "unlabeled", "label": {"name": label},
             "issue": {"number": number}, "created_at": at}  # fmt: skip
+
+
+class DripServer:
+    """A loopback server that answers every connection one byte at a time, `every` seconds
+    apart, for at most `for_s` seconds (then it closes): the slow-drip GitHub. `where` is
+    what drips: `"headers"` (a header line that never ends) or `"body"` (complete
+    headers, then a JSON body that never ends). Use as a context manager: it stops on exit.
+    `connections` counts the connections it accepted; `outlasted` those it dripped into
+    until `for_s` ran out (a client that cuts the answer at its deadline leaves it at 0)."""
+
+    def __init__(self, where: str = "body", every: float = 0.2, for_s: float = 30.0) -> None:
+        import socket
+        import threading
+
+        self.where, self.every, self.for_s = where, every, for_s
+        self.connections = self.outlasted = 0
+        self._stop = threading.Event()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+
+    def __enter__(self) -> DripServer:
+        self._threads[0].start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in list(self._threads):
+            t.join(timeout=5)
+        self._sock.close()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            t = threading.Thread(target=self._drip, args=(conn,), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _drip(self, conn: Any) -> None:
+        import time
+
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 99999\r\n\r\n"
+        with conn:
+            conn.recv(65536)  # the request (its head is all a GET has)
+            if self.where == "body":
+                conn.sendall(head)
+            endless = b"HTTP/1.1 200 OK\r\nX-Drip: " if self.where == "headers" else b"["
+            data = endless + b" " * 99990  # never complete within `for_s`
+            end = time.monotonic() + self.for_s
+            for i in range(len(data)):
+                if self._stop.wait(self.every):
+                    return
+                if time.monotonic() > end:
+                    self.outlasted += 1
+                    return
+                try:
+                    conn.sendall(data[i : i + 1])
+                except OSError:
+                    return  # the client cut the answer
