@@ -63,6 +63,9 @@ def _check_json(check: Check) -> dict[str, Any]:
     return check.model_dump(mode="json", exclude_none=True)
 
 
+_CONDUCTOR_LATER = ("github_answer_timeout_s", "github_sync_timeout_s")
+
+
 def policy_digest(policy: Policy) -> str:
     data = policy.model_dump(mode="json")
     data["checks"] = [_check_json(c) for c in policy.checks]
@@ -77,6 +80,10 @@ def policy_digest(policy: Policy) -> str:
         del data["runs"]
     if policy.conductor == ConductorPolicy():
         del data["conductor"]
+    else:  # keys added later stay out at their defaults: a `[conductor]` keeps its digest
+        for key in _CONDUCTOR_LATER:
+            if getattr(policy.conductor, key) == ConductorPolicy.model_fields[key].default:
+                del data["conductor"][key]
     if policy.verify == VerifyPolicy():
         del data["verify"]  # a policy without `[verify]` keeps the digest it had
     return _digest(data)

@@ -310,6 +310,9 @@ class ConductorPolicy(_Model):
     sync_interval_s: Annotated[int, Field(ge=30, le=3600)] = 60
     watchdog_interval_s: Annotated[int, Field(ge=60, le=86400)] = 900
     stall_after_s: Annotated[int, Field(ge=60, le=86400)] = 1800
+    # `oms events sync github`: a deadline on each GitHub answer and on the whole sync
+    github_answer_timeout_s: Annotated[int, Field(ge=1, le=600)] = 60
+    github_sync_timeout_s: Annotated[int, Field(ge=1, le=3600)] = 600
 
 
 RunsLaterKind = Literal[

@@ -27,8 +27,8 @@ def sync_lines(data: dict[str, Any]) -> list[str]:
              f"{data['events_seen']} seen; {data['requests']} requests "
              f"({data['not_modified']} not modified); "
              f"rate remaining {rate['remaining']}"]  # fmt: skip
-    if data["notification"]:
-        lines.append(f"notification {data['notification']}")
+    last = [data["notification"]] if data["notification"] else []
+    lines += [f"notification {n}" for n in data.get("notifications", last)]
     lines += [f"ticket {t} (pending)" for t in data["tickets"]]
     return lines
 
@@ -41,7 +41,11 @@ def sync_lines(data: dict[str, Any]) -> list[str]:
               default=".", show_default=True, help="The local repository.")  # fmt: skip
 @command
 def sync_github_cmd(github_repo: str | None, repo_dir: Path) -> Outcome:
-    """Read GitHub's issues, labels, comments, PRs, branches, reviews and checks once."""
+    """Read GitHub's issues, labels, comments, PRs, branches, reviews and checks once.
+
+    Each page is written as it arrives; each answer and the whole sync have a deadline
+    (`[conductor] github_answer_timeout_s`, `github_sync_timeout_s`); a second sync of the
+    same repository while one runs refuses at once (exit 4)."""
     from gatekeeper.work.events.sync import sync_github
 
     data = sync_github(repo_dir, github_repo)

@@ -12,6 +12,8 @@ reads. The API is small:
     gh.rate = (4999, 1_900_000_000)        # x-ratelimit-remaining / -reset on every answer
     gh.etags = False                       # ignore If-None-Match (always 200, as a cache miss)
     gh.requests                            # [(path, page, if_none_match, authorization)]
+    gh.stall["/repos/o/n/issues"] = 3      # page 3 sets gh.stalled, then waits for
+                                           # gh.release (at most 30 s) before answering
 
 A path with no pages answers `[]`. Each page has an ETag (a digest of its JSON); a request
 whose `If-None-Match` equals it gets a 304 with no body. Pages after the first are linked
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from typing import Any
 from urllib.parse import urlencode
 
@@ -41,6 +44,8 @@ class GitHubServer:
         self.rate: tuple[int, int] = (4999, 1_900_000_000)
         self.etags = True
         self.requests: list[tuple[str, int, str | None, str | None]] = []
+        self.stall: dict[str, int] = {}
+        self.stalled, self.release = threading.Event(), threading.Event()
         server.expect_request(re.compile("^/")).respond_with_handler(self._answer)
 
     def etag(self, path: str, page: int = 1) -> str:
@@ -58,6 +63,9 @@ class GitHubServer:
                               request.headers.get("Authorization")))  # fmt: skip
         headers = {"x-ratelimit-remaining": str(self.rate[0]),
                    "x-ratelimit-reset": str(self.rate[1])}  # fmt: skip
+        if self.stall.get(path) == page:
+            self.stalled.set()
+            self.release.wait(30)
         failing = self.fail.get(path)
         if failing is not None and failing[0] == page:
             return Response(json.dumps({"message": "failure"}), failing[1],

@@ -93,7 +93,7 @@ def deliver_ticket(work: Work, ticket: str, nonce: str) -> dict[str, Any]:
                           "nothing pushed")  # fmt: skip
     steps = _Steps(work, ticket, ready.commit, cp.remote, branch, nonce, before)
     _push(work, steps, url, ref, ready.commit, branch)
-    with GitHub(token=token) as gh:
+    with GitHub(token=token, answer_s=cp.github_answer_timeout_s) as gh:
         pr = _find_or_open(gh, steps, gh_repo, branch, title, body)
         shown = _confirm(work, gh, steps, url, ref, gh_repo, pr)
     return {"delivery": {**shown, "action": "delivered"}}

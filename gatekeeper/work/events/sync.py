@@ -12,13 +12,19 @@ reviews and check runs of at most `MAX_DETAIL` pull requests that changed in thi
 Each listing is newest first: its first page is asked with `If-None-Match` and the stored
 ETag (a 304 costs nothing and writes nothing), and pages (`Link: rel="next"`, same origin
 only) are followed until one reaches the stored cursor (the newest `updated_at` or event id
-seen), or `MAX_PAGES`. Everything is fetched BEFORE anything is written: a 5xx, a network
-error, a rate limit or a foreign link at any page raises (exit 4) and nothing changes.
+seen), or `MAX_PAGES`. Each answer and the whole sync have a deadline (`[conductor]
+github_answer_timeout_s`, `github_sync_timeout_s`), and one sync of a repository runs at a
+time (`_only_sync`: a second refuses at once, exit 4).
 
-Then ONE fenced transaction records the events not seen before (by stable key), appends
-ONE conductor notification naming only their keys, advances the watermarks, and appends
-ONE `work.events` evidence entry whose blob is the batch's canonical JSON. A sync that
-finds nothing new writes nothing at all (not even a changed ETag).
+Pages are written as they arrive (`_Sync.flush`), never all held: before the next page of
+a listing is asked for, ONE fenced transaction records the events pending that were not
+seen before (by stable key), appends ONE conductor notification naming only their keys,
+writes the watermarks of the listings read through, and appends ONE `work.events` evidence
+entry whose blob is the batch's canonical JSON; the rest goes in one more at the end. A
+failure at any page (a 5xx, a network error, a deadline, a rate limit, a foreign link)
+raises (exit 4) keeping what was written; a watermark moves only with or after the last
+page of its listing, so the next sync reads an unfinished listing again from page 1 and
+dedups. A batch with nothing new writes nothing at all (not even a changed ETag).
 
 A ready issue (open, not a PR, labelled `[conductor] ready_label`) gets a marker event
 once per (repository, number), its title and text kept in a draft blob; after the
@@ -29,11 +35,14 @@ crash or a label removed and re-added, is a replayed nonce and adds nothing.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +50,7 @@ from typing import Any
 import rfc8785
 
 from evidence import EntryNotFound
-from gatekeeper.errors import UsageError
+from gatekeeper.errors import Unavailable, UsageError
 from gatekeeper.repo.remote import repo_config
 from gatekeeper.text import sanitize
 from gatekeeper.work import payloads as p
@@ -55,6 +64,7 @@ from gatekeeper.work.model import MAX_BODY_BYTES, MAX_TITLE_CHARS
 PER_PAGE = 100
 MAX_PAGES = 100  # per listing and sync; a first sync imports at most this much history
 MAX_DETAIL = 20  # pull requests whose reviews and check runs are read per sync
+LOCK_FILE = "github-sync.lock"  # in the repository's state directory, beside work.db
 _GITHUB_URL = re.compile(
     r"^(?:https://github\.com/|ssh://git@github\.com/|git@github\.com:)"
     r"([A-Za-z0-9_.-]{1,100})/([A-Za-z0-9_.-]{1,100}?)(?:\.git)?/?$"
@@ -95,22 +105,64 @@ SOURCES: tuple[Source, ...] = (
 Mark = tuple[str | None, str | None, int | None]
 
 
+class SyncRunning(Unavailable):
+    """Another sync of this repository holds the lock; this one did nothing."""
+
+
 @dataclass
-class _Fetch:
+class _Sync:
+    """One sync as it runs: its counts, and what was fetched but is not written yet — at
+    most the current page of a listing, one page of each listing done, and the reviews and
+    checks of their pull requests; never a listing's every page."""
+
+    work: Work
+    repo: str
+    ready_label: str
     requests: int = 0
     not_modified: int = 0
     remaining: int | None = None
     reset: int | None = None
-    events: list[TypedEvent] = field(default_factory=list)
-    # source -> (etag, cursor, the version it was read at: None when there was none)
-    marks: dict[str, Mark] = field(default_factory=dict)
-    ready: list[Mapping[str, Any]] = field(default_factory=list)
+    seen: int = 0  # events read from GitHub
     skipped: int = 0  # items that could not be recorded as events
+    stored: int = 0
+    notifications: list[str] = field(default_factory=list)
+    detail_left: int = MAX_DETAIL
+    pending: list[TypedEvent] = field(default_factory=list)
+    pending_seen: int = 0
+    markers: list[TypedEvent] = field(default_factory=list)  # ready markers, new in this sync
+    drafts: list[str] = field(default_factory=list)
+    marked: set[str] = field(default_factory=set)
+    # source -> (etag, cursor, the version it was read at: None when there was none), for
+    # the listings read to their end whose watermark is not written yet
+    marks: dict[str, Mark] = field(default_factory=dict)
 
     def saw(self, page: Any) -> None:
         self.requests += 1
         self.remaining = page.remaining if page.remaining is not None else self.remaining
         self.reset = page.reset if page.reset is not None else self.reset
+
+    def add(self, events: Sequence[TypedEvent]) -> None:
+        # An item this oms cannot record (too large, text that is not Unicode) is skipped
+        # and counted: one odd item never stops every later sync.
+        kept = [e for e in events if _encodable(e)]
+        self.seen, self.pending_seen = self.seen + len(events), self.pending_seen + len(events)
+        self.skipped += len(events) - len(kept)
+        self.pending.extend(kept)
+
+    def flush(self, last: bool = False) -> None:
+        """Write what is pending, with the watermarks of the listings done, in ONE
+        transaction; nothing when nothing is new (the watermarks wait for one that is). The
+        `last` flush of a sync that wrote before also writes the watermarks left."""
+        fresh = [*_new(self.work, self.pending), *self.markers]
+        if fresh or (last and self.stored and self.marks):
+            batch, stored = _project(self.work, self.repo, fresh, self.marks, self.drafts,
+                                     self.pending_seen)  # fmt: skip
+            self.stored += stored
+            if stored or not fresh:
+                self.marks = {}
+            if batch is not None:
+                self.notifications.append(batch)
+        self.pending, self.markers, self.drafts, self.pending_seen = [], [], [], 0
 
 
 def resolve_repo(work: Work, github_repo: str | None) -> str:
@@ -136,63 +188,80 @@ def _watermarks(work: Work, repo: str) -> dict[str, Mark]:
     return {r["source"]: (r["etag"], r["cursor"], r["version"]) for r in rows}
 
 
-def _listing(client: GitHub, repo: str, src: Source, mark: Mark, got: _Fetch) -> list[Any]:
-    """The new items of one newest-first listing; [] on a 304. Sets the next watermark."""
+def _listing(client: GitHub, sync: _Sync, src: Source, mark: Mark) -> None:
+    """One newest-first listing, each page taken in (`_page`) and written before the next is
+    asked for; nothing on a 304. Sets the listing's next watermark when it is read through."""
     etag, cursor, version = mark
     params = {**src.params, "per_page": PER_PAGE}
-    page = client.get(f"/repos/{repo}/{src.path}", etag=etag, params=params)
-    got.saw(page)
+    page = client.get(f"/repos/{sync.repo}/{src.path}", etag=etag, params=params)
+    sync.saw(page)
     if page.status == 304:
-        got.not_modified += 1
-        return []
-    first_etag, items, pages = page.etag, list[Any](), 1
-    newest = cursor
+        sync.not_modified += 1
+        return
+    first_etag, pages, newest = page.etag, 1, cursor
     while True:
         batch = page.data if isinstance(page.data, list) else []
-        items.extend(batch)
+        _page(client, sync, src, batch)
         marks = [c for i in batch if isinstance(i, Mapping) and (c := src.cursor(i))]
         newest = max([newest, *marks], key=lambda c: c or "") if marks else newest
         if cursor is not None and any(c < cursor for c in marks):
             break  # reached what an earlier sync saw
         if page.next_url is None or pages >= MAX_PAGES:
             break
+        sync.flush()  # this page is kept, whatever becomes of the next
         page = client.get(page.next_url)
-        got.saw(page)
+        sync.saw(page)
         pages += 1
     # A listing whose later pages can change alone keeps no ETag past one page: it is read
     # again next time (its events are deduplicated by key, so nothing is written twice).
     kept = first_etag if src.newest_first or pages == 1 else None
-    got.marks[f"github:{repo}:{src.name}"] = (kept, newest, version)
-    return items
+    sync.marks[f"github:{sync.repo}:{src.name}"] = (kept, newest, version)
 
 
-def _fetch(client: GitHub, work: Work, repo: str, ready_label: str) -> _Fetch:
-    got = _Fetch()
-    marks = _watermarks(work, repo)
+def _page(client: GitHub, sync: _Sync, src: Source, items: list[Any]) -> None:
+    """One page's events, its ready issues' markers, and its changed PRs' reviews and
+    checks (bounded), all pending until the next flush."""
+    events = src.project(sync.repo, items)
+    sync.add(events)
+    if src.name == "issues":
+        _mark_ready(sync, items)
+    if src.name == "pulls":
+        changed = _new(sync.work, [e for e in events if e.kind == "gh.pr"])
+        for e in changed[: sync.detail_left]:
+            _details(client, sync, e.body["number"], e.body.get("head_sha"))
+        sync.detail_left = max(0, sync.detail_left - len(changed))
+
+
+def _details(client: GitHub, sync: _Sync, number: int, sha: Any) -> None:
+    """A changed pull request's reviews and its head commit's check runs (one page each)."""
+    per_page = {"per_page": PER_PAGE}
+    page = client.get(f"/repos/{sync.repo}/pulls/{number}/reviews", params=per_page)
+    sync.saw(page)
+    sync.add(gh.reviews(sync.repo, number, page.data))
+    if isinstance(sha, str) and gh.SHA_RE.fullmatch(sha):
+        page = client.get(f"/repos/{sync.repo}/commits/{sha}/check-runs", params=per_page)
+        sync.saw(page)
+        sync.add(gh.checks(sync.repo, sha, page.data))
+
+
+def _mark_ready(sync: _Sync, items: list[Any]) -> None:
+    """A ready issue not marked before: its text to a draft blob, its marker an event."""
+    ready = [i for i in items if isinstance(i, Mapping) and gh.is_ready(i, sync.ready_label)
+             and _number(i.get("number"))]  # fmt: skip
+    unmarked = {e.key for e in _new(sync.work, [gh.ready(sync.repo, i, "") for i in ready])}
+    for item in ready:
+        mark = gh.key(sync.repo, f"ready:{item['number']}")
+        if mark in unmarked and mark not in sync.marked:
+            sync.marked.add(mark)  # once, even if a page repeats the issue
+            sync.drafts.append(_draft(sync.work, sync.repo, item))
+            sync.markers.append(gh.ready(sync.repo, item, sync.drafts[-1]))
+
+
+def _fetch(client: GitHub, sync: _Sync) -> None:
+    marks = _watermarks(sync.work, sync.repo)
     for src in SOURCES:
-        mark = marks.get(f"github:{repo}:{src.name}", (None, None, None))
-        items = _listing(client, repo, src, mark, got)
-        got.events.extend(src.project(repo, items))
-        if src.name == "issues":
-            got.ready = [i for i in items if isinstance(i, Mapping) and gh.is_ready(i, ready_label)
-                         and _number(i.get("number"))]  # fmt: skip
-    # Reviews and check runs of the pull requests that changed (bounded).
-    changed = _new(work, [e for e in got.events if e.kind == "gh.pr"])[:MAX_DETAIL]
-    for e in changed:
-        number, sha = e.body["number"], e.body.get("head_sha")
-        page = client.get(f"/repos/{repo}/pulls/{number}/reviews", params={"per_page": PER_PAGE})
-        got.saw(page)
-        got.events.extend(gh.reviews(repo, number, page.data))
-        if isinstance(sha, str) and gh.SHA_RE.fullmatch(sha):
-            page = client.get(f"/repos/{repo}/commits/{sha}/check-runs",
-                              params={"per_page": PER_PAGE})  # fmt: skip
-            got.saw(page)
-            got.events.extend(gh.checks(repo, sha, page.data))
-    # An item this oms cannot record (too large, text that is not Unicode) is skipped and
-    # counted: one odd item never stops every later sync.
-    kept = [e for e in got.events if _encodable(e)]
-    got.skipped, got.events = len(got.events) - len(kept), kept
-    return got
+        _listing(client, sync, src, marks.get(f"github:{sync.repo}:{src.name}", (None, None, None)))
+    sync.flush(last=True)
 
 
 def _number(value: Any) -> bool:
@@ -239,7 +308,8 @@ def _draft(work: Work, repo: str, item: Mapping[str, Any]) -> str:
 def _project(work: Work, repo: str, events: list[TypedEvent], marks: dict[str, Mark],
              drafts: Sequence[str], seen: int) -> tuple[str | None, int]:  # fmt: skip
     """ONE fenced transaction: the events, one notification, the watermarks, one entry;
-    (the notification, how many events were new). (None, 0) when none was new after all."""
+    (the notification, how many events were new). (None, 0) when none was new after all.
+    No events and some watermarks: the watermarks alone (the last flush of a sync)."""
     listed = [{"key": e.key, "kind": e.kind, "body": dict(e.body)} for e in events]
     water = {k: {"etag": v[0], "cursor": v[1]} for k, v in sorted(marks.items())}
     doc: dict[str, Any] = {"repo": repo, "events": listed, "watermarks": water}
@@ -257,9 +327,9 @@ def _projected(work: Work, repo: str, events: list[TypedEvent], marks: dict[str,
                nonce: str) -> tuple[str | None, int]:  # fmt: skip
     with work.fenced(nonce, "events.sync") as tx:
         keys = outbox.record(tx, events)
-        if not keys:
+        if not keys and (events or not marks):
             raise _NothingNew
-        batch = outbox.notify(tx, keys)
+        batch = outbox.notify(tx, keys)  # None for watermarks alone
         # CAS on the version each was read at: a sync that committed meanwhile read GitHub
         # later, so its watermark stands (events are kept either way: they are facts).
         for source, (etag, cursor, read_at) in marks.items():
@@ -345,32 +415,48 @@ def materialise(work: Work, repo: str) -> list[str]:
 def sync_github(repo_dir: Path, github_repo: str | None = None, *, api_url: str | None = None,
                 token: str | None = None,
                 clock: Callable[[], float] = time.time) -> dict[str, Any]:  # fmt: skip
-    """One sync; the JSON of `oms events sync github`. Raises (exit 4) before any write when
-    GitHub fails, rate-limits or links elsewhere."""
+    """One sync; the JSON of `oms events sync github`. Pages are written as they arrive; a
+    failure (GitHub's, a deadline, a foreign link) raises (exit 4) keeping what was written
+    and moving no watermark of a listing not read through. A second sync of the same
+    repository while one runs raises `SyncRunning` at once (exit 4)."""
+    started = time.monotonic()
     work = Work.open(repo_dir)
     work.clock = clock
     try:
         repo = resolve_repo(work, github_repo)
-        label = work.loaded.policy.conductor.ready_label
-        with GitHub(api_url, token if token is not None else token_from_env()) as client:
-            got = _fetch(client, work, repo, label)
-        fresh = _new(work, got.events)
-        # A ready issue not marked before: its text to a draft blob, its marker an event.
-        unmarked = {e.key for e in _new(work, [gh.ready(repo, i, "") for i in got.ready])}
-        drafts: list[str] = []
-        for item in got.ready:
-            if (mark := gh.key(repo, f"ready:{item['number']}")) in unmarked:
-                unmarked.discard(mark)  # once, even if a page repeated the issue
-                drafts.append(_draft(work, repo, item))
-                fresh.append(gh.ready(repo, item, drafts[-1]))
-        batch, stored = None, 0
-        if fresh:
-            batch, stored = _project(work, repo, fresh, got.marks, drafts, len(got.events))
-        tickets = materialise(work, repo)
-        return {"repo": repo, "requests": got.requests, "not_modified": got.not_modified,
-                "events_new": stored, "events_seen": len(got.events),
-                "events_skipped": got.skipped, "tickets": tickets,
-                "notification": batch,
-                "rate": {"remaining": got.remaining, "reset": got.reset}}  # fmt: skip
+        conductor = work.loaded.policy.conductor
+        with _only_sync(work):
+            sync = _Sync(work, repo, conductor.ready_label)
+            with GitHub(api_url, token if token is not None else token_from_env(),
+                        answer_s=conductor.github_answer_timeout_s,
+                        until=started + conductor.github_sync_timeout_s) as client:  # fmt: skip
+                _fetch(client, sync)
+            tickets = materialise(work, repo)
+        return {"repo": repo, "requests": sync.requests, "not_modified": sync.not_modified,
+                "events_new": sync.stored, "events_seen": sync.seen,
+                "events_skipped": sync.skipped, "tickets": tickets,
+                "notification": sync.notifications[-1] if sync.notifications else None,
+                "notifications": sync.notifications,
+                "rate": {"remaining": sync.remaining, "reset": sync.reset}}  # fmt: skip
     finally:
         work.close()
+
+
+@contextmanager
+def _only_sync(work: Work) -> Iterator[None]:
+    """One GitHub sync of a repository at a time: an flock on `github-sync.lock` in its
+    state directory, released by the kernel when the holder dies (never stale)."""
+    path = work.db.path.parent / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise Unavailable(f"cannot open the sync lock {LOCK_FILE}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SyncRunning("another `oms events sync github` is running for this "
+                              "repository; nothing was done") from None  # fmt: skip
+        yield
+    finally:
+        os.close(fd)

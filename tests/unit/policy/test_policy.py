@@ -515,6 +515,24 @@ def test_policies_without_toolchains_keep_their_digests() -> None:
         "sha256:40529614f290560c438ea4cf92300fe0cca599a49280181eaef8aff4d0a33e2e")  # fmt: skip
 
 
+CONDUCTOR = b'version = 1\n[conductor]\ngithub_repo = "octo/widgets"\nready_label = "go"\n'
+
+
+@pytest.mark.parametrize(("text", "digest"), [
+    (CONDUCTOR, "sha256:0558f90e8362ed1d519905c70b7538876e35ce4bb7d760b732e927f6ecd43cc0"),
+    (b"version = 1\n[conductor]\nsync_interval_s = 120\n",
+     "sha256:b5b70a8ea2a4ae5f73433e8b05ea8d6c8387da0ff6926bcf917215a60cc43058"),
+])  # fmt: skip
+def test_a_conductor_section_keeps_its_digest_when_the_sync_deadlines_are_left_unset(
+    text: bytes, digest: str
+) -> None:
+    # Pinned before `github_answer_timeout_s` / `github_sync_timeout_s` existed.
+    assert parse_policy(text, "x").digest == digest
+    set_one = text + b"github_sync_timeout_s = 30\n"
+    assert parse_policy(set_one, "x").digest != digest
+    assert parse_policy(set_one, "x").policy.conductor.github_sync_timeout_s == 30
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

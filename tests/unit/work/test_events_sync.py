@@ -24,7 +24,7 @@ from gatekeeper.work.events import sync
 from gatekeeper.work.events.outbox import TypedEvent
 from gatekeeper.work.events.sync import resolve_repo, sync_github
 from gatekeeper.work.fence import Work
-from gatekeeper.work.github import GitHubUnavailable, RateLimited
+from gatekeeper.work.github import GitHubUnavailable, RateLimited, TooSlow
 
 R = "octo/widgets"
 ROOT = f"/repos/{R}"
@@ -41,7 +41,9 @@ def repo(git_repo: Path, oms_home: Path) -> Path:
 
 @pytest.fixture
 def gh(httpserver: HTTPServer) -> Iterator[GitHubServer]:
-    yield GitHubServer(httpserver)
+    server = GitHubServer(httpserver)
+    yield server
+    server.release.set()  # a stalled page answers (to no one) and frees the server
 
 
 def state(repo: Path) -> Any:
@@ -87,7 +89,7 @@ def serve_all(gh: GitHubServer) -> None:
     gh.pages[f"{ROOT}/commits/{SHA}/check-runs"] = [{"total_count": 1, "check_runs": [check]}]
 
 
-def test_one_sync_is_one_entry_one_batch_typed_events_and_one_ready_ticket(
+def test_one_sync_writes_each_page_before_asking_for_the_next_and_makes_one_ready_ticket(
     repo: Path, gh: GitHubServer, oms_home: Path
 ) -> None:
     serve_all(gh)
@@ -106,20 +108,30 @@ def test_one_sync_is_one_entry_one_batch_typed_events_and_one_ready_ticket(
     assert got["events_new"] == 9 and got["events_seen"] == 8 and got["not_modified"] == 0
     assert got["requests"] == 8 and got["rate"] == {"remaining": 4999, "reset": 1_900_000_000}
     assert len(got["tickets"]) == 1 and got["notification"].startswith("n-")
-    # One events entry (the batch), then the standing goal and the ticket: three in all.
+    # /issues has two pages: page 1 is one batch, written before page 2 is asked for; the
+    # one-page listings after it are one more. Then the standing goal and the ticket.
     work = Work.open(repo)
     try:
         kinds_logged = [work.store.entry(s).kind for s in range(head, work.store.head())]
-        assert kinds_logged == ["work.events", "work.goal.create", "work.ticket.add"]
-        entry = work.store.entry(head)
-        payload = entry.data
-        assert entry.blobs[0] == payload["detail"]["batch_blob"][7:]
-        batch = json.loads(work.store.blobs.get(payload["detail"]["batch_blob"][7:]))
-        assert len(batch["events"]) == 9 and batch["repo"] == R
-        assert payload["id"] == got["notification"]
-        (listed,) = work.db.read("SELECT events, state FROM batches")
-        assert sorted(json.loads(listed["events"])) == sorted(e["key"] for e in batch["events"])
-        assert listed["state"] == "pending"
+        assert kinds_logged == ["work.events", "work.events", "work.goal.create",
+                                "work.ticket.add"]  # fmt: skip
+        batches = []
+        for seq, notified in zip((head, head + 1), got["notifications"], strict=True):
+            entry = work.store.entry(seq)
+            payload = entry.data
+            assert entry.blobs[0] == payload["detail"]["batch_blob"][7:]
+            batches.append(json.loads(work.store.blobs.get(payload["detail"]["batch_blob"][7:])))
+            assert payload["id"] == notified and batches[-1]["repo"] == R
+        assert [len(b["events"]) for b in batches] == [3, 6]
+        assert got["notification"] == got["notifications"][-1]
+        # The watermarks move with the batch after their listing is read through.
+        assert list(batches[0]["watermarks"]) == []
+        assert len(batches[1]["watermarks"]) == 5
+        listed = work.db.read("SELECT events, state FROM batches ORDER BY seq")
+        assert [sorted(json.loads(r["events"])) for r in listed] == [
+            sorted(e["key"] for e in b["events"]) for b in batches
+        ]
+        assert {r["state"] for r in listed} == {"pending"}
         ticket = work.ticket(got["tickets"][0])
         assert ticket.state == "pending"
         assert ticket.title == "#1 Fix \\u001b[31mit\\u000anow $(rm -rf ~)"
@@ -184,7 +196,17 @@ def test_pagination_is_followed_to_the_stored_cursor(repo: Path, gh: GitHubServe
     assert [pg for path, pg, *_ in gh.requests if path == f"{ROOT}/issues"] == [1]
 
 
-def test_a_link_to_another_origin_is_not_followed_and_nothing_is_written(
+def sources(repo: Path) -> set[str]:
+    """The listings whose watermark is stored (by source name)."""
+    return {src.rsplit(":", 1)[1] for (src,) in rows(repo, "SELECT source FROM watermarks")}
+
+
+def numbers(repo: Path) -> list[int]:
+    got = rows(repo, "SELECT json_extract(body, '$.number') FROM events WHERE kind = 'gh.issue'")
+    return sorted(n for (n,) in got)
+
+
+def test_a_link_to_another_origin_is_not_followed_and_moves_no_watermark(
     repo: Path, gh: GitHubServer
 ) -> None:
     other = HTTPServer(host="127.0.0.1", port=0)
@@ -192,44 +214,56 @@ def test_a_link_to_another_origin_is_not_followed_and_nothing_is_written(
     try:
         gh.next_origin = other.url_for("/").rstrip("/")
         gh.pages[f"{ROOT}/issues"] = [[issue(1, T1)], [issue(2, T1)]]
-        before = state(repo)
         with pytest.raises(GitHubUnavailable, match="outside its API root"):
             run(repo, gh)
-        assert other.log == [] and state(repo) == before
+        assert other.log == []
         assert [pg for path, pg, *_ in gh.requests if path == f"{ROOT}/issues"] == [1]
+        assert numbers(repo) == [1] and sources(repo) == set()  # page 1 kept, as it came
     finally:
         other.stop()
 
 
-def test_a_5xx_mid_pagination_writes_nothing_and_the_next_sync_starts_over(
+def test_a_5xx_mid_pagination_keeps_the_pages_before_and_the_next_sync_starts_over(
     repo: Path, gh: GitHubServer
 ) -> None:
     gh.pages[f"{ROOT}/issues"] = [[issue(1, T1)], [issue(2, T1)], [issue(3, T0)]]
     gh.fail[f"{ROOT}/issues"] = (2, 502, {})
-    before = state(repo)
     with pytest.raises(GitHubUnavailable, match="502"):
         run(repo, gh)
-    assert state(repo) == before
+    assert numbers(repo) == [1] and sources(repo) == set()
     del gh.fail[f"{ROOT}/issues"]
-    assert run(repo, gh)["events_new"] == 3  # page 1 again: no watermark had moved
+    gh.requests.clear()
+    assert run(repo, gh)["events_new"] == 2  # page 1 again (no watermark had moved), then on
+    assert [pg for path, pg, *_ in gh.requests if path == f"{ROOT}/issues"] == [1, 2, 3]
+    assert numbers(repo) == [1, 2, 3] and "issues" in sources(repo)
 
 
 @pytest.mark.parametrize("status,headers", [
     (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "1900000777"}),
     (429, {"retry-after": "60", "x-ratelimit-reset": "1900000777"}),
 ])  # fmt: skip
-def test_a_rate_limit_at_any_page_writes_nothing_and_says_when_it_resets(
-    repo: Path, gh: GitHubServer, status: int, headers: dict[str, str]
+@pytest.mark.parametrize("page", [1, 2])
+def test_a_rate_limit_at_any_page_says_when_it_resets_and_moves_no_watermark_of_its_listing(
+    repo: Path, gh: GitHubServer, status: int, headers: dict[str, str], page: int
 ) -> None:
     serve_all(gh)
+    gh.pages[f"{ROOT}/issues"] = [gh.pages[f"{ROOT}/issues"][0]]
     gh.pages[f"{ROOT}/pulls"].append([])
-    gh.fail[f"{ROOT}/pulls"] = (2, status, headers)
+    gh.fail[f"{ROOT}/pulls"] = (page, status, headers)
     before = state(repo)
     with pytest.raises(RateLimited, match="1900000777") as raised:
         run(repo, gh)
     assert raised.value.reset == 1_900_000_777 and raised.value.exit_code == 4
     assert raised.value.data == {"rate": {"remaining": 0, "reset": 1_900_000_777}}
-    assert state(repo) == before
+    if page == 1:  # every listing before it was one page, pending: nothing was written
+        assert state(repo) == before
+    else:  # page 1 of /pulls was written (with the listings read through before it)
+        assert sources(repo) == {"issues", "issue-events", "comments"}
+    del gh.fail[f"{ROOT}/pulls"]
+    run(repo, gh)
+    assert sources(repo) == {"issues", "issue-events", "comments", "pulls", "branches"}
+    assert rows(repo, "SELECT COUNT(*) FROM events WHERE kind IN ('gh.pr', 'gh.review', "
+                      "'gh.check', 'gh.branch')") == [(4,)]  # fmt: skip
 
 
 def test_label_removed_then_re_added_is_two_events_and_still_one_ticket(
@@ -396,3 +430,49 @@ def test_a_branch_moved_past_the_first_page_is_seen(repo: Path, gh: GitHubServer
     shas = [json.loads(b)["sha"] for (b,) in rows(repo, "SELECT body FROM events WHERE kind = "
                                                        "'gh.branch' ORDER BY created")]  # fmt: skip
     assert "3" * 40 in shas
+
+
+def test_a_long_listing_is_written_page_by_page_and_an_interruption_keeps_the_pages_before(
+    repo: Path, gh: GitHubServer
+) -> None:
+    """Five pages of 100 issues, and page 4 fails: pages 1-3 are in the store, one batch
+    each (never more than a page is held before it is written), and no watermark moved; the
+    next sync reads the listing again from page 1 and writes only what is new."""
+    per = sync.PER_PAGE
+    gh.pages[f"{ROOT}/issues"] = [[issue(p * per + n + 1, T1) for n in range(per)]
+                                  for p in range(5)]  # fmt: skip
+    gh.fail[f"{ROOT}/issues"] = (4, 502, {})
+    head = state(repo)[1]
+    with pytest.raises(GitHubUnavailable, match="502"):
+        run(repo, gh)
+    assert numbers(repo) == list(range(1, 3 * per + 1)) and sources(repo) == set()
+    work = Work.open(repo)
+    try:
+        entries = [work.store.entry(s) for s in range(head, work.store.head())]
+        sizes = [e.data["detail"]["events_new"] for e in entries]
+    finally:
+        work.close()
+    assert [e.kind for e in entries] == ["work.events"] * 3 and sizes == [per, per, per]
+    del gh.fail[f"{ROOT}/issues"]
+    got = run(repo, gh)
+    assert got["events_new"] == 2 * per and len(got["notifications"]) == 2
+    assert numbers(repo) == list(range(1, 5 * per + 1)) and "issues" in sources(repo)
+
+
+def test_a_sync_that_overruns_its_deadline_is_cut_and_keeps_what_it_wrote(
+    tmp_path: Path, oms_env: dict[str, str], oms_home: Path, gh: GitHubServer
+) -> None:
+    """`[conductor] github_sync_timeout_s` bounds every answer of one sync: page 3 never
+    comes (it waits until the test ends), each answer is far within its own 60 s, and the
+    sync is cut at its end with pages 1-2 kept and no watermark moved."""
+    pol = "version = 1\n[conductor]\ngithub_sync_timeout_s = 5\n"
+    repo = make_repo(tmp_path / "timed", {"oms.toml": pol}, env=oms_env)
+    init(repo)
+    gh.pages[f"{ROOT}/issues"] = [[issue(1, T1)], [issue(2, T1)], [issue(3, T0)]]
+    gh.stall[f"{ROOT}/issues"] = 3
+    with pytest.raises(TooSlow, match=f"sync ran past its deadline at GET {ROOT}/issues"):
+        run(repo, gh)
+    assert gh.stalled.is_set() and numbers(repo) == [1, 2] and sources(repo) == set()
+    gh.release.set()
+    del gh.stall[f"{ROOT}/issues"]
+    assert run(repo, gh)["events_new"] == 1 and numbers(repo) == [1, 2, 3]
