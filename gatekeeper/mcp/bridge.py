@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field
 
 from gatekeeper.mcp.bounds import Result, bounded, hide_paths_in, tool_errors
 from gatekeeper.mcp.context import in_thread
+from gatekeeper.mcp.inputs import Server
 from gatekeeper.mcp.server import oms_version
 from gatekeeper.repo.git import open_repo
 from gatekeeper.work.conductor import bridge as b
@@ -80,8 +81,7 @@ def build_bridge(repo_dir: Path, conductor: str) -> MCPServer[Any]:
     finally:
         work.close()
     ask = _Answerer(served.top, conductor)
-    server: MCPServer[Any] = MCPServer(name="oms-conductor", version=oms_version(),
-                                         instructions=INSTRUCTIONS)  # fmt: skip
+    server = Server(name="oms-conductor", version=oms_version(), instructions=INSTRUCTIONS)
 
     @server.tool(description="Record a durable goal (objective, stop condition, horizon) "
                  "before any dispatch. Returns the goal id.", annotations=CHANGES)  # fmt: skip

@@ -20,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 
 from gatekeeper.agent.payloads import RUN_ID_RE, run_subject
 from gatekeeper.mcp.context import ToolContext
+from gatekeeper.mcp.inputs import Server
 from gatekeeper.mcp.listing import listed_digest
 from gatekeeper.mcp.policy_cache import PolicyCache
 from gatekeeper.mcp.tools import board, doctor, evidence, policy, repo, result, runs, transfer
@@ -54,8 +55,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     served = open_repo(repo_dir)
     ctx = ToolContext(repo=served, policies=PolicyCache(served.top),
                       requested_by=requested_by(os.environ))  # fmt: skip
-    server: MCPServer[Any] = MCPServer(name="oms", version=oms_version(),
-                                         instructions=INSTRUCTIONS)  # fmt: skip
+    server = Server(name="oms", version=oms_version(), instructions=INSTRUCTIONS)
     for group in TOOL_GROUPS:
         group.register(server, ctx)
     return server
