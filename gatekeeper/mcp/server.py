@@ -19,9 +19,11 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 
 from gatekeeper.agent.payloads import RUN_ID_RE, run_subject
+from gatekeeper.errors import UsageError
 from gatekeeper.mcp.context import ToolContext
 from gatekeeper.mcp.inputs import Server
 from gatekeeper.mcp.listing import listed_digest
+from gatekeeper.mcp.own_runs import only_own_runs
 from gatekeeper.mcp.policy_cache import PolicyCache
 from gatekeeper.mcp.tools import board, doctor, evidence, policy, repo, result, runs, transfer
 from gatekeeper.repo.git import open_repo
@@ -45,9 +47,14 @@ def oms_version() -> str:
 
 def requested_by(environ: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
     """The agent run this server answers for: `OMS_AGENT_RUN_ID`, which the broker of
-    `oms agent run` sets for the `oms mcp` it starts outside (a malformed id is no run)."""
+    `oms agent run` sets for the `oms mcp` it starts outside. Set but malformed, it is
+    refused: read as "no agent run", it would lift the restriction to the run's own runs."""
     run_id = environ.get("OMS_AGENT_RUN_ID", "")
-    return tuple(run_subject(run_id)) if RUN_ID_RE.fullmatch(run_id) else ()
+    if not run_id:
+        return ()
+    if not RUN_ID_RE.fullmatch(run_id):
+        raise UsageError(f"OMS_AGENT_RUN_ID is not an agent run id: {run_id[:40]!r}")
+    return tuple(run_subject(run_id))
 
 
 def build_server(repo_dir: Path) -> MCPServer[Any]:
@@ -58,6 +65,7 @@ def build_server(repo_dir: Path) -> MCPServer[Any]:
     server = Server(name="oms", version=oms_version(), instructions=INSTRUCTIONS)
     for group in TOOL_GROUPS:
         group.register(server, ctx)
+    only_own_runs(server, ctx)
     return server
 
 

@@ -26,7 +26,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -142,6 +142,9 @@ class _Tx:
     now: str
     record: p.WorkRecord | None = None
     subject: str = ""
+    # Who asked, as extra subjects of the entry (an agent run's `agent-run:<id>`): the
+    # signed log, not a row, says which agent run started a run.
+    requested_by: tuple[Mapping[str, Any], ...] = ()
     target: str = ""
     detail: dict[str, p.Small] = field(default_factory=dict)
     blobs: tuple[str, ...] = ()  # hex digests of evidence blobs the entry names
@@ -220,7 +223,8 @@ class Work:
             yield tx
             if tx.record is None:
                 raise AssertionError(f"{op}: a fenced transaction recorded no transition")
-            draft = Draft.of(tx.record, subject=p.subject(tx.subject), blobs=tx.blobs,
+            subject = [*p.subject(tx.subject), *(dict(s) for s in tx.requested_by)]
+            draft = Draft.of(tx.record, subject=subject, blobs=tx.blobs,
                              policy=self.loaded.digest)  # fmt: skip
             entry = self.store.append(draft)
             conn.execute("INSERT INTO transitions (seq, kind, object, nonce, time) "

@@ -29,6 +29,8 @@ from support.oms import parse_single_json, run_oms
 from support.pty import oms_at_pty
 from support.runs import NEEDS, RunLab, module_env, run_lab
 
+from gatekeeper.agent.mcp_relay import RUN_ID_ENV
+
 pytestmark = pytest.mark.skipif(not NEEDS, reason="needs /usr/bin/bwrap and /usr/bin/python3")
 
 
@@ -42,15 +44,20 @@ class Mcp:
 
     lab: RunLab
     sizes: dict[str, int] = field(default_factory=dict)  # the largest result of each tool
+    # The agent run this server answers for, as the broker of `oms agent run` starts the
+    # `oms mcp` outside that the relay inside reaches (`mcp_relay.RUN_ID_ENV`).
+    agent_run: str | None = None
 
     def __enter__(self) -> Mcp:
-        self._errlog = open(self.lab.root / "mcp.stderr", "w")  # closed in __exit__
+        name = f"mcp-{self.agent_run}" if self.agent_run else "mcp"
+        self._errlog = open(self.lab.root / f"{name}.stderr", "w")  # closed in __exit__
         self._portal_cm = start_blocking_portal()
         portal = self._portal_cm.__enter__()
+        env = {**self.lab.env, RUN_ID_ENV: self.agent_run} if self.agent_run else self.lab.env
         params = StdioServerParameters(command=sys.executable,
                                        args=["-m", "gatekeeper", "mcp", "--repo",
                                              str(self.lab.repo)],
-                                       env=self.lab.env, cwd=str(self.lab.root))  # fmt: skip
+                                       env=env, cwd=str(self.lab.root))  # fmt: skip
         self._session_cm = portal.wrap_async_context_manager(mcp_session(params, self._errlog, 300))
         self.session = self._session_cm.__enter__()
         self.portal = portal
@@ -293,6 +300,71 @@ def test_9_reconcile_pauses_at_its_manifest_and_cannot_be_approved_here(world: W
     captured = world.mcp.ok("oms_capture_evidence", {"run_id": world.runs["plan"],
                                                       "check": "unit"})  # fmt: skip
     assert any(a["kind"] == "log" for a in captured["artifacts"]), captured
+
+
+# -- inside an agent run: the relayed `oms mcp` acts only on the runs its agent run started ----
+
+AGENT_RUN, OTHER_AGENT_RUN = "20261201T150000Z-0a1b2c3d", "20261201T150000Z-ffffffff"
+# Every run-addressing tool, with arguments it would act on (tests/unit/mcp/test_own_runs.py
+# holds the table to every such tool of the server).
+RUN_CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("oms_status", {"detail": "full"}),
+    ("oms_read_artifact", {"ref": "report-1"}),
+    ("oms_transfer_preview", {}),
+    ("oms_agent_board", {}),
+    ("oms_summon", {"role": "qa", "brief": "look again"}),
+    ("oms_fanout", {"items": [{"role": "qa", "brief": "look again"}]}),
+    ("oms_continue", {"approval": "reject", "message": "no"}),
+    ("oms_continue", {"approval": "revise", "message": "again"}),
+    ("oms_loop", {}),
+    ("oms_reconcile", {"role": "orchestrator"}),
+    ("oms_abort", {"reason": "not yours"}),
+    ("oms_capture_evidence", {"check": "unit"}),
+]
+
+
+@dataclass
+class Inside:
+    mcp: Mcp  # the server for AGENT_RUN
+    own: str  # the run it started
+    elsewhere: dict[str, str]  # whose -> a run started there
+
+
+@pytest.fixture(scope="module")
+def inside(world: World) -> Iterator[Inside]:
+    with Mcp(world.lab, agent_run=AGENT_RUN) as mine, \
+            Mcp(world.lab, agent_run=OTHER_AGENT_RUN) as other:  # fmt: skip
+        own = mine.ok("oms_consult", {"goal": "What is risky here?", "role": "qa"})
+        theirs = other.ok("oms_consult", {"goal": "What is slow here?", "role": "qa"})
+        elsewhere = {"outside": world.runs["plan"], "another agent run": theirs["run_id"]}
+        yield Inside(mine, own["run_id"], elsewhere)
+
+
+def test_10_a_run_started_inside_is_acted_on_and_so_is_what_it_starts(inside: Inside) -> None:
+    mine, own = inside.mcp, inside.own
+    full = mine.ok("oms_status", {"run_id": own, "detail": "full"})
+    assert full["status"] == "completed" and full["all_artifacts"], full
+    page = mine.ok("oms_read_artifact", {"run_id": own, "ref": "report-1"})
+    assert "goal: What is risky here?" in page["text"]
+    rec = mine.ok("oms_reconcile", {"run_id": own, "role": "orchestrator"})
+    assert rec["status"] == "awaiting_approval" and rec["parent_run"] == own, rec
+    # The reconcile run was started through this server too: it is this agent run's.
+    assert mine.ok("oms_transfer_preview", {"run_id": rec["run_id"]})["status"] == "previewed"
+    aborted = mine.ok("oms_abort", {"run_id": rec["run_id"], "reason": "enough"})
+    assert aborted["status"] == "aborted", aborted
+
+
+@pytest.mark.parametrize("whose", ["outside", "another agent run"])
+@pytest.mark.parametrize(("tool", "args"), RUN_CALLS, ids=[f"{t}-{i}" for i, (t, _) in
+                                                          enumerate(RUN_CALLS)])  # fmt: skip
+def test_11_a_run_started_elsewhere_is_refused_by_every_run_tool(
+    inside: Inside, world: World, whose: str, tool: str, args: dict[str, Any]
+) -> None:
+    run = inside.elsewhere[whose]
+    before = world.oms("run", "status", run, "--full")
+    msg = inside.mcp.error(tool, {"run_id": run, **args})
+    assert f"blocked: run {run} was not started by this agent run" in msg, msg
+    assert world.oms("run", "status", run, "--full") == before, "a refused call changed the run"
 
 
 def test_every_tool_was_measured_under_the_bound(world: World) -> None:

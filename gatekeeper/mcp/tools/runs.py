@@ -89,6 +89,7 @@ async def deciding(fn: Callable[..., Out], run_id: str, *args: Any, **kwargs: An
 
 def register(server: MCPServer[Any], ctx: ToolContext) -> None:
     repo = ctx.repo.top
+    asker = ctx.requested_by  # the agent run this server answers for: named by what it starts
 
     @server.tool(description="Create a read-only plan run: the planner answers; the plan is a "
                  "run artifact, its summary inline. auto_loop advances it (never approving).",
@@ -98,8 +99,8 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                        auto_loop: AutoLoop = False, max_cycles: MaxCycles = None,
                        max_steps_per_cycle: MaxSteps = None) -> Result:  # fmt: skip
         return ran(await in_thread(lambda: api.plan(repo, goal, orchestrator, constraints,
-                                                    auto_loop, max_cycles,
-                                                    max_steps_per_cycle)))  # fmt: skip
+                                                    auto_loop, max_cycles, max_steps_per_cycle,
+                                                    requested_by=asker)))  # fmt: skip
 
     @server.tool(description="Start a run in a mode (plan, research, implement, review). An "
                  "implement run plans, stops at a plan gate, then goes through oms' lease, "
@@ -112,7 +113,8 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                               max_steps_per_cycle: MaxSteps = None) -> Result:  # fmt: skip
         return ran(await in_thread(lambda: api.orchestrate(repo, goal, mode, role_mapping,
                                                            constraints, auto_loop, max_cycles,
-                                                           max_steps_per_cycle)))  # fmt: skip
+                                                           max_steps_per_cycle,
+                                                           requested_by=asker)))  # fmt: skip
 
     @server.tool(description="Ask one read-only guest role now, as a run of its own: its "
                  "markdown answer is an artifact, a bounded summary inline. An external role "
@@ -121,7 +123,8 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
     @tool_errors
     async def oms_consult(goal: Goal, role: GuestRole, agent: Agent = None,
                           constraints: Constraints = None) -> Result:  # fmt: skip
-        return ran(await in_thread(lambda: api.consult(repo, goal, role, agent, constraints)))
+        return ran(await in_thread(lambda: api.consult(repo, goal, role, agent, constraints,
+                                                       requested_by=asker)))  # fmt: skip
 
     @server.tool(description="Summon a read-only, advisory role onto an existing run (records "
                  "agent_summoned and a typed handoff); its answer satisfies no gate.",
@@ -171,7 +174,7 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
                             approval: ApprovalArg = "none",
                             message: Message = None) -> Result:  # fmt: skip
         return await deciding(reconcile.reconcile, run_id, repo, run_id, role, approval,
-                              message, via="mcp")  # fmt: skip
+                              message, via="mcp", requested_by=asker)  # fmt: skip
 
     @server.tool(description="Abort a run for good, with a reason (recorded).",
                  annotations=RECORDS)  # fmt: skip

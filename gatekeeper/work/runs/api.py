@@ -27,7 +27,7 @@ from gatekeeper.work.runs.model import (
     Mode,
     Run,
 )
-from gatekeeper.work.runs.store import Runs, checked_run_id
+from gatekeeper.work.runs.store import ForeignRun, Runs, checked_run_id
 
 MODES: tuple[str, ...] = ("plan", "research", "implement", "review")
 FIRST_ROLE: Mapping[str, str] = {"plan": "planner", "research": "researcher",
@@ -142,7 +142,8 @@ def _needs(work: Work, roles_map: Mapping[str, str], run_role: str,
 
 def plan(repo_dir: Path, goal: str, orchestrator: str | None = None,
          constraints: Sequence[str] | None = None, auto_loop: bool = False,
-         max_cycles: int | None = None, max_steps: int | None = None) -> Out:  # fmt: skip
+         max_cycles: int | None = None, max_steps: int | None = None, *,
+         requested_by: Sequence[Mapping[str, Any]] = ()) -> Out:  # fmt: skip
     """`oms run plan` / `oms_plan`: a read-only plan run."""
     checked_text(goal, "goal", MAX_GOAL_CHARS)
     cons = checked_constraints(constraints)
@@ -151,7 +152,8 @@ def plan(repo_dir: Path, goal: str, orchestrator: str | None = None,
     with opened_runs(repo_dir) as (work, runs):
         roles_map = mapping.run_mapping(work.loaded, work.repo.repo_id, given)
         _needs(work, roles_map, "planner")
-        run = runs.create("plan", "plan", goal, cons, roles_map, step="start")
+        run = runs.create("plan", "plan", goal, cons, roles_map, step="start",
+                          requested_by=requested_by)  # fmt: skip
         out, code = advanced(work, runs, run, cycles, steps)
         plans = [a for a in out["artifacts"] if a["kind"] == "plan"]
         out["plan"] = plans[-1]["summary"] if plans else None
@@ -161,7 +163,8 @@ def plan(repo_dir: Path, goal: str, orchestrator: str | None = None,
 def orchestrate(repo_dir: Path, goal: str, mode: str = "implement",
                 role_mapping: Mapping[str, str] | None = None,
                 constraints: Sequence[str] | None = None, auto_loop: bool = False,
-                max_cycles: int | None = None, max_steps: int | None = None) -> Out:  # fmt: skip
+                max_cycles: int | None = None, max_steps: int | None = None, *,
+                requested_by: Sequence[Mapping[str, Any]] = ()) -> Out:  # fmt: skip
     """`oms run orchestrate` / `oms_orchestrate`: a full run in `mode`."""
     checked_text(goal, "goal", MAX_GOAL_CHARS)
     m = checked_mode(mode)
@@ -170,12 +173,14 @@ def orchestrate(repo_dir: Path, goal: str, mode: str = "implement",
     with opened_runs(repo_dir) as (work, runs):
         roles_map = mapping.run_mapping(work.loaded, work.repo.repo_id, role_mapping)
         _needs(work, roles_map, FIRST_ROLE[m])
-        run = runs.create("orchestrate", m, goal, cons, roles_map, step="start")
+        run = runs.create("orchestrate", m, goal, cons, roles_map, step="start",
+                          requested_by=requested_by)  # fmt: skip
         return advanced(work, runs, run, cycles, steps)
 
 
 def consult(repo_dir: Path, goal: str, role: str, agent: str | None = None,
-            constraints: Sequence[str] | None = None) -> Out:  # fmt: skip
+            constraints: Sequence[str] | None = None, *,
+            requested_by: Sequence[Mapping[str, Any]] = ()) -> Out:  # fmt: skip
     """`oms run consult` / `oms_consult`: one read-only guest role, now, as a run of its own."""
     checked_text(goal, "goal", MAX_GOAL_CHARS)
     if role not in GUEST_ROLES:
@@ -185,7 +190,8 @@ def consult(repo_dir: Path, goal: str, role: str, agent: str | None = None,
         given = {role: agent} if agent is not None else {}
         roles_map = mapping.run_mapping(work.loaded, work.repo.repo_id, given)
         _needs(work, roles_map, role)
-        run = runs.create("consult", "research", goal, cons, roles_map, step=f"consult:{role}")
+        run = runs.create("consult", "research", goal, cons, roles_map, step=f"consult:{role}",
+                          requested_by=requested_by)  # fmt: skip
         out, code = advanced(work, runs, run, 1, engine.DEFAULT_STEPS_PER_CYCLE,
                              consulted_role=role,
                              consulted_agent=roles_map.get(role))  # fmt: skip
@@ -193,6 +199,17 @@ def consult(repo_dir: Path, goal: str, role: str, agent: str | None = None,
 
 
 # -- reads ------------------------------------------------------------------------------------
+
+
+def require_started_by(repo_dir: Path, run_id: str, requester: str) -> None:
+    """ForeignRun unless run `run_id` was started at the request of `requester` (an agent
+    run's subject name): an agent inside acts only on its own runs. A run that does not
+    exist is refused alike, so the answer tells nothing about other runs."""
+    checked_run_id(run_id)
+    with opened_runs(repo_dir) as (_, runs):
+        if requester not in runs.started_by(run_id):
+            raise ForeignRun(f"run {run_id} was not started by this agent run: an agent acts "
+                             "only on the runs it started")  # fmt: skip
 
 
 def status(repo_dir: Path, run_id: str, detail: str = "summary") -> Out:

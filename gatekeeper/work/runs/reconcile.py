@@ -14,7 +14,7 @@ answer kept as a `log` artifact.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +224,8 @@ def _extra(runs: Runs, run: Run) -> dict[str, Any]:
 
 
 def reconcile(repo_dir: Path, run_id: str, role: str | None = None, approval: str = "none",
-              message: str | None = None, *, via: str = "mcp") -> Out:  # fmt: skip
+              message: str | None = None, *, via: str = "mcp",
+              requested_by: Sequence[Mapping[str, Any]] = ()) -> Out:  # fmt: skip
     """`oms run reconcile` / `oms_reconcile` on a completed run: create (or find) its
     reconcile run and advance it to its gate or its end; with an `approval` other than
     `none`, that is `continue` of the open reconcile run (approve only at a terminal)."""
@@ -240,7 +241,8 @@ def reconcile(repo_dir: Path, run_id: str, role: str | None = None, approval: st
             roles.require(mapping.role_of(work.loaded, roles_map, run_role), unattended=True)
             objective = f"Reconcile run {parent.id}: {parent.objective}"[:MAX_GOAL_CHARS]
             run = runs.create("reconcile", "research", objective, (), roles_map,
-                              step=f"reconcile:{run_role}", parent=parent.id)  # fmt: skip
+                              step=f"reconcile:{run_role}", parent=parent.id,
+                              requested_by=requested_by)  # fmt: skip
             return _advanced(work, runs, run)
         else:
             return _advanced(work, runs, runs.get(found))

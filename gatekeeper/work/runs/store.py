@@ -40,6 +40,10 @@ class RunFinished(Blocked):
     """The run is completed, failed or aborted: its state no longer changes."""
 
 
+class ForeignRun(Blocked):
+    """An agent run asked about a run it did not start: it acts only on its own runs."""
+
+
 def new_run_id() -> str:
     return f"r-{secrets.token_hex(6)}"
 
@@ -80,7 +84,10 @@ class Runs:
 
     def create(self, kind: RunKind, mode: Mode, objective: str, constraints: Sequence[str],
                roles: Mapping[str, str], *, step: str, parent: str | None = None,
-               nonce: str | None = None) -> Run:  # fmt: skip
+               nonce: str | None = None,
+               requested_by: Sequence[Mapping[str, Any]] = ()) -> Run:  # fmt: skip
+        """A new run; `requested_by` (the agent run that asked, as subjects) is named by its
+        `work.run.create` entry, which is what `started_by` reads back."""
         rid = new_run_id()
         nonce = nonce or new_nonce()
         with self.work.fenced(nonce, "run.create") as tx:
@@ -95,6 +102,7 @@ class Runs:
                                              "roles": json.dumps(dict(roles), sort_keys=True),
                                              "parent": parent})  # fmt: skip
             tx.subject, tx.target = f"oms-run:{rid}", rid
+            tx.requested_by = tuple(requested_by)
         return self.get(rid)
 
     def step(self, run: Run, *, state: RunState | None = None, step: str | None = None,
@@ -188,6 +196,21 @@ class Runs:
         if not rows:
             raise NotFound(f"no run {run_id} in this repository")
         return _run(rows[0])
+
+    def started_by(self, run_id: str) -> frozenset[str]:
+        """Who asked for run `run_id`, as the signed log says: the subjects of its
+        `work.run.create` entry other than the run itself (empty for no such run, or a run
+        started with no requester, such as at the CLI)."""
+        rows = self.work.db.read("SELECT seq FROM transitions WHERE object = ? AND kind = ?",
+                                 checked_run_id(run_id), p.RunCreated.KIND)  # fmt: skip
+        if len(rows) != 1:
+            return frozenset()
+        entry = self.work.store.entry(int(rows[0]["seq"]))
+        names = {s.name for s in entry.subject}
+        own = f"oms-run:{run_id}"
+        if entry.kind != p.RunCreated.KIND or own not in names:
+            return frozenset()  # the index names another entry: it proves nothing
+        return frozenset(names - {own})
 
     def recent(self, limit: int = 20) -> list[Run]:
         rows = self.work.db.read("SELECT * FROM runs ORDER BY updated DESC, id LIMIT ?",

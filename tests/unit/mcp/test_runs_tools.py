@@ -73,7 +73,7 @@ def test_a_refusal_that_names_its_actions_keeps_them(
     named = [{"action": "approve_gate", "command": "oms run continue x --approve"}]
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        assert kwargs == {"via": "mcp"}
+        assert kwargs == {"via": "mcp", "requested_by": ()}  # a server no agent run started
         raise ApprovalRefused("no", data={"next_actions": named})
 
     monkeypatch.setattr(reconcile, "reconcile", refuse)
