@@ -438,6 +438,27 @@ def test_read_file_refuses_escapes_in_one_clean_line_without_host_paths(small: S
     s.refused("oms_git_diff", {"path": "../host-outside"})
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "expected"),
+    [
+        ("oms_repo_read_file", {"path": "README.md", "offset": "TOKEN"},
+         "offset: Input should be a valid integer, unable to parse string as an integer"),
+        ("oms_model_access", {"to": ["TOKEN"], "purpose": "x"},
+         "to: Input should be a valid string"),
+        ("oms_runs", {"detail": "TOKEN"},
+         "detail: Input should be 'summary' or 'full'"),
+    ],
+)  # fmt: skip
+def test_a_wrong_input_reaches_the_client_as_one_line_naming_the_field(
+    small: Small, tool: str, args: dict[str, Any], expected: str
+) -> None:
+    given = {k: small.token if v == "TOKEN" else [small.token] if v == ["TOKEN"] else v
+             for k, v in args.items()}  # fmt: skip
+    msg = small.server.refused(tool, given)
+    assert msg == f"Error executing tool {tool}: usage: {expected}", msg
+    assert small.token not in msg and "http" not in msg
+
+
 def test_git_internals_secret_names_and_dependencies_are_not_served(small: Small) -> None:
     s = small.server
     for path in (".git/config", ".git/HEAD", ".env", "node_modules/x.js", "./.git/config"):
