@@ -52,8 +52,8 @@ from gatekeeper.repo.worktree import (
     worktree_state,
 )
 from gatekeeper.scan import ScanItem
-from gatekeeper.scan.policy import scan_with_policy
-from gatekeeper.scan.redact import covered_lines, redact_lines
+from gatekeeper.scan.policy import redacted, scan_with_policy
+from gatekeeper.scan.redact import covered_lines
 from policy import LoadedPolicy
 
 MAX_FILE_BYTES = 4 << 20
@@ -93,17 +93,9 @@ def _below(names: Iterable[str], rel: str) -> list[str]:
 
 
 def redact_text(repo: Repo, path: str, text: str, loaded: LoadedPolicy) -> tuple[str, int]:
-    return _redacted(ScanItem.whole(path, text), loaded)
-
-
-def _redacted(item: ScanItem, loaded: LoadedPolicy) -> tuple[str, int]:
-    """The item's text with its findings' lines replaced, and how many findings there were
+    """`text` with its findings' lines replaced, and how many findings there were
     (answered from the scan-result cache when this content was scanned before)."""
-    text = item.text or ""
-    findings = scan_with_policy([item], loaded).findings
-    if not findings:
-        return text, 0
-    return redact_lines(text, findings), len(findings)
+    return redacted(ScanItem.whole(path, text), loaded)
 
 
 def served_files(repo: Repo, path: str) -> list[str]:
@@ -160,8 +152,8 @@ def read_file(repo: Repo, path: str, offset: int, loaded: LoadedPolicy) -> FileT
         data = _read(files, rel)
     if b"\0" in data[:8192]:
         raise UsageError("binary file")
-    text, redacted = _redacted(ScanItem.of_bytes(rel, data, "replace"), loaded)
-    return FileText(rel, page(text, offset, "text"), redacted)
+    text, found = redacted(ScanItem.of_bytes(rel, data, "replace"), loaded)
+    return FileText(rel, page(text, offset, "text"), found)
 
 
 # -- search --------------------------------------------------------------------------------
@@ -364,5 +356,5 @@ def diff(repo: Repo, base: str | None, path: str, offset: int, loaded: LoadedPol
     names = sorted(n for n in _below(set(old) | indexed, rel) if not _skipped(n))
     diffs = _file_diffs(repo, old, names)
     text = b"".join(diffs).decode("utf-8", "replace")
-    text, redacted = redact_text(repo, "<diff>", text, loaded)
-    return DiffText(page(text, offset, "diff"), redacted, len(diffs))
+    text, found = redact_text(repo, "<diff>", text, loaded)
+    return DiffText(page(text, offset, "diff"), found, len(diffs))

@@ -18,6 +18,7 @@ from gatekeeper.scan.cache import Identity, ScanCache, scanner_config_digest
 from gatekeeper.scan.combined import merged, scan_both, scan_both_by_item
 from gatekeeper.scan.gitleaks import verify_binary
 from gatekeeper.scan.interface import Finding, ScanItem, ScannerInfo, ScannerUnavailable
+from gatekeeper.scan.redact import redact_lines
 from policy import LoadedPolicy
 from sandbox import Deadline
 
@@ -74,6 +75,18 @@ def scan_with_policy(
     findings = merged(per_item)
     return ScanReport(mark_allowed(findings, sp.allow_fingerprints), tuple(infos),
                       cached=len(items) - len(todo))  # fmt: skip
+
+
+def redacted(item: ScanItem, loaded: LoadedPolicy) -> tuple[str, int]:
+    """The item's whole text with every line a finding covers replaced, and how many findings
+    there were: what the repo gateway serves and what a provider answered, before oms stores
+    or shows it ("Secrets never leave"). A finding the policy allows is redacted too: it is
+    allowed to pass a gate, not to be shown."""
+    text = item.text or ""
+    findings = scan_with_policy([item], loaded).findings
+    if not findings:
+        return text, 0
+    return redact_lines(text, findings), len(findings)
 
 
 def _timeout(loaded: LoadedPolicy, budget: Deadline | None) -> int:
