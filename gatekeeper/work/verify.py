@@ -137,7 +137,8 @@ def run_grader(work: Work, at: str, role: Role, doc: bytes) -> ProviderReceipt:
     a refusal of the run is a problem, never a fallback."""
     try:
         schema = roles.schema_of(work.repo.top, role) or g.GRADE_SCHEMA
-        req = ProviderRequest(work.repo.top, at, role, new_run_id(), doc, output_schema=schema)
+        req = ProviderRequest(work.repo.top, at, role, new_run_id(), doc, output_schema=schema,
+                              loaded=work.loaded)  # fmt: skip
         got = adapter(role)(req)
     except AgentInterrupted:
         raise  # oms itself was stopped: the verify is left `started`, as after a SIGKILL

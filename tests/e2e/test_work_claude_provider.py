@@ -54,11 +54,13 @@ def test_the_real_claude_code_implements_through_the_adapter(
     monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
     monkeypatch.setenv("PATH", f"{BIN}:{os.environ.get('PATH', os.defpath)}")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-real-oms-claude-provider-0123456789")
-    role = require(resolve(trusted_policy(repo), "impl"), unattended=True)
+    policy = trusted_policy(repo)
+    role = require(resolve(policy, "impl"), unattended=True)
     base = git(repo, "rev-parse", "HEAD").strip()
     with fake_anthropic(TOOL) as fake:
         monkeypatch.setenv("OMS_EGRESS_UPSTREAM_ANTHROPIC", fake.url)
-        got = adapter(role)(ProviderRequest(repo, base, role, new_run_id(), DOCUMENT))
+        got = adapter(role)(ProviderRequest(repo, base, role, new_run_id(), DOCUMENT,
+                                            loaded=policy))  # fmt: skip
     assert got.exit_code == 0 and not got.timed_out, got
     assert got.engine == "claude-code" and got.output == FINAL_TEXT
     assert got.usage is not None and "output_tokens" in got.usage, got.usage

@@ -65,14 +65,15 @@ def test_the_real_codex_grades_through_the_adapter_and_the_receipt_has_the_grade
     monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
     monkeypatch.setenv("PATH", f"{BIN}:{os.environ.get('PATH', os.defpath)}")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-real-oms-codex-provider-0123456789")
-    role = require(resolve(trusted_policy(repo), "grader"), unattended=True)
+    policy = trusted_policy(repo)
+    role = require(resolve(policy, "grader"), unattended=True)
     base = git(repo, "rev-parse", "HEAD").strip()
     run_id = new_run_id()
     refs_before = git(repo, "for-each-ref")
     with fake_openai(None, final_text=json.dumps(GRADE)) as fake:
         monkeypatch.setenv("OMS_EGRESS_UPSTREAM_OPENAI", fake.url)
         got = adapter(role)(ProviderRequest(repo, base, role, run_id, DOCUMENT,
-                                            output_schema=SCHEMA))  # fmt: skip
+                                            output_schema=SCHEMA, loaded=policy))  # fmt: skip
     assert got.exit_code == 0 and not got.timed_out, got
     assert got.engine == "codex-cli" and got.run_id == run_id and got.base == base
     assert json.loads(got.output) == GRADE

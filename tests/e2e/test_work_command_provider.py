@@ -148,7 +148,8 @@ def run(repo: Path, name: str, run_id: str | None = None) -> tuple[ProviderRecei
     rid = run_id or new_run_id()
     base = git(repo, "rev-parse", "HEAD").strip()
     schema = schema_of(repo, role)
-    got = adapter(role)(ProviderRequest(repo, base, role, rid, TASK, output_schema=schema))
+    got = adapter(role)(ProviderRequest(repo, base, role, rid, TASK, output_schema=schema,
+                                        loaded=trusted_policy(repo)))  # fmt: skip
     assert got.run_id == rid and got.base == base and got.engine == role.engine
     return got, base
 

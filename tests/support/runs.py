@@ -5,22 +5,30 @@ The scripted provider (`SCRIPT`) reads the brief document from stdin (never argv
 answers markdown that names what it saw, so a test can assert what reached it. Its argv
 (from the trusted policy) picks a behaviour: `answer` (default), `fail` (exit 3),
 `empty` (prints nothing), `hang`, `implement` (writes `feature.py` and exits 0: the
-implementer), and a grader's `grade`.
+implementer), a grader's `grade`, and `leak:<piece>:<piece>…` (the answer, with a line
+naming the pieces joined: a token no policy line holds whole).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp import StdioServerParameters
 
+from gatekeeper.agent.mcp_relay import RUN_ID_ENV
 from gatekeeper.gates.records import init
 from support.env import clean_env, use_clean_git_here
+from support.mcp_session import session as mcp_session
+from support.mcp_session import text_of
 from support.repos import commit_on, make_repo
 
 PY = "/usr/bin/python3"
@@ -51,6 +59,8 @@ if mode == "garbage":
     sys.exit(0)
 print("# %s answer (%s)" % (doc.get("role"), doc.get("kind")))
 print("")
+if mode.startswith("leak:"):
+    print("deploy token: %s" % "".join(mode.split(":")[1:]))
 print("goal: %s" % doc.get("goal"))
 print("brief: %s" % doc.get("brief"))
 print("evidence: %s" % json.dumps([e.get("ref") for e in doc.get("evidence", [])]))
@@ -143,3 +153,74 @@ def module_env(root: Path, mp: pytest.MonkeyPatch) -> dict[str, str]:
     mp.delenv("XDG_STATE_HOME", raising=False)
     use_clean_git_here(env, mp)
     return env
+
+
+# -- a real MCP client ------------------------------------------------------------------------
+
+MAX_RESULT_BYTES = 8 * 1024
+
+
+@dataclass
+class Mcp:
+    """`oms mcp --repo` of a lab as a subprocess, with a real client session on a portal
+    thread; every result is measured as sent against the 8 KiB bound."""
+
+    lab: RunLab
+    sizes: dict[str, int] = field(default_factory=dict)  # the largest result of each tool
+    # The agent run this server answers for, as the broker of `oms agent run` starts the
+    # `oms mcp` outside that the relay inside reaches (`mcp_relay.RUN_ID_ENV`).
+    agent_run: str | None = None
+
+    def __enter__(self) -> Mcp:
+        name = f"mcp-{self.agent_run}" if self.agent_run else "mcp"
+        self._errlog = open(self.lab.root / f"{name}.stderr", "w")  # closed in __exit__
+        self._portal_cm = start_blocking_portal()
+        portal = self._portal_cm.__enter__()
+        env = {**self.lab.env, RUN_ID_ENV: self.agent_run} if self.agent_run else self.lab.env
+        params = StdioServerParameters(command=sys.executable,
+                                       args=["-m", "gatekeeper", "mcp", "--repo",
+                                             str(self.lab.repo)],
+                                       env=env, cwd=str(self.lab.root))  # fmt: skip
+        self._session_cm = portal.wrap_async_context_manager(mcp_session(params, self._errlog, 300))
+        self.session = self._session_cm.__enter__()
+        self.portal = portal
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._session_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self._errlog.close()
+
+    def call(self, name: str, args: dict[str, Any] | None = None) -> types.CallToolResult:
+        result = self.portal.call(lambda: self.session.call_tool(name, args or {}, 300))
+        assert isinstance(result, types.CallToolResult)
+        sent = text_of(result)
+        size = len(sent.encode())
+        assert size <= MAX_RESULT_BYTES, f"{name}: {size} bytes sent, over 8 KiB"
+        self.sizes[name] = max(size, self.sizes.get(name, 0))
+        return result
+
+    def doc(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A tool that answers a result (ok or not): its `{ok, truncated, data}`."""
+        result = self.call(name, args)
+        assert not result.is_error, (name, args, result.content)
+        [c] = result.content
+        assert isinstance(c, types.TextContent)
+        doc = json.loads(c.text)
+        assert doc == result.structured_content
+        return doc
+
+    def ok(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        doc = self.doc(name, args)
+        assert doc["ok"] is True, (name, doc)
+        data: dict[str, Any] = doc["data"]
+        return data
+
+    def error(self, name: str, args: dict[str, Any]) -> str:
+        result = self.call(name, args)
+        assert result.is_error, (name, args)
+        [c] = result.content
+        assert isinstance(c, types.TextContent) and "\n" not in c.text.strip()
+        return c.text

@@ -213,7 +213,8 @@ def advise_dispatch(work: Work, conductor: str, req: m.AdviseDispatch) -> dict[s
     )
     doc = m.advice_document(row["id"], row["digest"], body)
     got = adapter(role)(ProviderRequest(work.repo.top, body["base"], role, new_run_id(), doc,
-                                        output_schema=m.ADVICE_SCHEMA))  # fmt: skip
+                                        output_schema=m.ADVICE_SCHEMA,
+                                        loaded=work.loaded))  # fmt: skip
     if got.timed_out or got.exit_code != 0:
         how = "timed out" if got.timed_out else f"exit {got.exit_code}"
         raise Unavailable(f"the advisor {role.name} failed ({how}); nothing recorded")

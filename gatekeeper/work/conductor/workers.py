@@ -31,7 +31,7 @@ from gatekeeper.work.conductor.proc import ProcId
 from gatekeeper.work.conductor.tmux import Pane, Tmux, TmuxUnavailable, session_for, socket_for
 from gatekeeper.work.dispatch import LEASE_MARGIN_S, no_result, settle, task_document
 from gatekeeper.work.fence import StaleVersion, Work, new_nonce
-from gatekeeper.work.providers.base import bounded, receipt, stdout_of
+from gatekeeper.work.providers.base import receipt, stdout_of
 from gatekeeper.work.roles import require, resolve
 
 Action = Literal["observe", "park", "resume", "stop"]
@@ -342,7 +342,7 @@ def run_worker(work: Work, worker_id: str) -> int:
         _end_if_unreceived(work, d.ticket, d.id, reason)
         _finished(work, worker_id, reason)
         raise
-    got = receipt(role, out, bounded(stdout_of(out)), None)
+    got = receipt(role, work.loaded, out, stdout_of(out), None)
     if _read(work, worker_id).view.state == "stopped":
         _end_if_unreceived(work, d.ticket, d.id, "the worker was stopped")
         return 1

@@ -1,6 +1,11 @@
 """The provider adapters' one interface: a resolved `Role`, a `ProviderRequest` in, a typed
 `ProviderReceipt` out, and `adapter(role)`, the one entry point.
 
+A receipt is where a provider's answer enters oms: `receipt` scans it with both scanners
+under the request's policy (the repo gateway's scan and cache) and replaces every line a
+finding covers before anything (work.db, an artifact blob, a tool's answer, a grade or a
+reflection) can hold it; then bounds it.
+
 Every adapter runs its CLI under `oms agent run` (`gatekeeper.agent.run.agent_run`): the
 task document reaches the CLI on stdin and as the read-only file `$OMS_TASK_FILE`, never
 as argv. An adapter decides nothing: the receipt is facts (exit, candidate, bounded
@@ -11,17 +16,21 @@ output, usage when the CLI reports it) for the fenced state machine and the resu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from gatekeeper.agent.run import AgentRunOutcome
 from gatekeeper.errors import Unavailable
+from gatekeeper.scan import ScanItem
+from gatekeeper.scan.policy import redacted
+from policy import LoadedPolicy
 
 Engine = str  # "claude-code" | "codex-cli" | "command:<name>": each command provider its own
 Authority = Literal["read-only", "worktree-write"]
 # What a receipt keeps of the CLI's stdout: the final answer of an exec CLI fits.
 MAX_OUTPUT_BYTES = 64 << 10
+ANSWER_ITEM = "<provider answer>"  # what a finding in an answer names as its file
 
 
 class RoleUnavailable(Unavailable):
@@ -66,6 +75,7 @@ class ProviderRequest:
     document: bytes  # the task or grading document: stdin and $OMS_TASK_FILE, never argv
     timeout_s: int | None = None  # None: the role's
     output_schema: Mapping[str, Any] | None = None  # a grader's JSON schema for its answer
+    loaded: LoadedPolicy = field(kw_only=True)  # the trusted policy the answer is scanned under
 
 
 @dataclass(frozen=True)
@@ -78,25 +88,27 @@ class ProviderReceipt:
     base: str
     candidate: str | None  # from oms agent run; always None for a read-only role
     candidate_ref: str | None
-    output: str  # stdout, bounded (64 KiB): the CLI's final answer for exec CLIs
+    output: str  # the CLI's final answer (stdout for a command), redacted, bounded (64 KiB)
     usage: Mapping[str, int] | None  # when the CLI reports it
     evidence_seq: int  # the agent.run.end entry
     workspace: str
+    redacted: int = 0  # findings in the answer, whose lines `output` shows as a marker
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": self.engine, "run_id": self.run_id, "exit_code": self.exit_code,
                 "signal": self.signal, "timed_out": self.timed_out, "base": self.base,
                 "candidate": self.candidate, "candidate_ref": self.candidate_ref,
                 "output": self.output, "usage": dict(self.usage) if self.usage else None,
-                "evidence_seq": self.evidence_seq, "workspace": self.workspace}  # fmt: skip
+                "evidence_seq": self.evidence_seq, "workspace": self.workspace,
+                "redacted": self.redacted}  # fmt: skip
 
 
 Adapter = Callable[[ProviderRequest], ProviderReceipt]
 
 
-def bounded(data: bytes, limit: int = MAX_OUTPUT_BYTES) -> str:
-    """At most `limit` bytes of `data`, as text."""
-    return data[:limit].decode("utf-8", "replace")
+def bounded(text: str, limit: int = MAX_OUTPUT_BYTES) -> str:
+    """At most `limit` bytes of `text` (as UTF-8), a character cut in two left out."""
+    return text.encode()[:limit].decode("utf-8", "ignore")
 
 
 def stdout_of(out: AgentRunOutcome) -> bytes:
@@ -106,14 +118,19 @@ def stdout_of(out: AgentRunOutcome) -> bytes:
     return (out.stdout or "").encode()
 
 
-def receipt(role: Role, out: AgentRunOutcome, output: str,
+def receipt(role: Role, loaded: LoadedPolicy, out: AgentRunOutcome, answer: bytes,
             usage: Mapping[str, int] | None) -> ProviderReceipt:  # fmt: skip
-    """The receipt of a finished `oms agent run`; a read-only role never has a candidate."""
+    """The receipt of a finished `oms agent run`: its whole `answer` redacted, then bounded
+    (so the bound never cuts a secret into a piece the scanners no longer know); a read-only
+    role never has a candidate. A scanner that cannot run raises (ScannerUnavailable):
+    an answer no one scanned is never kept."""
+    output, found = redacted(ScanItem.of_bytes(ANSWER_ITEM, answer, "replace"), loaded)
     writes = role.authority == "worktree-write"
     return ProviderReceipt(
         engine=role.engine, run_id=out.run_id, exit_code=out.exit_code, signal=out.signal,
         timed_out=out.timed_out, base=out.base,
         candidate=out.candidate if writes else None,
         candidate_ref=out.candidate_ref if writes else None,
-        output=output, usage=usage, evidence_seq=out.evidence_seq, workspace=out.workspace,
+        output=bounded(output), usage=usage, evidence_seq=out.evidence_seq,
+        workspace=out.workspace, redacted=found,
     )  # fmt: skip

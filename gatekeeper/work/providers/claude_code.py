@@ -22,7 +22,6 @@ from gatekeeper.work.providers.base import (
     ProviderRequest,
     Role,
     RoleUnavailable,
-    bounded,
     receipt,
     stdout_of,
 )
@@ -76,7 +75,7 @@ def run_claude(req: ProviderRequest) -> ProviderReceipt:
     """Run `claude -p` for `req.role`; the output is its `result` (bounded)."""
     out = agent_run(claude_request(req))
     parsed = parse_result(stdout_of(out))
-    return receipt(req.role, out, bounded((parsed.result or "").encode()), parsed.usage)
+    return receipt(req.role, req.loaded, out, (parsed.result or "").encode(), parsed.usage)
 
 
 def parse_result(data: bytes) -> ClaudeResult:

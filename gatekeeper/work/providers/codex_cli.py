@@ -23,7 +23,6 @@ from gatekeeper.work.providers.base import (
     ProviderRequest,
     Role,
     RoleUnavailable,
-    bounded,
     receipt,
     stdout_of,
 )
@@ -73,7 +72,7 @@ def run_codex(req: ProviderRequest) -> ProviderReceipt:
     """Run `codex exec` for `req.role`; the output is its final message (bounded)."""
     out = agent_run(codex_request(req))
     events = parse_events(stdout_of(out).splitlines())
-    return receipt(req.role, out, bounded((events.final or "").encode()), events.usage)
+    return receipt(req.role, req.loaded, out, (events.final or "").encode(), events.usage)
 
 
 def _objects(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:

@@ -15,7 +15,6 @@ from gatekeeper.work.providers.base import (
     ProviderReceipt,
     ProviderRequest,
     RoleUnavailable,
-    bounded,
     receipt,
     stdout_of,
 )
@@ -40,4 +39,4 @@ def command_request(req: ProviderRequest) -> AgentRunRequest:
 def run_command(req: ProviderRequest) -> ProviderReceipt:
     """Run the command provider of `req.role` to completion; its stdout is the output."""
     out = agent_run(command_request(req))
-    return receipt(req.role, out, bounded(stdout_of(out)), None)
+    return receipt(req.role, req.loaded, out, stdout_of(out), None)

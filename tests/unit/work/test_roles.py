@@ -245,8 +245,10 @@ def test_the_command_adapter_refuses_a_role_without_a_command_before_running(
 ) -> None:
     from gatekeeper.work.providers.base import ProviderRequest
 
-    r = resolve(loaded({"r": role(provider="command:ghost")}), "r")
-    req = ProviderRequest(tmp_path, "0" * 40, r, "20261201T150000Z-0a1b2c3d", b"task")
+    policy = loaded({"r": role(provider="command:ghost")})
+    r = resolve(policy, "r")
+    req = ProviderRequest(tmp_path, "0" * 40, r, "20261201T150000Z-0a1b2c3d", b"task",
+                          loaded=policy)  # fmt: skip
     with pytest.raises(RoleUnavailable):
         run_command(req)
 
