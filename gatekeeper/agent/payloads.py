@@ -42,6 +42,21 @@ class Diffstat(_Frozen):
     deletions: int
 
 
+SpecialKind = Literal["fifo", "socket", "char-device", "block-device", "other"]
+# How a run left oms: its result collected (a candidate or nothing changed), a read-only run
+# (never collected), oms refused after the start, collect ran past its deadline, or oms was
+# interrupted (a signal, Ctrl-C).
+EndReason = Literal["collected", "read_only", "refused", "collect_timeout", "interrupted"]
+
+
+class SpecialFile(_Frozen):
+    """A FIFO, socket or device the agent left in its workspace: never opened, by oms or a
+    git it runs, and never committed. The path as bytes decoded (undecodable bytes escaped)."""
+
+    path: Annotated[str, Field(max_length=1024)]
+    kind: SpecialKind
+
+
 class AgentRunStart(Payload):
     KIND: ClassVar[str] = "agent.run.start"
     run_id: RunId
@@ -73,6 +88,10 @@ class AgentRunEnd(Payload):
     candidate_ref: str | None
     diffstat: Diffstat | None
     refused: str | None = None  # why oms refused after the start (nothing collected then)
+    # Entries written before these fields have none of them (reason None, nothing special).
+    reason: EndReason | None = None
+    special_files: tuple[SpecialFile, ...] = ()  # the first MAX_SPECIAL_NAMED, by path
+    special_total: int = 0
 
 
 class EgressFinding(_Frozen):

@@ -4,8 +4,8 @@ The order is the promise: everything that can refuse (repository, key, policy fr
 default branch, bwrap, the kind's CLI, the profile) refuses before anything starts; the
 probe of this exact profile passes before CMD starts; `agent.run.start` is written before
 CMD runs and `agent.run.end` after its result is collected by oms, outside, with oms' git.
-A refusal after the start entry still writes the end entry (with the refusal) so that no
-run is left open in the log.
+Every way out after the start entry writes the end entry, with its reason (a refusal, the
+collect deadline, an interruption: signal or Ctrl-C), so that no run is left open in the log.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import gatekeeper
 from evidence import Draft, EvidenceStore, Payload, state_root
 from gatekeeper.agent import inside
+from gatekeeper.agent.collect_deadline import CollectTimeout
 from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
 from gatekeeper.agent.kinds import KindSetup, prepare_kind
 from gatekeeper.agent.mcp_relay import conductor_routes, mcp_route
@@ -40,6 +41,8 @@ from gatekeeper.agent.payloads import (
     AgentRunStart,
     EgressMode,
     EgressTotals,
+    EndReason,
+    SpecialFile,
     run_subject,
 )
 from gatekeeper.agent.setup import (
@@ -130,6 +133,8 @@ class AgentRunOutcome(BaseModel):
     evidence_seq: int
     egress_mode: EgressMode
     egress: EgressCounts
+    # FIFOs, sockets and devices the agent left: never opened, not in the candidate.
+    special_files: tuple[SpecialFile, ...] = ()
     # Capture mode: stdout as kept (up to the output cap) for in-process callers such as
     # the provider adapters; never part of the JSON.
     stdout_kept: bytes | None = Field(default=None, exclude=True, repr=False)
@@ -200,12 +205,15 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
         probed = _probe(run, profile)
         start_seq = _record_start(run, profile, probed)
         run.started = True  # from here on, the workspace and the canary are the run's
+        result: AgentResult | None = None
         try:
             with _interrupts_refused():
                 result = _execute(run, profile)
-            collected = _collect(run)
-        except Exception as exc:
-            end_seq = _record_end(run, None, _stop_egress(run), None, refused=str(exc))
+                collected = _collect(run)
+        except BaseException as exc:  # Ctrl-C included: the end entry is written on every way out
+            end_seq = _record_end(run, result, _stop_egress(run), None, failure=exc)
+            if not isinstance(exc, Exception):
+                raise
             raise refusal(exc, {"run_id": run.run_id, "evidence_seq": end_seq,
                                 "start_seq": start_seq}) from exc  # fmt: skip
         totals = _stop_egress(run)
@@ -236,14 +244,15 @@ def _collect(run: _Run) -> Collected:
 
 
 class AgentInterrupted(Unavailable):
-    """SIGTERM or SIGHUP reached oms while the agent ran: the agent was stopped, nothing of
-    its workspace is collected, and the end entry says so."""
+    """SIGTERM or SIGHUP reached oms while the agent ran or its result was collected: the
+    agent was stopped, nothing of its workspace is collected, and the end entry says so."""
 
 
 @contextmanager
 def _interrupts_refused() -> Iterator[None]:
-    """While CMD runs, SIGTERM and SIGHUP raise AgentInterrupted in the main thread, so that
-    the sandbox is torn down and `agent.run.end` is written (the default would just die)."""
+    """While CMD runs and is collected, SIGTERM and SIGHUP raise AgentInterrupted in the main
+    thread, so that the sandbox is torn down and `agent.run.end` is written (the default
+    would just die)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -444,8 +453,20 @@ def _execute(run: _Run, profile: AgentProfile) -> AgentResult:
         raise Unavailable(f"the agent sandbox could not run the command: {exc}") from None
 
 
+def _end_reason(run: _Run, failure: BaseException | None) -> EndReason:
+    if isinstance(failure, CollectTimeout):
+        return "collect_timeout"
+    if isinstance(failure, (AgentInterrupted, KeyboardInterrupt)):
+        return "interrupted"
+    if failure is not None:
+        return "refused"
+    return "read_only" if run.req.read_only else "collected"
+
+
 def _record_end(run: _Run, result: AgentResult | None, totals: EgressTotals,
-                collected: Collected | None, refused: str | None = None) -> int:  # fmt: skip
+                collected: Collected | None,
+                failure: BaseException | None = None) -> int:  # fmt: skip
+    refused = (str(failure) or type(failure).__name__) if failure is not None else None
     end = AgentRunEnd(
         run_id=run.run_id,
         exit_code=result.exit_code if result else None,
@@ -456,6 +477,9 @@ def _record_end(run: _Run, result: AgentResult | None, totals: EgressTotals,
         candidate_ref=collected.candidate_ref if collected else None,
         diffstat=collected.diffstat if collected else None,
         refused=refused[:300] if refused else None,
+        reason=_end_reason(run, failure),
+        special_files=collected.special if collected else (),
+        special_total=collected.special_total if collected else 0,
     )  # fmt: skip
     made = collected.candidate if collected else None
     return run.record.append(end, _commit_subject(run.repo, made) if made else [])
@@ -473,4 +497,5 @@ def _outcome(run: _Run, result: AgentResult, totals: EgressTotals, collected: Co
         candidate_ref=collected.candidate_ref, evidence_seq=seq, egress_mode=run.egress,
         egress=EgressCounts(requests=totals.requests, forwarded=totals.forwarded,
                             redacted=totals.redacted, blocked=totals.blocked),
+        special_files=collected.special,
     )  # fmt: skip

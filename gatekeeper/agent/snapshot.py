@@ -3,11 +3,13 @@
 After the agent ended, its `.git` is data: HEAD and its branch are read as files (no
 symlink followed, odd shapes refused); its config, hooks, index, attributes and info/
 are never read. The files are compared with HEAD's tree by their bytes (hashed as blobs,
-no clean filter) and every change, tracked or untracked-and-not-ignored (the `.gitignore`
-files read by `ls-files` as data, like `git add -A`), becomes one commit written by
-`git fast-import` in a temporary repository of oms' own, whose alternates are the user's
-objects and then the workspace's. Nothing git writes there is trusted yet: the caller
-checks it all with `index-pack --strict` before it reaches the user's repository.
+no clean filter) and every change, tracked or untracked-and-not-ignored (found by oms'
+own walk, `gatekeeper.agent.untracked`: no git reads the workspace's files), becomes one
+commit written by `git fast-import` in a temporary repository of oms' own, whose
+alternates are the user's objects and then the workspace's. Nothing git writes there is
+trusted yet: the caller checks it all with `index-pack --strict` before it reaches the
+user's repository. FIFOs, sockets and devices are recorded and left out, never opened;
+every git call is bounded by collect's one deadline.
 """
 
 from __future__ import annotations
@@ -24,16 +26,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from gatekeeper.agent.collect_deadline import killed_at, left
+from gatekeeper.agent.payloads import SpecialFile, SpecialKind
+from gatekeeper.agent.untracked import special_kind, walk_untracked
 from gatekeeper.errors import Blocked
 from gatekeeper.repo.fsread import FileRefused, Missing, RepoFiles, TooLarge
 from gatekeeper.repo.git import SHA_RE, GitError, Repo, git_env, run_argv
 from gatekeeper.repo.refs import valid_refname
-from gatekeeper.repo.scratch import MAX_ENTRIES, check_limits
+from gatekeeper.repo.scratch import check_limits
 from gatekeeper.repo.worktree import GITLINK_MODE, LINK_MODE, blob_id
+from sandbox import Deadline
 
 AGENT_IDENTITY = ("oms agent", "agent@oms.invalid")
 MAX_FILE_BYTES = 256 << 20  # one workspace file oms commits
 MAX_REFS_BYTES = 64 << 20  # the workspace's packed-refs, read to find HEAD's branch
+MAX_SPECIAL_NAMED = 100  # special files named in the evidence (all are counted)
 
 _TEMP_CONFIG = """\
 [core]
@@ -71,15 +78,17 @@ _TEMP_CONFIG = """\
 @dataclass(frozen=True)
 class TempRepo:
     """oms' own bare repository for one collect: alternates are the user's objects (first,
-    so a trusted copy wins) and the workspace's; config and index are oms'."""
+    so a trusted copy wins) and the workspace's; config and index are oms'. No git run
+    here reads the workspace's files: `worktree` is oms' to read, through RepoFiles."""
 
     path: Path
     repo: Repo
     worktree: Path
+    deadline: Deadline
 
     @classmethod
     @contextmanager
-    def beside(cls, repo: Repo, workspace: Path) -> Iterator[TempRepo]:
+    def beside(cls, repo: Repo, workspace: Path, deadline: Deadline) -> Iterator[TempRepo]:
         path = Path(tempfile.mkdtemp(prefix="oms-collect-", dir=workspace.parent))
         try:
             for sub in ("objects/info", "objects/pack", "refs/heads", "info"):
@@ -90,13 +99,13 @@ class TempRepo:
             stores = [repo.common_dir / "objects", workspace / ".git" / "objects"]
             alternates = b"".join(os.fsencode(s) + b"\n" for s in stores)
             (path / "objects" / "info" / "alternates").write_bytes(alternates)
-            yield cls(path, repo, workspace)
+            yield cls(path, repo, workspace, deadline)
         finally:
             shutil.rmtree(path, ignore_errors=True)
 
-    def _argv(self, args: tuple[str, ...], worktree: bool) -> list[str]:
-        tree = ["--work-tree", str(self.worktree)] if worktree else []
-        return ["git", "--git-dir", str(self.path), *tree, "--no-replace-objects",
+    def _argv(self, args: tuple[str, ...], tree: Path | None = None) -> list[str]:
+        at = ["--work-tree", str(tree)] if tree is not None else []
+        return ["git", "--git-dir", str(self.path), *at, "--no-replace-objects",
                 "--literal-pathspecs", *args]  # fmt: skip
 
     def _env(self) -> dict[str, str]:
@@ -104,12 +113,30 @@ class TempRepo:
         env["GIT_INDEX_FILE"] = str(self.path / "index")
         return env
 
-    def run(self, *args: str, worktree: bool = False) -> bytes:
-        cwd = self.worktree if worktree else self.path
-        return run_argv(self._argv(args, worktree), self._env(), cwd, None, True, args[0])
+    def run(self, *args: str) -> bytes:
+        """git ARGS here, killed at the deadline (subprocess.TimeoutExpired)."""
+        return run_argv(self._argv(args), self._env(), self.path, None, True, args[0],
+                        left(self.deadline, f"git {args[0]}"))  # fmt: skip
+
+    def ignored(self, shadow: Path, paths: list[bytes]) -> set[bytes]:
+        """Which of `paths` git's ignore rules exclude, judged against the `.gitignore`
+        copies in `shadow` (a tree of oms'), never against the workspace's own files."""
+        # check-ignore refuses literal pathspecs; "./" before each path keeps a leading ":"
+        # from being read as pathspec magic (":(top)x" would be judged as "x").
+        argv = ["git", "--git-dir", str(self.path), "--work-tree", str(shadow),
+                "--no-replace-objects", "check-ignore", "--no-index", "--stdin", "-z"]  # fmt: skip
+        env = self._env()
+        del env["GIT_LITERAL_PATHSPECS"]
+        proc = subprocess.run(argv, input=b"".join(b"./" + p + b"\0" for p in paths),
+                              capture_output=True, env=env, cwd=shadow, check=False,
+                              timeout=left(self.deadline, "git check-ignore"))  # fmt: skip
+        if proc.returncode not in (0, 1):  # 1: none of them is ignored
+            first = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise GitError(f"git check-ignore: {first[0][:200] if first else 'failed'}")
+        return {p.removeprefix(b"./") for p in proc.stdout.split(b"\0") if p}
 
     def popen(self, *args: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(self._argv(args, False), env=self._env(), cwd=self.path,
+        return subprocess.Popen(self._argv(args), env=self._env(), cwd=self.path,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)  # fmt: skip
 
@@ -186,13 +213,18 @@ def _rel(path: bytes) -> str:
     return path.decode("utf-8", "surrogateescape")
 
 
-def _entry(files: RepoFiles, path: bytes, oid_len: int) -> tuple[str, str] | None:
-    """(mode, blob id) of what is at `path` now; None when no file or symlink is there."""
+def _entry(files: RepoFiles, path: bytes, oid_len: int,
+           special: dict[bytes, SpecialKind]) -> tuple[str, str] | None:  # fmt: skip
+    """(mode, blob id) of what is at `path` now; None when no file or symlink is there (a
+    FIFO, socket or device is recorded in `special`, and never opened)."""
     try:
         st = files.lstat(_rel(path))
         if stat.S_ISLNK(st.st_mode):
             return LINK_MODE, blob_id(files.readlink(_rel(path)), oid_len)
         if not stat.S_ISREG(st.st_mode):
+            kind = special_kind(st.st_mode)
+            if kind is not None:
+                special[path] = kind
             return None  # a directory, FIFO, socket or device: not content git commits
         mode = "100755" if st.st_mode & 0o100 else "100644"
         return mode, blob_id(files.read(_rel(path), MAX_FILE_BYTES), oid_len)
@@ -203,30 +235,40 @@ def _entry(files: RepoFiles, path: bytes, oid_len: int) -> tuple[str, str] | Non
         return None
 
 
-def changes(t: TempRepo, head: str) -> list[tuple[bytes, str | None]]:
+@dataclass(frozen=True)
+class Changes:
     """(path, new mode; None: deleted) of every path whose bytes or mode differ from HEAD's
-    tree, untracked files not ignored included; deletions first."""
+    tree, untracked files not ignored included, deletions first; and the special files."""
+
+    found: list[tuple[bytes, str | None]]
+    special: dict[bytes, SpecialKind]
+
+
+def changes(t: TempRepo, head: str) -> Changes:
+    """What `git add -A` would stage in the workspace, found without git reading it."""
     tree = _tree(t, head)
-    t.run("read-tree", head)  # the temporary index: what counts as tracked
-    listed = t.run("ls-files", "-z", "--others", "--exclude-standard", worktree=True)
-    # A directory entry ("sub/") is a nested repository: not content of this one.
-    others = [p for p in listed.split(b"\0") if p and not p.endswith(b"/")]
-    if len(others) > MAX_ENTRIES:
-        raise Blocked(f"the workspace holds {len(others)} new files; oms collects at most "
-                      f"{MAX_ENTRIES}")  # fmt: skip
+    gitlinks = {p for p, (mode, _) in tree.items() if mode == GITLINK_MODE}
+    shadow = t.path / "ignores"
+    os.mkdir(shadow, 0o700)
+    walk = walk_untracked(t.worktree, shadow, tree, gitlinks,
+                          lambda paths: t.ignored(shadow, paths), t.deadline)  # fmt: skip
     found: list[tuple[bytes, str | None]] = []
     with RepoFiles(t.worktree) as files:
-        for path, (mode, oid) in tree.items():
+        for n, (path, (mode, oid)) in enumerate(tree.items()):
+            if n % 1024 == 0:
+                left(t.deadline, "comparing the workspace's files with HEAD")
             if mode == GITLINK_MODE:
                 continue  # a submodule's commit stays as it was: oms runs no git inside it
-            now = _entry(files, path, len(head))
+            now = _entry(files, path, len(head), walk.special)
             if now != (mode, oid):
                 found.append((path, None if now is None else now[0]))
-        for path in others:
-            now = _entry(files, path, len(head))
+        for n, path in enumerate(walk.others):
+            if n % 1024 == 0:
+                left(t.deadline, "hashing the workspace's new files")
+            now = _entry(files, path, len(head), walk.special)
             if now is not None:
                 found.append((path, now[0]))
-    return sorted(found, key=lambda c: c[1] is not None)
+    return Changes(sorted(found, key=lambda c: c[1] is not None), walk.special)
 
 
 def quote_path(path: bytes) -> bytes:
@@ -263,27 +305,47 @@ def _stream(w: IO[bytes], t: TempRepo, head: str, found: list[tuple[bytes, str |
     w.write(b"\nget-mark :1\ndone\n")
 
 
-def commit_uncommitted(t: TempRepo, head: str, run_id: str) -> str:
+@dataclass(frozen=True)
+class Snapshot:
+    commit: str  # HEAD when nothing changed
+    special: tuple[SpecialFile, ...]  # the first MAX_SPECIAL_NAMED, by path
+    special_total: int
+
+
+def _named(special: dict[bytes, SpecialKind]) -> tuple[SpecialFile, ...]:
+    return tuple(SpecialFile(path=p.decode("utf-8", "backslashreplace")[:1024], kind=k)
+                 for p, k in sorted(special.items())[:MAX_SPECIAL_NAMED])  # fmt: skip
+
+
+def commit_uncommitted(t: TempRepo, head: str, run_id: str) -> Snapshot:
     """HEAD when the workspace's files are HEAD's tree; else a new commit on HEAD holding them,
     by oms' identity, "oms agent run <run-id>: uncommitted changes"."""
-    found = changes(t, head)
-    if not found:
-        return head
+    got = changes(t, head)
+    special = (_named(got.special), len(got.special))
+    if not got.found:
+        return Snapshot(head, *special)
+    return Snapshot(_fast_import(t, head, got.found, run_id), *special)
+
+
+def _fast_import(t: TempRepo, head: str, found: list[tuple[bytes, str | None]],
+                 run_id: str) -> str:  # fmt: skip
     proc = t.popen("fast-import", "--quiet", "--done")
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     message = f"oms agent run {run_id}: uncommitted changes\n".encode()
-    try:
-        _stream(proc.stdin, t, head, found, message)
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass  # fast-import stopped: its reason is on stderr
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    out, err = proc.stdout.read(), proc.stderr.read()
+    with killed_at(t.deadline, "git fast-import", proc):
+        try:
+            _stream(proc.stdin, t, head, found, message)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # fast-import stopped: its reason is on stderr
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        out, err = proc.stdout.read(), proc.stderr.read()
+        code = proc.wait()
     sha = out.decode("ascii", "replace").strip()
-    if proc.wait() != 0 or not SHA_RE.match(sha):
+    if code != 0 or not SHA_RE.match(sha):
         first = err.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git fast-import: {first[0][:200] if first else 'no commit made'}")
     return sha

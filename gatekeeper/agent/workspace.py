@@ -11,7 +11,8 @@ hostile: its `.git` (config, hooks, index, refs, packed-refs, objects) is read a
 not at all. Uncommitted changes are committed from the files' bytes (`gatekeeper.agent.
 snapshot`), the new objects are packed from a temporary repository of oms' and checked by
 `index-pack --strict` in a quarantine beside the user's objects, and only a descendant of
-`base` is moved in and named `refs/oms/runs/<run-id>`.
+`base` is moved in and named `refs/oms/runs/<run-id>`. One deadline bounds all of it
+(`gatekeeper.agent.collect_deadline`): every git call is killed at it.
 """
 
 from __future__ import annotations
@@ -31,12 +32,19 @@ from pathlib import Path
 from evidence import state_root
 from evidence.state import ensure_private_dir, fsync_dir
 from gatekeeper.agent import snapshot
-from gatekeeper.agent.payloads import Diffstat
+from gatekeeper.agent.collect_deadline import (
+    COLLECT_DEADLINE_S,
+    CollectTimeout,
+    killed_at,
+    left,
+)
+from gatekeeper.agent.payloads import Diffstat, SpecialFile
 from gatekeeper.agent.snapshot import AGENT_IDENTITY
 from gatekeeper.errors import Blocked, ConfigError, Unavailable, UsageError
 from gatekeeper.repo.git import GitError, Repo, git, git_argv, git_env, run_argv
 from gatekeeper.repo.refs import RUN_REF_RE, read_ref, resolve_commit, write_ref
 from gatekeeper.repo.scratch import copy_commit, remove_tree
+from sandbox import Deadline
 
 RUN_REF_PREFIX = "refs/oms/runs/"
 
@@ -104,6 +112,8 @@ class Collected:
     candidate: str | None
     candidate_ref: str | None
     diffstat: Diffstat | None
+    special: tuple[SpecialFile, ...] = ()  # FIFOs, sockets, devices: left out, never opened
+    special_total: int = 0
 
 
 def run_ref(run_id: str) -> str:
@@ -197,7 +207,7 @@ def _real_dir(path: Path, what: str) -> None:
                       "oms does not follow it")  # fmt: skip
 
 
-def _vet_objects(objects: Path) -> None:
+def _vet_objects(objects: Path, deadline: Deadline) -> None:
     """Blocked unless the workspace's object store is plain files in plain directories and
     names no other store (alternates would let git read objects from anywhere)."""
     for name in ("alternates", "http-alternates"):
@@ -206,6 +216,7 @@ def _vet_objects(objects: Path) -> None:
                           "oms does not read them")  # fmt: skip
     stack, seen = [os.fsencode(objects)], 0
     while stack:
+        left(deadline, "checking the workspace's object store")
         with os.scandir(stack.pop()) as it:
             for entry in it:
                 seen += 1
@@ -246,16 +257,19 @@ def _receive(repo: Repo, t: snapshot.TempRepo, q: Path, base: str, result: str) 
                                 cwd=repo.mirror, stdin=sender.stdout, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)  # fmt: skip
     sender.stdout.close()
-    sender.stdin.write(f"{result}\n^{base}\n".encode())
-    sender.stdin.close()
-    _, err = receiver.communicate()
-    sent_err = sender.stderr.read() if sender.stderr is not None else b""
-    if sender.wait() != 0 or receiver.returncode != 0:
+    with killed_at(t.deadline, "git pack-objects | git index-pack", sender, receiver):
+        sender.stdin.write(f"{result}\n^{base}\n".encode())
+        sender.stdin.close()
+        _, err = receiver.communicate()
+        sent_err = sender.stderr.read() if sender.stderr is not None else b""
+        sent = sender.wait()
+    if sent != 0 or receiver.returncode != 0:
         first = (sent_err or err).decode("utf-8", "replace").strip().splitlines()
         raise Blocked("the workspace's objects do not check out (git index-pack --strict): "
                       + (first[0][:200] if first else "no reason given"))  # fmt: skip
     check = subprocess.run(git_argv(repo, "merge-base", "--is-ancestor", base, result),
-                           env=env, cwd=repo.mirror, capture_output=True, check=False)  # fmt: skip
+                           env=env, cwd=repo.mirror, capture_output=True, check=False,
+                           timeout=left(t.deadline, "git merge-base"))  # fmt: skip
     if check.returncode != 0:
         raise Blocked(f"the agent rewrote history: the workspace HEAD {result[:12]} does not "
                       f"descend from the run's base {base[:12]}")  # fmt: skip
@@ -275,10 +289,10 @@ def _move_in(repo: Repo, q: Path) -> None:
     fsync_dir(dest)  # the packs are durable before the ref that needs them is written
 
 
-def diffstat(repo: Repo, base: str, candidate: str) -> Diffstat:
+def diffstat(repo: Repo, base: str, candidate: str, timeout: float | None = None) -> Diffstat:
     """Files, insertions and deletions of base..candidate (oms' git; binary counts 0)."""
     out = git(repo, "diff-tree", "-r", "-z", "--numstat", "--no-renames", "--no-ext-diff",
-              "--no-textconv", base, candidate)  # fmt: skip
+              "--no-textconv", base, candidate, timeout=timeout)  # fmt: skip
     files = ins = dels = 0
     for rec in out.split(b"\0"):
         fields = rec.split(b"\t")
@@ -290,24 +304,34 @@ def diffstat(repo: Repo, base: str, candidate: str) -> Diffstat:
     return Diffstat(files=files, insertions=ins, deletions=dels)
 
 
-def collect(repo: Repo, ws: Workspace) -> Collected:
+def collect(repo: Repo, ws: Workspace, deadline: Deadline | None = None) -> Collected:
     """The agent's result as `refs/oms/runs/<run-id>` in the user's repository (or nothing,
-    when the workspace still is `base`). Blocked for a workspace oms will not read."""
+    when the workspace still is `base`). Blocked for a workspace oms will not read;
+    CollectTimeout (Blocked) past `deadline` (default COLLECT_DEADLINE_S from now)."""
+    deadline = deadline or Deadline.after(COLLECT_DEADLINE_S)
+    try:
+        return _collect(repo, ws, deadline)
+    except subprocess.TimeoutExpired:  # a git call ran into the deadline and was killed
+        raise CollectTimeout.of(deadline, "a git call was killed at it") from None
+
+
+def _collect(repo: Repo, ws: Workspace, deadline: Deadline) -> Collected:
     ref = run_ref(ws.run_id)
     if read_ref(repo, ref) is not None:
         raise Blocked(f"{ref} exists already; a run's result is written once")
     _real_dir(ws.path, "directory")
     _real_dir(ws.path / ".git", ".git directory")
     _real_dir(ws.path / ".git" / "objects", ".git/objects directory")
-    _vet_objects(ws.path / ".git" / "objects")
+    _vet_objects(ws.path / ".git" / "objects", deadline)
     head = snapshot.workspace_head(ws.path / ".git")
-    with snapshot.TempRepo.beside(repo, ws.path) as t:
+    with snapshot.TempRepo.beside(repo, ws.path, deadline) as t:
         try:
-            result = snapshot.commit_uncommitted(t, head, ws.run_id)
+            snap = snapshot.commit_uncommitted(t, head, ws.run_id)
         except GitError as exc:
             raise Blocked(f"the workspace cannot be collected: {exc}") from None
+        result, special = snap.commit, (snap.special, snap.special_total)
         if result == ws.base:
-            return Collected(None, None, None)
+            return Collected(None, None, None, *special)
         try:
             with _quarantine(repo) as q:
                 _receive(repo, t, q, ws.base, result)
@@ -315,5 +339,7 @@ def collect(repo: Repo, ws: Workspace) -> Collected:
         except OSError as exc:
             raise Unavailable(f"cannot write the run's objects into the repository: "
                               f"{exc.strerror or exc}") from None  # fmt: skip
+    # Before the ref: past the deadline, no ref is left that `agent.run.end` does not name.
+    stats = diffstat(repo, ws.base, result, left(deadline, "git diff-tree"))
     write_ref(repo, ref, result, None, f"oms agent run {ws.run_id}")
-    return Collected(result, ref, diffstat(repo, ws.base, result))
+    return Collected(result, ref, stats, *special)

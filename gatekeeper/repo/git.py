@@ -235,8 +235,11 @@ def git_argv(top: Path | Repo, *args: str) -> list[str]:
 
 
 def run_argv(argv: list[str], env: dict[str, str], cwd: Path, input: bytes | None,
-         check: bool, what: str) -> bytes:  # fmt: skip
-    proc = subprocess.run(argv, input=input, capture_output=True, env=env, cwd=cwd, check=False)
+             check: bool, what: str, timeout: float | None = None) -> bytes:  # fmt: skip
+    """stdout of `argv`; GitError on failure when `check`. Past `timeout` seconds git is
+    killed and subprocess.TimeoutExpired raised, for the caller to name its own deadline."""
+    proc = subprocess.run(argv, input=input, capture_output=True, env=env, cwd=cwd,
+                          check=False, timeout=timeout)  # fmt: skip
     if check and proc.returncode != 0:
         first = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         reason = first[0] if first else f"exit {proc.returncode}"
@@ -244,10 +247,12 @@ def run_argv(argv: list[str], env: dict[str, str], cwd: Path, input: bytes | Non
     return proc.stdout
 
 
-def git(top: Path | Repo, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
+def git(top: Path | Repo, *args: str, input: bytes | None = None, check: bool = True,
+        timeout: float | None = None) -> bytes:  # fmt: skip
     """git ARGS in oms' repository for `top` (objects only); stdout bytes. GitError on failure."""
     repo = repo_of(top)
-    return run_argv(git_argv(repo, *args), git_env(repo), repo.mirror, input, check, args[0])
+    return run_argv(git_argv(repo, *args), git_env(repo), repo.mirror, input, check, args[0],
+                    timeout)  # fmt: skip
 
 
 def worktree_git(repo: Repo, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
