@@ -103,6 +103,21 @@ def test_ignore_rules_still_hold_beside_a_special_gitignore(
     assert "sub/a.log" not in files and ".gitignore" not in files
 
 
+def test_a_fifo_as_a_nested_repositorys_head_is_never_opened(
+    oms_json: OmsJson, git_repo: Path, oms_env: dict[str, str]
+) -> None:
+    """git opens `vendor/.git/HEAD` to tell a nested repository (a FIFO there hung it too);
+    oms takes any directory holding a `.git` as one, looks no further, and leaves it out."""
+    assert oms_json(["init", "--repo", str(git_repo)])[0] == 0
+    script = ("mkdir -p vendor/.git/objects vendor/.git/refs && mkfifo vendor/.git/HEAD && "
+              "echo lib > vendor/lib.txt && echo new > made.txt")  # fmt: skip
+    code, out = _agent_run(oms_json, git_repo, script)
+    assert code == 0 and "oms-end" in out["stdout"], out
+    files = _files(git_repo, out["candidate"], oms_env)
+    assert "made.txt" in files and not any(f.startswith("vendor") for f in files)
+    assert _end_of(git_repo, out["run_id"]).reason == "collected"
+
+
 def test_a_candidate_with_a_special_file_left_out_is_still_gated(
     oms_json: OmsJson, git_repo: Path
 ) -> None:

@@ -40,6 +40,7 @@ from gatekeeper.errors import Blocked, ConfigError, Unavailable, UsageError
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.scratch import SANDBOX_HOST_UID
 from gatekeeper.scan.canary import plant_canary
+from sandbox import Deadline
 
 CHECK_POLICY = 'version = 1\n\n[[checks]]\nname = "true"\ncmd = ["/bin/true"]\ntimeout_s = 30\n'
 DIGEST = "sha256:" + "0" * 64
@@ -721,3 +722,42 @@ def test_a_candidate_holding_a_planted_canary_is_blocked(lab: Lab, where: str) -
     assert token not in out["_stdout"]
     log = (state_root() / "repos" / lab.repo.repo_id / "evidence" / "log.jsonl").read_text()
     assert token not in log
+
+
+# -- oms' own walk finds what git finds ----------------------------------------------------
+
+# shape -> (files written in the workspace, path -> content); the lab's base already ignores
+# `build/` and `*.log` and tracks `keep.log`.
+IGNORE_SHAPES: dict[str, dict[str, str]] = {
+    "negation": {".gitignore": "*.tmp\n!keep.tmp\n", "a.tmp": "", "keep.tmp": ""},
+    "directory pattern": {"build/x": "", "sub/build/y": "", "build2": "", "sub/buildz": ""},
+    "anchored": {"sub/.gitignore": "/top.txt\n", "sub/top.txt": "", "sub/deep/top.txt": ""},
+    "nested rules": {"sub/.gitignore": "*.tmp\n", "sub/a.tmp": "", "a.tmp": "",
+                     "sub/deeper/b.tmp": "", "sub/deeper/c.txt": ""},
+    "no re-include below an ignored dir": {".gitignore": "out/\n!out/keep\n", "out/keep": "",
+                                           "in": ""},
+    "double star": {".gitignore": "**/gen/*.c\n", "a/gen/x.c": "", "gen/y.c": "",
+                    "a/gen/z.h": ""},
+    "pathspec magic in a name": {".gitignore": "a\n", ":(top)a": "", "a": "", ":!x": ""},
+    "odd bytes": {"sp ace": "", "new\nline": "", "tab\t.log": "", "ünï": ""},
+    "a directory holding only ignored files": {"logs/a.log": "", "logs/b.log": "", "x": ""},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(IGNORE_SHAPES))
+def test_the_walk_finds_the_untracked_files_git_finds(lab: Lab, shape: str) -> None:
+    """Parity with `git ls-files --others --exclude-standard` (the workspace's own git, on a
+    workspace of regular files only), which collect ran before and now never runs."""
+    ws = create_workspace(lab.repo, None, new_run_id())
+    for rel, content in IGNORE_SHAPES[shape].items():
+        (ws.path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws.path / rel).write_text(content)
+    listed = lab.agent_git(ws, "ls-files", "-z", "--others", "--exclude-standard")
+    by_git = {p for p in listed.split("\0") if p and not p.endswith("/")}
+    tracked = set(lab.user_git("ls-tree", "-r", "-z", "--name-only", ws.base).split("\0"))
+    with snapshot.TempRepo.beside(lab.repo, ws.path, Deadline.after(60)) as t:
+        found = snapshot.changes(t, ws.base)
+    new = {os.fsdecode(p) for p, mode in found.found if mode is not None} - tracked
+    assert new == by_git
+    assert by_git  # each shape leaves something to find
+    assert found.special == {}
