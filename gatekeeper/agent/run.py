@@ -466,7 +466,9 @@ def _end_reason(run: _Run, failure: BaseException | None) -> EndReason:
 def _record_end(run: _Run, result: AgentResult | None, totals: EgressTotals,
                 collected: Collected | None,
                 failure: BaseException | None = None) -> int:  # fmt: skip
-    refused = (str(failure) or type(failure).__name__) if failure is not None else None
+    refused = None if failure is None else str(failure) or type(failure).__name__
+    if isinstance(failure, KeyboardInterrupt):
+        refused = "interrupted by Ctrl-C; the agent was stopped and nothing was collected"
     end = AgentRunEnd(
         run_id=run.run_id,
         exit_code=result.exit_code if result else None,

@@ -277,7 +277,7 @@ def test_oms_mcp_inside_previews_in_the_real_log_under_the_runs_name(
     assert f"agent-run:{out['run_id']}" in names, names
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_signal_to_oms_stops_the_agent_and_still_writes_the_end_entry(
     git_repo: Path, oms_env: dict[str, str], oms_home: Path, signum: int
 ) -> None:
@@ -295,10 +295,18 @@ def test_a_signal_to_oms_stops_the_agent_and_still_writes_the_end_entry(
     assert list(work.glob("*/started.txt")), proc.communicate()
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 4, (out, err)
     data = json.loads(out)
-    assert data["error"]["kind"] == "unavailable" and "interrupted" in data["error"]["message"]
-    _, store = open_store(git_repo)
+    if signum != signal.SIGINT:  # Ctrl-C keeps the CLI's own answer to it
+        assert proc.returncode == 4, (out, err)
+        assert data["error"]["kind"] == "unavailable" and "interrupted" in data["error"]["message"]
+        assert end_of_run(git_repo).run_id == data["run_id"]
+    assert proc.returncode != 0
+    end = end_of_run(git_repo)
+    assert end.refused and "interrupted" in end.refused and end.reason == "interrupted"
+    assert end.candidate is None
+
+
+def end_of_run(repo: Path) -> AgentRunEnd:
+    _, store = open_store(repo)
     [(_, end)] = store.payloads(AgentRunEnd)
-    assert end.refused and "interrupted" in end.refused
-    assert end.candidate is None and end.run_id == data["run_id"]
+    return end
