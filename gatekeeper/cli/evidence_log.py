@@ -59,6 +59,8 @@ def _run_start(e: Entry) -> str:
 def _run_end(e: Entry) -> str:
     r = AgentRunEnd.of(e)
     got = f"candidate {r.candidate[:12]}" if r.candidate else "no candidate"
+    if r.special_total:
+        got += f", {r.special_total} special file{'s' * (r.special_total != 1)} left out"
     return f"run {r.run_id}: exit {r.exit_code}, {got}" + (f", refused: {r.refused}"
                                                           if r.refused else "")  # fmt: skip
 

@@ -26,6 +26,7 @@ from gatekeeper.agent import run as agent_run_module
 from gatekeeper.agent.collect_deadline import CollectTimeout, killed_at
 from gatekeeper.agent.payloads import AgentRunEnd
 from gatekeeper.agent.run import AgentRunRequest
+from gatekeeper.cli.evidence_log import log_rows
 from gatekeeper.errors import Blocked
 from gatekeeper.gates.records import init, open_store
 from sandbox import Deadline
@@ -87,6 +88,8 @@ def test_a_special_file_is_recorded_left_out_and_never_opened(
     assert end.reason == "collected" and end.refused is None
     assert [(s.path, s.kind) for s in end.special_files] == [(path, kind)]
     assert end.special_total == 1 and end.candidate == out["candidate"]
+    [row] = log_rows(git_repo, "agent.run.end", 1)
+    assert "1 special file left out" in row.summary
 
 
 def test_ignore_rules_still_hold_beside_a_special_gitignore(
