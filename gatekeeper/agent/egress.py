@@ -8,6 +8,10 @@ secrets, always blocks this run's canary, and streams the response back unchange
 Every request is one `EgressRequest` record, written before any byte of the body
 leaves: a request that cannot be recorded is not sent (fail closed). It runs on its
 own thread and event loop, so oms' main thread stays free to run the agent.
+What goes upstream is built only from what was scanned and is recorded (issue 29):
+allow-listed headers and query keys, each value scanned; the record names what was
+dropped by count and SHA-256, and hashes the canonical form of everything sent. The
+upstream client follows no redirect: the key would go with it.
 Beside it: egress_config (upstreams, keys), egress_http (routes, headers, errors, the
 socket), egress_scan (canaries, scanning, redaction).
 """
@@ -21,15 +25,18 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 from yarl import URL
 
 from evidence import Payload
 from gatekeeper.agent.egress_config import (
+    KEY_ENV,
     Provider,
     ProviderKeys,
     Upstreams,
@@ -41,14 +48,16 @@ from gatekeeper.agent.egress_http import (
     MAX_BODY_BYTES,
     ROUTES,
     BodyRefused,
+    Kept,
     Seen,
     bind_socket,
     egress_findings,
     error,
-    forwarded,
     not_recorded,
     only_models,
     read_body,
+    recorded_path,
+    sent_digest,
     upstream_headers,
 )
 from gatekeeper.agent.egress_scan import Inspection, ScanCache, inspect
@@ -64,6 +73,7 @@ Action = Literal["forwarded", "redacted", "blocked", "refused"]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Called on the broker's loop with each provider response's (provider, status, headers).
 ResponseWatch = Callable[[str | None, int, Mapping[str, str]], None]
+AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 DRAIN_S = 5.0  # how long stop() lets in-flight requests finish
 START_S = 30.0
 UPSTREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=30, sock_read=600)
@@ -178,8 +188,9 @@ class Broker:
 
     async def _startup(self, sock: socket.socket) -> None:
         self._scan_lock = asyncio.Lock()
+        # Nothing but the headers the broker hashes and records: no automatic ones.
         self._session = aiohttp.ClientSession(
-            timeout=UPSTREAM_TIMEOUT, auto_decompress=False, skip_auto_headers=("User-Agent",)
+            timeout=UPSTREAM_TIMEOUT, auto_decompress=False, skip_auto_headers=AUTO_HEADERS
         )
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         for path, provider in ROUTES.items():
@@ -225,12 +236,14 @@ class Broker:
             return self._refuse(seen, 403, "egress_" + self._egress,
                                 f"egress is {self._egress} for this run")  # fmt: skip
         key = self._keys.of(provider)
-        if key is None:
-            env = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
-            return self._refuse(seen, 503, "no_key", NO_KEY.format(p=provider, env=env))
-        headers = [(k, v) for k, v in request.headers.items() if forwarded(k)]
+        if key is None:  # 401: a status clients do not retry (503 is retried)
+            self._count(no_key=1)
+            return self._refuse(seen, 401, "no_key",
+                                NO_KEY.format(p=provider, env=KEY_ENV[provider]))  # fmt: skip
+        kept = Kept.of(request, provider)
+        seen = replace(seen, dropped=kept.dropped, sha256_dropped=kept.sha256_dropped)
         try:
-            ins = await self._inspect(body, headers)
+            ins = await self._inspect(body, kept)
         except ScannerUnavailable as exc:
             why = f"the request was not scanned, so not sent: {exc.message}"
             return self._refuse(seen, 503, "scanner_unavailable", why)
@@ -238,16 +251,22 @@ class Broker:
             return self._canary(seen)
         if ins.findings and self._block_secrets:
             return self._block(seen, ins)
-        return await self._forward(
-            request, seen, ins, URL(self._upstreams.of(provider) + path), key
-        )
+        url = URL(self._upstreams.of(provider) + path).with_query(list(ins.query))
+        headers = upstream_headers(provider, key, ins.headers, len(ins.body), url)
+        seen = replace(seen, path=recorded_path(url))
+        action: Action = "redacted" if ins.redacted else "forwarded"
+        digest = sent_digest(request.method, url, headers, provider, ins.body)
+        payload = self._payload(seen, action, findings=egress_findings(ins),
+                                bytes_sent=len(ins.body), sha256_request=digest,
+                                sha256_sent=hashlib.sha256(ins.body).hexdigest())  # fmt: skip
+        return await self._forward(request, seen, ins, url, headers, payload)
 
-    async def _inspect(self, body: bytes, headers: list[tuple[str, str]]) -> Inspection:
+    async def _inspect(self, body: bytes, kept: Kept) -> Inspection:
         assert self._scan_lock is not None  # nosec B101 (set by _startup)
         async with self._scan_lock:  # one scan at a time: the cache, and 2 cores
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
-                None, inspect, body, headers, self._cache, self._canaries
+                None, inspect, body, kept.headers, kept.query, self._cache, self._canaries
             )
 
     def _refuse(self, seen: Seen, status: int, code: str, message: str) -> web.Response:
@@ -279,12 +298,16 @@ class Broker:
         return error(403, "secret", f"oms blocked this request: {reason}; {hint}")
 
     async def _forward(
-        self, request: web.Request, seen: Seen, ins: Inspection, url: URL, key: str
+        self,
+        request: web.Request,
+        seen: Seen,
+        ins: Inspection,
+        url: URL,
+        headers: CIMultiDict[str],
+        payload: EgressRequest,
     ) -> web.StreamResponse:
+        """Send exactly what `payload` records (recorded first), with no redirect followed."""
         sent = ins.body
-        payload = self._payload(seen, "redacted" if ins.redacted else "forwarded",
-                                findings=egress_findings(ins), bytes_sent=len(sent),
-                                sha256_sent=hashlib.sha256(sent).hexdigest())  # fmt: skip
         state = {"recorded": False, "failed": False}
 
         async def body() -> AsyncIterator[bytes]:
@@ -298,10 +321,9 @@ class Broker:
             yield sent
 
         assert self._session is not None  # nosec B101 (set by _startup)
-        headers = upstream_headers(seen.provider, key, ins.headers, len(sent))
         try:
             async with self._session.post(
-                url.with_query(request.rel_url.query), data=body(), headers=headers
+                url, data=body(), headers=headers, allow_redirects=False
             ) as up:
                 self._watch(seen, up)
                 return await self._relay(request, up)
@@ -346,6 +368,7 @@ class Broker:
     def _payload(self, seen: Seen, action: Action, **fields: Any) -> EgressRequest:
         return EgressRequest(run_id=self._run_id, method=seen.method, path=seen.path,
                              provider=seen.provider, bytes_in=seen.bytes_in,
+                             dropped=seen.dropped, sha256_dropped=seen.sha256_dropped,
                              bytes_sent=fields.pop("bytes_sent", 0),
                              sha256_sent=fields.pop("sha256_sent", None),
                              action=action, **fields)  # fmt: skip

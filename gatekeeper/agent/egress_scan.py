@@ -2,10 +2,15 @@
 
 Scanning must not grow with the square of a conversation (issue 12, "Egress"): a JSON
 body is parsed and only its string leaves (keys and values) not yet seen in this run
-are scanned, all together in one `scan_with_policy` call (one Gitleaks start-up per
-request); each leaf's verdict is cached by its SHA-256, so a leaf redacted once is
-redacted again when the agent resends it. A body that is not JSON (or has duplicate
-keys, which a provider might read differently from us) is scanned as one text.
+are scanned, in one `scan_with_policy` call (one Gitleaks start-up per request); each
+leaf's verdict is cached by its SHA-256, so a leaf redacted once is redacted again when
+the agent resends it. The new leaves of a request are one item, concatenated in
+document order without a separator, so that a secret split across two blocks of one
+request is seen whole (issue 29); each finding is mapped back to the leaves it spans,
+and each redacts its own part. A secret split across two requests, or between a leaf
+seen before and a new one, is not seen whole: a stated limit (docs/threat-model.md).
+A body that is not JSON (or has duplicate keys, which a provider might read differently
+from us) is scanned as one text; header and query values are scanned each on its own.
 No secret value leaves this module: findings carry rule and fingerprint, and a redacted
 text has each secret replaced by a mark naming the rule.
 """
@@ -13,6 +18,7 @@ text has each secret replaced by a mark naming the rule.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,10 +47,12 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Inspection:
-    """A request as the broker may forward it: its body and header values after redaction."""
+    """A request as the broker may forward it: its body, header and query values after
+    redaction."""
 
     body: bytes
     headers: tuple[tuple[str, str], ...]
+    query: tuple[tuple[str, str], ...]
     findings: tuple[Finding, ...]  # not allowed by policy, over every leaf
     canary: bool
     redacted: bool
@@ -55,7 +63,7 @@ def digest(text: str) -> str:
 
 
 class ScanCache:
-    """One run's verdicts by text digest; new texts of a request are scanned in one call.
+    """One run's verdicts by text digest; the new texts of a request are scanned in one call.
 
     Not thread-safe: the broker scans one request at a time."""
 
@@ -65,69 +73,135 @@ class ScanCache:
         self._verdicts: dict[str, Verdict] = {}
         self.scanned_bytes = 0
 
-    def verdicts(self, texts: Sequence[str]) -> list[Verdict]:
-        keys = [digest(t) for t in texts]
-        new = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._verdicts}
-        if new:
-            items = [ScanItem.whole(f"leaf-{k}", t) for k, t in new.items()]
+    def verdicts(self, groups: Sequence[Sequence[str]]) -> dict[str, Verdict]:
+        """The verdict of every text in `groups`. The texts of a group not seen before are
+        scanned as one item, joined in their order without a separator (the first
+        occurrence of a text counts), and each finding is mapped back to the texts it spans."""
+        plans: list[list[str]] = []
+        taken: set[str] = set()
+        for texts in groups:
+            new = [t for t in dict.fromkeys(texts)
+                   if t not in taken and digest(t) not in self._verdicts]  # fmt: skip
+            taken.update(new)
+            if new:
+                plans.append(new)
+        if plans:
+            items = [ScanItem.whole(f"request-{i}", "".join(p)) for i, p in enumerate(plans)]
             report = self._scan(items, self._loaded)  # ScannerUnavailable: nothing cached
             found: dict[str, list[Finding]] = {}
             for f in report.blocking:
-                found.setdefault(f.file.removeprefix("leaf-"), []).append(f)
-            for k, t in new.items():
-                fs = tuple(found.get(k, ()))
-                self._verdicts[k] = Verdict(fs, redact(t, fs) if fs else None)
-            self.scanned_bytes += sum(len(t.encode("utf-8", "surrogatepass")) for t in new.values())
-        return [self._verdicts[k] for k in keys]
+                found.setdefault(f.file, []).append(f)
+            for item, plan in zip(items, plans, strict=True):
+                for text, verdict in zip(plan, split(plan, found.get(item.path, ())), strict=True):
+                    self._verdicts[digest(text)] = verdict
+            self.scanned_bytes += sum(_size(t) for p in plans for t in p)
+        return {t: self._verdicts[digest(t)] for texts in groups for t in texts}
 
 
 def inspect(
-    body: bytes, headers: Sequence[tuple[str, str]], cache: ScanCache, canaries: Sequence[str]
+    body: bytes,
+    headers: Sequence[tuple[str, str]],
+    query: Sequence[tuple[str, str]],
+    cache: ScanCache,
+    canaries: Sequence[str],
 ) -> Inspection:
-    """`body` and `headers` checked for canaries, scanned (new texts only) and redacted.
+    """`body`, header and query values checked for canaries, scanned (new texts only) and
+    redacted.
 
     A body is re-serialised only when something in it was redacted; otherwise the bytes
     the agent sent are the bytes forwarded."""
     doc = _parse(body)
     texts = list(_leaves(doc)) if doc is not _NOT_JSON else [_as_text(body)]
-    values = [v for _, v in headers]
+    values = [v for _, v in (*headers, *query)]
     if _has_canary(body, [*texts, *values], canaries):
-        return Inspection(body, tuple(headers), (), canary=True, redacted=False)
-    unique = list(dict.fromkeys([*texts, *values]))
-    verdicts = dict(zip(unique, cache.verdicts(unique), strict=True))
+        return Inspection(body, tuple(headers), tuple(query), (), canary=True, redacted=False)
+    verdicts = cache.verdicts([texts, *([v] for v in values)])
     replaced = {t: v.redacted for t, v in verdicts.items() if v.redacted is not None}
-    findings = tuple(f for v in verdicts.values() for f in v.findings)
+    findings = tuple(dict.fromkeys(f for v in verdicts.values() for f in v.findings))
     if not replaced:
-        return Inspection(body, tuple(headers), findings, canary=False, redacted=False)
+        return Inspection(body, tuple(headers), tuple(query), findings, False, False)
     new_headers = tuple((k, replaced.get(v, v)) for k, v in headers)
+    new_query = tuple((k, replaced.get(v, v)) for k, v in query)
     if doc is _NOT_JSON:
         new_body = replaced.get(texts[0], texts[0]).encode("utf-8", "surrogateescape")
     else:
         new_body = _serialise(_replace(doc, replaced))
-    return Inspection(new_body, new_headers, findings, canary=False, redacted=True)
+    return Inspection(new_body, new_headers, new_query, findings, canary=False, redacted=True)
+
+
+def split(texts: Sequence[str], findings: Sequence[Finding]) -> list[Verdict]:
+    """Each of `texts`' verdict, from the findings over their concatenation: a text holds
+    the findings whose secret touches it, and has its own part of each secret replaced."""
+    spans = _spans("".join(texts), findings)
+    out, start = [], 0
+    for text in texts:
+        end = start + len(text)
+        mine = [Span(max(sp.start, start) - start, min(sp.end, end) - start, sp.findings)
+                for sp in spans if sp.start < end and sp.end > start]  # fmt: skip
+        fs = tuple(dict.fromkeys(f for sp in mine for f in sp.findings))
+        out.append(Verdict(fs, _apply(text, mine) if mine else None))
+        start = end
+    return out
 
 
 def redact(text: str, findings: Sequence[Finding]) -> str:
-    """`text` with each finding's secret replaced by a mark naming its rule.
+    """`text` with each finding's secret replaced by a mark naming its rule."""
+    return _apply(text, _spans(text, findings))
 
-    The secret is found by its fingerprint (its length and prefix come from the
-    finding's preview), in the lines the finding covers; every occurrence of it in the
-    text is then replaced, longest secret first so that no part of a longer one stays.
-    A secret that cannot be found that way has its whole lines replaced instead."""
+
+@dataclass(frozen=True)
+class Span:
+    """Where a secret is in a text; the mark names the first finding's rule."""
+
+    start: int
+    end: int
+    findings: tuple[Finding, ...]
+
+
+def _spans(text: str, findings: Sequence[Finding]) -> list[Span]:
+    """Where each finding's secret is in `text`, overlaps merged (the longer one's rule first).
+
+    The secret is found by its fingerprint (its length and prefix come from the finding's
+    preview), in the lines the finding covers; every occurrence of it in the text is then
+    a span. A secret that cannot be found that way has its whole lines as the span."""
     lines = text.split("\n")
-    secrets: dict[str, str] = {}
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    raw: list[Span] = []
     for f in findings:
         secret = _locate(lines, f)
-        if secret is None:
-            for n in range(f.line, max(f.line, f.end_line or f.line) + 1):
-                if 0 < n <= len(lines):
-                    lines[n - 1] = REDACTED.format(rule=f.rule)
+        if secret is not None:
+            raw += [Span(i, i + len(secret), (f,)) for i in _occurrences(text, secret)]
+        elif 0 < f.line <= len(lines):
+            last = min(max(f.line, f.end_line or f.line), len(lines))
+            raw.append(Span(starts[f.line - 1], starts[last] - 1, (f,)))
+    merged: list[Span] = []
+    for sp in sorted(raw, key=_order):
+        if merged and sp.start < merged[-1].end:
+            last_sp = merged[-1]
+            merged[-1] = Span(last_sp.start, max(last_sp.end, sp.end),
+                              last_sp.findings + sp.findings)  # fmt: skip
         else:
-            secrets.setdefault(secret, REDACTED.format(rule=f.rule))
-    out = "\n".join(lines)
-    for secret in sorted(secrets, key=len, reverse=True):
-        out = out.replace(secret, secrets[secret])
-    return out
+            merged.append(sp)
+    return merged
+
+
+def _order(sp: Span) -> tuple[int, int, str, str]:
+    # The mark's rule: the longest secret's, then by scanner and rule (the same every run).
+    return (sp.start, sp.start - sp.end, sp.findings[0].scanner, sp.findings[0].rule)
+
+
+def _apply(text: str, spans: Sequence[Span]) -> str:
+    out, at = [], 0
+    for sp in sorted(spans, key=lambda sp: sp.start):
+        out += [text[at : sp.start], REDACTED.format(rule=sp.findings[0].rule)]
+        at = sp.end
+    return "".join([*out, text[at:]])
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _locate(lines: Sequence[str], f: Finding) -> str | None:
@@ -155,11 +229,12 @@ def _occurrences(text: str, prefix: str) -> Iterator[int]:
 
 
 def _has_canary(body: bytes, texts: Sequence[str], canaries: Sequence[str]) -> bool:
-    """Whether a canary is in the raw bytes or in any decoded text (JSON escapes undone)."""
+    """Whether a canary is in the raw bytes or in the decoded texts (JSON escapes undone),
+    also across texts joined as the scan joins them (first occurrences, no separator)."""
     tokens = [c for c in canaries if c]
     if not tokens:
         return False
-    joined = "\x00".join(texts)
+    joined = "".join(dict.fromkeys(texts))
     return any(c.encode("utf-8", "surrogatepass") in body or c in joined for c in tokens)
 
 
@@ -168,6 +243,7 @@ class _NotJson:
 
 
 _NOT_JSON: Any = _NotJson()
+_END: Any = object()
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -189,17 +265,19 @@ def _as_text(body: bytes) -> str:
 
 
 def _leaves(doc: Any) -> Iterator[str]:
-    """Every string in `doc`, keys included (iterative: a deep body cannot recurse us out)."""
-    stack = [doc]
+    """Every string in `doc`, keys included, in document order (iterative: a deep body
+    cannot recurse us out)."""
+    stack: list[Iterator[Any]] = [iter([doc])]
     while stack:
-        node = stack.pop()
-        if isinstance(node, str):
+        node = next(stack[-1], _END)
+        if node is _END:
+            stack.pop()
+        elif isinstance(node, str):
             yield node
         elif isinstance(node, list):
-            stack.extend(node)
+            stack.append(iter(node))
         elif isinstance(node, dict):
-            yield from node.keys()
-            stack.extend(node.values())
+            stack.append(itertools.chain.from_iterable(node.items()))
 
 
 def _replace(doc: Any, new: Mapping[str, str]) -> Any:

@@ -32,6 +32,7 @@ class EgressTotals(_Frozen):
     forwarded: int = 0
     redacted: int = 0
     blocked: int = 0
+    no_key: int = 0  # refused: oms holds no key for the request's provider
     bytes_up: int = 0
     bytes_down: int = 0
 
@@ -106,11 +107,18 @@ class EgressRequest(Payload):
     KIND: ClassVar[str] = "agent.egress"
     run_id: RunId
     method: str
-    path: str
+    path: str  # as forwarded: with its allow-listed, scanned and redacted query
     provider: Literal["anthropic", "openai"] | None
     bytes_in: int  # the body as the agent sent it
     bytes_sent: int  # the body as forwarded (after redaction); 0 when not forwarded
     sha256_sent: str | None  # hex SHA-256 of the body as forwarded
+    # Hex SHA-256 of the canonical form of everything forwarded (egress_http.sent_digest):
+    # method, path, query, headers less the injected key, body. None when not forwarded.
+    sha256_request: str | None = None
+    # Headers and query parameters the agent sent that were not forwarded: how many, and
+    # a SHA-256 over them (never their text: a secret may be in a name).
+    dropped: int = 0
+    sha256_dropped: str | None = None
     findings: tuple[EgressFinding, ...] = ()
     canary: bool = False
     action: Literal["forwarded", "redacted", "blocked", "refused"]

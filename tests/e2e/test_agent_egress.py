@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, unquote_plus
 
 import pytest
 from aiohttp import web
@@ -72,6 +74,8 @@ def fake_app(fake: Fake) -> web.Application:
 
     async def messages(request: web.Request) -> web.StreamResponse:
         body = json.loads(await record(request))
+        if body.get("redirect"):  # the upstream sends the client elsewhere
+            return web.Response(status=307, headers={"Location": body["redirect"]})
         if not body.get("stream"):
             return web.json_response({"id": "msg_1", "echo": body}, headers={"x-fake": "1"})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -185,7 +189,14 @@ def call(
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
     base = {"x-api-key": PLACEHOLDER, "Authorization": f"Bearer {PLACEHOLDER}",
             "Content-Type": "application/json", "anthropic-version": "2023-06-01"}  # fmt: skip
-    conn.request(method, path, body=data, headers={**base, **(headers or {})})
+    extra = headers or {}
+    lower = {k.lower() for k in extra}
+    conn.request(
+        method,
+        path,
+        body=data,
+        headers={**{k: v for k, v in base.items() if k.lower() not in lower}, **extra},
+    )
     resp = conn.getresponse()
     out = resp.read()
     conn.close()
@@ -326,12 +337,14 @@ def test_a_canary_is_always_blocked_and_alarms(
 def test_no_key_for_the_provider_is_refused_saying_how_to_set_it(
     sock_dir: Path, fake: Fake
 ) -> None:
+    """401, not 503: a client retries a 503 (issue 29); the run's summary counts it."""
     keys = ProviderKeys(anthropic=None, openai=KEYS.openai)
     with broker(sock_dir, fake.url, keys=keys) as (b, records):
         status, _, out = call(b, "POST", "/v1/messages", conversation("hi"))
-    assert status == 503 and not fake.seen
+    assert status == 401 and not fake.seen
     assert "ANTHROPIC_API_KEY" in json.loads(out)["error"]["message"]
-    assert [(r.action, r.status) for r in records.egress()] == [("refused", 503)]
+    assert [(r.action, r.status) for r in records.egress()] == [("refused", 401)]
+    assert b.totals.no_key == 1 and b.totals.forwarded == 0
 
 
 @pytest.mark.parametrize("mode", ["none", "tunnel"])
@@ -610,3 +623,140 @@ def test_the_relay_imports_nothing_heavy() -> None:
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
     assert set(done.stdout.split()) <= LIGHT
+
+
+# -- what leaves is exactly what was scanned and recorded (issue 29) -------------------------
+
+# The names Claude Code 2.1.197 and Codex 0.171.0 sent to the loopback fakes
+# (tests/e2e/test_agent_clis.py), and whether the broker forwards each.
+CLI_HEADERS = [
+    ("accept", True), ("anthropic-beta", True), ("anthropic-version", True),
+    ("content-type", True), ("user-agent", True), ("x-stainless-arch", True),
+    ("x-stainless-lang", True), ("x-stainless-os", True), ("x-stainless-package-version", True),
+    ("x-stainless-retry-count", True), ("x-stainless-runtime", True),
+    ("x-stainless-runtime-version", True), ("x-stainless-timeout", True),
+    ("anthropic-dangerous-direct-browser-access", False), ("x-app", False),
+    ("x-claude-code-session-id", False), ("originator", False), ("session-id", False),
+    ("thread-id", False), ("x-client-request-id", False), ("x-codex-beta-features", False),
+    ("x-codex-turn-metadata", False), ("x-codex-window-id", False),
+    ("x-openai-internal-codex-responses-lite", False), ("x-stainless-helper-method", False),
+    ("cookie", False), ("X-Stainless-Arch", True), ("X-STAINLESS-FUTURE", False),
+]  # fmt: skip
+
+
+def reached(fake: Fake, name: str) -> str | None:
+    (seen,) = fake.seen
+    return {k.lower(): v for k, v in seen.headers.items()}.get(name.lower())
+
+
+@pytest.mark.parametrize(("name", "forwarded"), CLI_HEADERS)
+def test_only_the_exact_header_names_the_clis_need_are_forwarded(
+    sock_dir: Path, fake: Fake, name: str, forwarded: bool
+) -> None:
+    with broker(sock_dir, fake.url) as (b, records):
+        call(b, "POST", "/v1/messages", conversation("hi"))
+        call(b, "POST", "/v1/messages", conversation("hi"), headers={name: "v-1"})
+    plain, extra = records.egress()
+    assert (reached(fake_last(fake), name) == "v-1") is forwarded
+    assert extra.dropped == plain.dropped + (not forwarded)
+    assert (extra.sha256_dropped == plain.sha256_dropped) is forwarded
+
+
+def fake_last(fake: Fake) -> Fake:
+    return Fake(seen=fake.seen[-1:])
+
+
+@pytest.mark.parametrize("prefix", ["x-stainless-", "anthropic-", "x-"])
+def test_a_secret_in_a_header_name_never_leaves_nor_is_recorded(
+    sock_dir: Path, fake: Fake, prefix: str
+) -> None:
+    key = fake_aws_key()
+    with broker(sock_dir, fake.url) as (b, records):
+        status, _, _ = call(b, "POST", "/v1/messages", conversation("hi"),
+                            headers={prefix + key.lower(): "1"})  # fmt: skip
+    (seen,) = fake.seen
+    assert status == 200 and not any(key.lower() in k.lower() for k in seen.headers)
+    (rec,) = records.egress()
+    assert rec.dropped >= 1 and rec.sha256_dropped is not None
+    assert key.lower() not in records.dumped().lower()
+
+
+def test_a_secret_in_a_forwarded_header_value_is_redacted(sock_dir: Path, fake: Fake) -> None:
+    key = fake_aws_key()
+    with broker(sock_dir, fake.url) as (b, records):
+        call(b, "POST", "/v1/messages", conversation("hi"), headers={"User-Agent": f"x {key}"})
+    assert re.fullmatch(r"x \[oms: redacted [^]]+\]", reached(fake, "user-agent") or "")
+    assert records.egress()[0].action == "redacted"
+
+
+@pytest.mark.parametrize(("path", "upstream_query", "recorded"), [
+    ("/v1/messages?beta=true", "beta=true", "/v1/messages?beta=true"),
+    ("/v1/messages", "", "/v1/messages"),
+    ("/v1/messages?beta=true&x={key}", "beta=true", "/v1/messages?beta=true"),
+    ("/v1/messages?{key}=1", "", "/v1/messages"),
+    ("/v1/messages?Beta=true", "", "/v1/messages"),
+    ("/v1/messages?beta=%00", "", "/v1/messages"),
+    ("/v1/messages?beta={key}", "beta=%5Boms:+redacted+AWS+Access+Key%5D",
+     "/v1/messages?beta=%5Boms:+redacted+AWS+Access+Key%5D"),
+    ("/v1/responses?beta=true", "", "/v1/responses"),
+])  # fmt: skip
+def test_only_allow_listed_query_keys_leave_their_values_scanned(
+    sock_dir: Path, fake: Fake, path: str, upstream_query: str, recorded: str
+) -> None:
+    key = fake_aws_key()
+    with broker(sock_dir, fake.url) as (b, records):
+        call(b, "POST", path.format(key=key), conversation("hi"))
+    (seen,) = fake.seen
+    assert seen.query == unquote_plus(upstream_query) and key not in seen.query
+    (rec,) = records.egress()
+    assert rec.path == recorded and key not in records.dumped()
+    assert rec.dropped == DROPPED_BY_CALL + (path.count("=") - upstream_query.count("="))
+
+
+# What `call` sends that is not forwarded: the placeholder key in both headers, and the
+# Host, Accept-Encoding and Content-Length oms sets itself.
+DROPPED_BY_CALL = 5
+
+
+def test_the_record_hashes_everything_the_upstream_received(sock_dir: Path, fake: Fake) -> None:
+    key = fake_aws_key()
+    with broker(sock_dir, fake.url) as (b, records):
+        call(b, "POST", f"/v1/messages?beta=true&x={key}", conversation(f"use {key}"),
+             headers={"anthropic-beta": "b-1", "x-app": "cli"})  # fmt: skip
+    (seen,) = fake.seen
+    headers = sorted(([k.lower(), v] for k, v in seen.headers.items() if k.lower() != "x-api-key"),
+                     key=lambda h: h[0])  # fmt: skip
+    doc = {"method": seen.method, "path": seen.path, "query": parse_qsl(seen.query),
+           "headers": headers, "body_sha256": hashlib.sha256(seen.body).hexdigest()}  # fmt: skip
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    (rec,) = records.egress()
+    assert rec.sha256_request == hashlib.sha256(canonical.encode()).hexdigest()
+    assert {k.lower() for k in seen.headers} == {
+        "host", "accept-encoding", "content-length", "content-type", "anthropic-version",
+        "anthropic-beta", "x-api-key"}  # fmt: skip
+
+
+def test_a_redirect_is_never_followed(sock_dir: Path, fake: Fake) -> None:
+    with fake_upstream() as elsewhere, broker(sock_dir, fake.url) as (b, records):
+        doc = {**conversation("hi"), "redirect": elsewhere.url + "/v1/messages"}
+        status, headers, _ = call(b, "POST", "/v1/messages", doc)
+    assert status == 307 and headers["Location"] == elsewhere.url + "/v1/messages"
+    assert len(fake.seen) == 1 and not elsewhere.seen  # the key went nowhere else
+    assert [r.action for r in records.egress()] == ["forwarded"]
+
+
+@pytest.mark.parametrize("at", [2, 4, 10, 19])
+def test_a_secret_split_across_two_text_blocks_is_found_by_the_real_scanners(
+    sock_dir: Path, fake: Fake, at: int
+) -> None:
+    key = fake_aws_key()
+    blocks = [{"type": "text", "text": f"deploy {key[:at]}"}, {"type": "text", "text": key[at:]}]
+    doc = {**conversation(), "messages": [{"role": "user", "content": blocks}]}
+    with broker(sock_dir, fake.url) as (b, records):
+        call(b, "POST", "/v1/messages", doc)
+    (seen,) = fake.seen
+    sent = [x["text"] for x in json.loads(seen.body)["messages"][0]["content"]]
+    mark = "[oms: redacted AWS Access Key]"  # detect-secrets' rule, the first to find it
+    assert sent == [f"deploy {mark}", mark]
+    (rec,) = records.egress()
+    assert rec.action == "redacted" and {f.fingerprint for f in rec.findings} == {fingerprint(key)}

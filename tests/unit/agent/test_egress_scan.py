@@ -93,13 +93,13 @@ def test_redact_replaces_the_longer_secret_first_so_none_of_it_stays() -> None:
 
 def test_a_clean_body_is_forwarded_byte_for_byte() -> None:
     raw = b'{"messages": [{"role": "user", "content": "hello"}],   "x": 1}'
-    ins = inspect(raw, [], cache(FakeScan()), [])
+    ins = inspect(raw, [], [], cache(FakeScan()), [])
     assert ins.body == raw and not ins.redacted and not ins.findings and not ins.canary
 
 
 def test_a_secret_in_a_leaf_is_redacted_and_the_body_stays_the_same_json() -> None:
     s = secret()
-    ins = inspect(body("hi", f"use {s} now"), [], cache(FakeScan()), [])
+    ins = inspect(body("hi", f"use {s} now"), [], [], cache(FakeScan()), [])
     assert ins.redacted and s.encode() not in ins.body
     doc = json.loads(ins.body)
     assert [m["content"] for m in doc["messages"]] == ["hi", f"use {MARK} now"]
@@ -108,26 +108,26 @@ def test_a_secret_in_a_leaf_is_redacted_and_the_body_stays_the_same_json() -> No
 
 def test_a_secret_in_a_key_is_redacted_too() -> None:
     s = secret()
-    ins = inspect(json.dumps({s: 1}).encode(), [], cache(FakeScan()), [])
+    ins = inspect(json.dumps({s: 1}).encode(), [], [], cache(FakeScan()), [])
     assert json.loads(ins.body) == {MARK: 1}
 
 
 def test_an_allowed_finding_is_not_redacted() -> None:
     raw = body(f"fixture {ALLOWED}")
-    ins = inspect(raw, [], cache(FakeScan()), [])
+    ins = inspect(raw, [], [], cache(FakeScan()), [])
     assert ins.body == raw and not ins.findings
 
 
 def test_a_resent_conversation_scans_only_its_new_leaves() -> None:
     scan = FakeScan()
     c = cache(scan)
-    inspect(body("first question"), [], c, [])
+    inspect(body("first question"), [], [], c, [])
     before, calls = c.scanned_bytes, len(scan.calls)
-    inspect(body("first question", "second question"), [], c, [])
+    inspect(body("first question", "second question"), [], [], c, [])
     assert len(scan.calls) == calls + 1  # one scan call for all new leaves together
     assert scan.scanned[-1:] == ["second question"]
     assert c.scanned_bytes - before == len("second question")
-    inspect(body("first question", "second question"), [], c, [])
+    inspect(body("first question", "second question"), [], [], c, [])
     assert len(scan.calls) == calls + 1  # nothing new: no scan at all
 
 
@@ -135,8 +135,8 @@ def test_a_leaf_redacted_once_is_redacted_again_when_resent_without_a_rescan() -
     s = secret()
     scan = FakeScan()
     c = cache(scan)
-    first = inspect(body(f"here: {s}"), [], c, [])
-    again = inspect(body(f"here: {s}", "and more"), [], c, [])
+    first = inspect(body(f"here: {s}"), [], [], c, [])
+    again = inspect(body(f"here: {s}", "and more"), [], [], c, [])
     assert first.redacted and again.redacted and s.encode() not in again.body
     assert json.loads(again.body)["messages"][0]["content"] == f"here: {MARK}"
     assert [[t for _, t in i.lines] for i in scan.calls[-1]] == [["and more"]]  # no rescan
@@ -146,20 +146,20 @@ def test_a_body_with_duplicate_keys_is_scanned_and_redacted_as_one_text() -> Non
     s = secret()
     raw = ('{"content": "' + s + '", "content": "clean"}').encode()
     scan = FakeScan()
-    ins = inspect(raw, [], cache(scan), [])
+    ins = inspect(raw, [], [], cache(scan), [])
     assert scan.scanned == [raw.decode()]
     assert ins.redacted and s.encode() not in ins.body and b'"clean"' in ins.body
 
 
 def test_a_body_that_is_not_json_is_scanned_and_redacted_as_text() -> None:
     s = secret()
-    ins = inspect(f"plain {s} text".encode(), [], cache(FakeScan()), [])
+    ins = inspect(f"plain {s} text".encode(), [], [], cache(FakeScan()), [])
     assert ins.body == f"plain {MARK} text".encode()
 
 
 def test_header_values_are_scanned_and_redacted() -> None:
     s = secret()
-    ins = inspect(body("hi"), [("user-agent", f"x/{s}")], cache(FakeScan()), [])
+    ins = inspect(body("hi"), [("user-agent", f"x/{s}")], [], cache(FakeScan()), [])
     assert ins.headers == (("user-agent", f"x/{MARK}"),) and ins.redacted
 
 
@@ -167,36 +167,106 @@ def test_a_canary_behind_json_escapes_is_found_and_nothing_is_scanned() -> None:
     canary = "oms-canary-5f3a9c"
     escaped = "".join(f"\\u{ord(c):04x}" for c in canary)
     scan = FakeScan()
-    ins = inspect(('{"content": "' + escaped + '"}').encode(), [], cache(scan), [canary])
+    ins = inspect(('{"content": "' + escaped + '"}').encode(), [], [], cache(scan), [canary])
     assert ins.canary and not scan.calls
 
 
 def test_a_canary_in_a_body_that_is_not_json_is_found() -> None:
-    ins = inspect(b"\xff raw oms-canary-1 bytes", [], cache(FakeScan()), ["oms-canary-1"])
+    ins = inspect(b"\xff raw oms-canary-1 bytes", [], [], cache(FakeScan()), ["oms-canary-1"])
     assert ins.canary
 
 
 def test_an_empty_canary_token_matches_nothing() -> None:
-    assert not inspect(body("hi"), [], cache(FakeScan()), [""]).canary
+    assert not inspect(body("hi"), [], [], cache(FakeScan()), [""]).canary
 
 
 def test_a_scanner_failure_is_raised_and_caches_nothing() -> None:
     failing = FakeScan(fail=True)
     c = cache(failing)
     with pytest.raises(ScannerUnavailable):
-        inspect(body("hi"), [], c, [])
+        inspect(body("hi"), [], [], c, [])
     ok = FakeScan()
     c._scan = ok  # the same cache, now with a working scanner: it must scan again
-    inspect(body("hi"), [], c, [])
-    assert "hi" in ok.scanned
+    inspect(body("hi"), [], [], c, [])
+    assert ok.scanned == ["modelmmessagesroleusercontenthi"]
 
 
 def test_a_deeply_nested_body_is_walked_without_recursion() -> None:
     s = secret()
     raw = ("[" * 900 + json.dumps(s) + "]" * 900).encode()
-    ins = inspect(raw, [], cache(FakeScan()), [])
+    ins = inspect(raw, [], [], cache(FakeScan()), [])
     assert ins.redacted and s.encode() not in ins.body
 
 
 def test_digest_is_the_sha256_of_the_text() -> None:
     assert digest("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def blocks(*texts: str) -> bytes:
+    """One user message whose content is text blocks: the shape a split secret takes."""
+    content = [{"type": "text", "text": t} for t in texts]
+    return json.dumps({"messages": [{"role": "user", "content": content}]}).encode()
+
+
+def texts_of(raw: bytes) -> list[str]:
+    return [b["text"] for b in json.loads(raw)["messages"][0]["content"]]
+
+
+@pytest.mark.parametrize("at", [1, 6, 7, 8, 15, 22])
+def test_a_secret_split_across_two_blocks_is_found_and_each_part_redacted(at: int) -> None:
+    s = secret()
+    ins = inspect(blocks(f"see {s[:at]}", f"{s[at:]} there"), [], [], cache(FakeScan()), [])
+    assert ins.redacted and {f.fingerprint for f in ins.findings} == {fingerprint(s)}
+    assert texts_of(ins.body) == [f"see {MARK}", f"{MARK} there"]
+
+
+@pytest.mark.parametrize("cuts", [(3, 9), (7, 8), (1, 22)])
+def test_a_secret_split_across_three_blocks_redacts_its_part_in_each(
+    cuts: tuple[int, int],
+) -> None:
+    s = secret()
+    a, b = cuts
+    ins = inspect(blocks(s[:a], s[a:b], s[b:] + " tail"), [], [], cache(FakeScan()), [])
+    assert texts_of(ins.body) == [MARK, MARK, f"{MARK} tail"]
+
+
+def test_a_secret_split_between_a_key_and_its_value_is_found() -> None:
+    s = secret()
+    ins = inspect(json.dumps({s[:9]: s[9:]}).encode(), [], [], cache(FakeScan()), [])
+    assert json.loads(ins.body) == {MARK: MARK}
+
+
+def test_the_new_leaves_are_one_item_in_document_order_without_a_separator() -> None:
+    scan = FakeScan()
+    inspect(json.dumps({"a": ["b", {"c": "d"}], "e": "f"}).encode(), [], [], cache(scan), [])
+    assert scan.scanned == ["abcdef"]
+
+
+def test_a_leaf_partly_redacted_stays_so_when_resent_alone() -> None:
+    s = secret()
+    c = cache(FakeScan())
+    inspect(blocks(f"x {s[:10]}", s[10:]), [], [], c, [])
+    again = inspect(blocks(f"x {s[:10]}", "other"), [], [], c, [])
+    assert texts_of(again.body) == [f"x {MARK}", "other"]
+
+
+def test_a_secret_split_across_two_requests_is_a_stated_limit() -> None:
+    """docs/threat-model.md: the first part was seen (and cached) alone, so the second
+    request's join holds only the second part; nothing is found."""
+    s = secret()
+    c = cache(FakeScan())
+    inspect(blocks(s[:10]), [], [], c, [])
+    assert not inspect(blocks(s[:10], s[10:]), [], [], c, []).findings
+
+
+def test_query_values_are_scanned_each_on_its_own_and_redacted() -> None:
+    s = secret()
+    scan = FakeScan()
+    ins = inspect(body("hi"), [("accept", "x")], [("beta", f"{s}")], cache(scan), [])
+    assert ins.query == (("beta", MARK),) and ins.headers == (("accept", "x"),)
+    assert sorted(scan.scanned) == sorted(["modelmmessagesroleusercontenthi", "x", s])
+
+
+def test_a_canary_split_across_two_leaves_is_found() -> None:
+    ins = inspect(blocks("oms-can", "ary-1"), [], [], cache(FakeScan()), ["oms-canary-1"])
+    assert ins.canary
