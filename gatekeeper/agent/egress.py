@@ -240,6 +240,12 @@ class Broker:
             self._count(no_key=1)
             return self._refuse(seen, 401, "no_key",
                                 NO_KEY.format(p=provider, env=KEY_ENV[provider]))  # fmt: skip
+        return await self._scanned(request, seen, body, provider, key)
+
+    async def _scanned(
+        self, request: web.Request, seen: Seen, body: bytes, provider: Provider, key: str
+    ) -> web.StreamResponse:
+        """Scan what may go; block it, or forward exactly that, as recorded."""
         kept = Kept.of(request, provider)
         seen = replace(seen, dropped=kept.dropped, sha256_dropped=kept.sha256_dropped)
         try:
@@ -251,9 +257,9 @@ class Broker:
             return self._canary(seen)
         if ins.findings and self._block_secrets:
             return self._block(seen, ins)
-        url = URL(self._upstreams.of(provider) + path).with_query(list(ins.query))
+        url = URL(self._upstreams.of(provider) + seen.path).with_query(list(ins.query))
         headers = upstream_headers(provider, key, ins.headers, len(ins.body), url)
-        seen = replace(seen, path=recorded_path(url))
+        seen = replace(seen, path=recorded_path(seen.path, url))
         action: Action = "redacted" if ins.redacted else "forwarded"
         digest = sent_digest(request.method, url, headers, provider, ins.body)
         payload = self._payload(seen, action, findings=egress_findings(ins),

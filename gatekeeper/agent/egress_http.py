@@ -161,9 +161,10 @@ def sent_digest(
     return hashlib.sha256(_canonical(doc)).hexdigest()
 
 
-def recorded_path(url: URL) -> str:
-    """The path as sent with its (allow-listed, scanned and redacted) query, bounded."""
-    return url.raw_path_qs[:MAX_PATH_CHARS]
+def recorded_path(route: str, url: URL) -> str:
+    """The route with the query as sent (allow-listed, scanned and redacted), bounded."""
+    query = url.raw_query_string
+    return (route + ("?" + query if query else ""))[:MAX_PATH_CHARS]
 
 
 def egress_findings(ins: Inspection) -> tuple[EgressFinding, ...]:
