@@ -77,6 +77,10 @@ class ProviderKeys:
     def of(self, provider: Provider) -> str | None:
         return self.anthropic if provider == "anthropic" else self.openai
 
+    def held(self) -> tuple[Provider, ...]:
+        """The providers a key is set for."""
+        return tuple(p for p in PROVIDERS if self.of(p))
+
     def __repr__(self) -> str:
         shown = ", ".join(f"{p}={'set' if self.of(p) else 'unset'}" for p in PROVIDERS)
         return f"ProviderKeys({shown})"

@@ -5,6 +5,11 @@ For the two real CLIs oms writes a per-run config dir under `run_dir/home/` (bou
 placeholder key (the real key is injected outside, DESIGN.md "Egress"), turns off their
 telemetry, auto-update and plugin lookups, and gives them one MCP server: `oms mcp`.
 
+Under `--egress api` every kind, `command` included, gets the provider environment
+(`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL` and a placeholder key) for each provider oms
+holds a real key for, so that any agent or SDK reaches the broker (issue 29);
+`require_keys` refuses such a run, before it starts, when its kind's provider has none.
+
 The CLI is identified as data: cmd[0] must resolve to the `bin` entry of the npm package
 (`@anthropic-ai/claude-code`, `@openai/codex`), whose version is read from its
 package.json; the CLI is never run to ask. Its package dir is bound read-only.
@@ -26,15 +31,16 @@ import os
 import platform
 import shutil
 import tomllib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
 
+from gatekeeper.agent.egress_config import KEY_ENV, PROVIDERS, Provider
 from gatekeeper.agent.inside import BIN, HOME, WORKSPACE
-from gatekeeper.errors import InternalError, UsageError
+from gatekeeper.errors import InternalError, Unavailable, UsageError
 from gatekeeper.integrations.hooks.config import claude_hooks, codex_hooks
 
 Kind = Literal["claude-code", "codex", "command"]
@@ -102,8 +108,10 @@ def prepare_kind(
     relay_url: str,
     oms_mcp_argv: Sequence[str],
     search_path: str,
+    held: Collection[Provider] = (),
 ) -> KindSetup:
-    """The argv, env, config dirs and read-only paths for `kind` running `cmd`.
+    """The argv, env, config dirs and read-only paths for `kind` running `cmd`; `held`
+    names the providers oms holds a real key for (their environment under `api`).
 
     Raises UsageError for an empty cmd, a cmd[0] that does not resolve on `search_path`,
     or, for claude-code and codex, one that is not that CLI's npm package.
@@ -111,16 +119,60 @@ def prepare_kind(
     if not cmd:
         raise UsageError("no command to run: give it after `--`")
     if kind == "command":
-        return _command(cmd, search_path)
+        return _with_providers(_command(cmd, search_path), egress, relay_url, held)
     if not oms_mcp_argv:
         raise UsageError("the in-sandbox `oms mcp` command is empty")
     home = run_dir / "home"
     home.mkdir(parents=True, exist_ok=True)
     if kind == "claude-code":
-        return _claude(cmd, home, egress, relay_url, oms_mcp_argv, search_path)
-    if kind == "codex":
-        return _codex(cmd, home, egress, relay_url, oms_mcp_argv, search_path)
-    raise UsageError(f"unknown agent kind {kind!r}: use claude-code, codex or command")
+        setup = _claude(cmd, home, egress, relay_url, oms_mcp_argv, search_path)
+    elif kind == "codex":
+        setup = _codex(cmd, home, egress, relay_url, oms_mcp_argv, search_path)
+    else:
+        raise UsageError(f"unknown agent kind {kind!r}: use claude-code, codex or command")
+    return _with_providers(setup, egress, relay_url, held)
+
+
+KIND_PROVIDER: Mapping[Kind, Provider | None] = {
+    "claude-code": "anthropic",
+    "codex": "openai",
+    "command": None,  # any provider oms holds a key for
+}
+
+
+def require_keys(kind: Kind, egress: Egress, held: Collection[Provider]) -> None:
+    """`--egress api` needs a real key for the kind's provider (for `command`, any key):
+    Unavailable, naming the remedy, before anything starts."""
+    if egress != "api":
+        return
+    own = KIND_PROVIDER[kind]
+    wanted = PROVIDERS if own is None else (own,)
+    if any(p in held for p in wanted):
+        return
+    envs = " or ".join(KEY_ENV[p] for p in wanted)
+    files = " or ".join(f"$OMS_HOME/providers/{p}" for p in wanted)
+    raise Unavailable(f"--egress api needs a provider API key oms holds: set {envs} in oms' "
+                      f"own environment or write it to {files} (one line, chmod 600)")  # fmt: skip
+
+
+def provider_env(provider: Provider, relay_url: str) -> tuple[tuple[str, str], ...]:
+    """The base URL that leads to the broker, and a placeholder for the key."""
+    base = relay_url if provider == "anthropic" else relay_url + "/v1"
+    prefix = "ANTHROPIC" if provider == "anthropic" else "OPENAI"
+    return ((f"{prefix}_BASE_URL", base), (KEY_ENV[provider], placeholder_key(KEY_ENV[provider])))
+
+
+def _with_providers(
+    setup: KindSetup, egress: Egress, relay_url: str, held: Collection[Provider]
+) -> KindSetup:
+    """`setup` with the provider environment of each held provider it lacks, under `api`."""
+    if egress != "api":
+        return setup
+    names = {k for k, _ in setup.env}
+    extra = [kv for p in PROVIDERS if p in held for kv in provider_env(p, relay_url)
+             if kv[0] not in names]  # fmt: skip
+    keys = {k for k, _ in extra if k in KEY_ENV.values()}
+    return replace(setup, env=(*setup.env, *extra), placeholders=setup.placeholders | keys)
 
 
 def placeholder_key(name: str) -> str:
@@ -237,7 +289,7 @@ def _claude(
     ]
     placeholders: frozenset[str] = frozenset()
     if egress != "tunnel":  # a tunnel is for a subscription login: no base URL, no key
-        env += [("ANTHROPIC_BASE_URL", relay_url), ("ANTHROPIC_API_KEY", key)]
+        env += provider_env("anthropic", relay_url)
         placeholders = frozenset({"ANTHROPIC_API_KEY"})
     agent_flags: tuple[str, ...] = ()
     if _claude_bypass(cmd[1:]):
@@ -330,7 +382,6 @@ def _codex(
     _refuse_own_flags(cmd[1:], CODEX_OWN_FLAGS, "Codex")
     pkg, plat = _codex_package(cmd[0], search_path)
     native = plat / "vendor" / CODEX_TRIPLES[platform.machine()] / "bin" / "codex"
-    key = placeholder_key("OPENAI_API_KEY")
     conf = _fresh_dir(home / ".codex")
     text = codex_config(egress, relay_url, oms_mcp_argv)
     fd = os.open(conf / "config.toml", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -346,7 +397,7 @@ def _codex(
     ]
     placeholders: frozenset[str] = frozenset()
     if egress != "tunnel":
-        env += [("OPENAI_BASE_URL", relay_url + "/v1"), ("OPENAI_API_KEY", key)]
+        env += provider_env("openai", relay_url)
         placeholders = frozenset({"OPENAI_API_KEY"})
     return KindSetup(
         argv=(str(native), *CODEX_OWN_FLAGS, *cmd[1:]),

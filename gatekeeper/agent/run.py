@@ -17,7 +17,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +31,8 @@ from evidence import Draft, EvidenceStore, Payload, state_root
 from gatekeeper.agent import inside
 from gatekeeper.agent.collect_deadline import CollectTimeout
 from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
-from gatekeeper.agent.kinds import KindSetup, prepare_kind
+from gatekeeper.agent.egress_config import Provider
+from gatekeeper.agent.kinds import KIND_PROVIDER, KindSetup, prepare_kind, require_keys
 from gatekeeper.agent.mcp_relay import conductor_routes, mcp_route
 from gatekeeper.agent.observe import observe_routes, quota_report
 from gatekeeper.agent.payloads import (
@@ -112,6 +113,7 @@ class EgressCounts(BaseModel):
     forwarded: int
     redacted: int
     blocked: int
+    no_key: int = 0  # refused for a provider oms holds no key for
 
 
 class AgentRunOutcome(BaseModel):
@@ -275,7 +277,9 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
     store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
     # The agent profile comes from the trusted default branch, never from the agent's base.
     loaded = read_policy_at(repo.top, default_branch(repo))
-    egress = _egress_mode(req)
+    held = provider_keys(os.environ, state_root()).held()
+    egress = _egress_mode(req, held)
+    require_keys(req.agent, egress, held)  # before anything is made or started
     try:
         bw = find_bwrap()
     except SandboxError as exc:
@@ -291,7 +295,7 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
     kind = prepare_kind(req.agent, req.cmd, run_dir=run_dir, egress=egress,
                         relay_url=f"http://127.0.0.1:{inside.RELAY_PORT}",
                         oms_mcp_argv=inside_oms_argv(*_mcp_args(req)),
-                        search_path=os.environ.get("PATH", os.defpath))  # fmt: skip
+                        search_path=os.environ.get("PATH", os.defpath), held=held)  # fmt: skip
     write_marker(run_dir / "oms" / "run.json", run_id, req.worker)
     if req.task_file is not None:
         write_task_file(run_dir / "oms" / "task.json", req.task_file)
@@ -314,14 +318,12 @@ def _mcp_args(req: AgentRunRequest) -> tuple[str, ...]:
     return ("mcp",)
 
 
-def _egress_mode(req: AgentRunRequest) -> EgressMode:
+def _egress_mode(req: AgentRunRequest, held: Collection[Provider]) -> EgressMode:
     if req.egress is not None:
         return req.egress
     if req.agent == "command":
         return "none"
-    keys = provider_keys(os.environ, state_root())
-    key = keys.anthropic if req.agent == "claude-code" else keys.openai
-    return "api" if key else "none"
+    return "api" if KIND_PROVIDER[req.agent] in held else "none"
 
 
 def inside_oms_argv(*args: str) -> list[str]:
@@ -498,6 +500,7 @@ def _outcome(run: _Run, result: AgentResult, totals: EgressTotals, collected: Co
         workspace=str(run.ws.path), base=run.ws.base, candidate=collected.candidate,
         candidate_ref=collected.candidate_ref, evidence_seq=seq, egress_mode=run.egress,
         egress=EgressCounts(requests=totals.requests, forwarded=totals.forwarded,
-                            redacted=totals.redacted, blocked=totals.blocked),
+                            redacted=totals.redacted, blocked=totals.blocked,
+                            no_key=totals.no_key),
         special_files=collected.special,
     )  # fmt: skip

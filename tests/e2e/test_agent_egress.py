@@ -34,7 +34,9 @@ from support.secrets import fake_aws_key
 from evidence import Payload
 from gatekeeper.agent import egress
 from gatekeeper.agent.egress import Broker, ProviderKeys, Upstreams
+from gatekeeper.agent.inside import RELAY_PORT
 from gatekeeper.agent.payloads import EgressRequest
+from gatekeeper.gates.records import open_store
 from gatekeeper.scan import fingerprint
 from policy import default_policy
 
@@ -760,3 +762,71 @@ def test_a_secret_split_across_two_text_blocks_is_found_by_the_real_scanners(
     assert sent == [f"deploy {mark}", mark]
     (rec,) = records.egress()
     assert rec.action == "redacted" and {f.fingerprint for f in rec.findings} == {fingerprint(key)}
+
+
+# -- every kind under `--egress api` gets the provider environment (issue 29) ---------------
+
+# Inside: the provider variables as the command sees them, then one request to each route.
+PROVIDER_SCRIPT = (
+    "echo oms-start; env | grep -E '^(ANTHROPIC|OPENAI)_' | sort; R=http://127.0.0.1:{port}; "
+    'for p in v1/messages v1/responses; do curl -q -sS -o /dev/null -w "$p=%{{http_code}}\\n" '
+    '-H \'content-type: application/json\' -d \'{{"model":"m","input":"hi","messages":[]}}\''
+    " $R/$p; done; echo oms-end"
+)
+REAL = {"anthropic": ("ANTHROPIC_API_KEY", "sk-ant-test-real-" + "k" * 24),
+        "openai": ("OPENAI_API_KEY", "sk-test-real-" + "k" * 24)}  # fmt: skip
+
+
+@pytest.mark.parametrize("held", [("anthropic",), ("openai",), ("anthropic", "openai")])
+def test_a_command_under_api_gets_the_environment_of_each_provider_oms_holds_a_key_for(
+    run_oms: Any, git_repo: Path, fake: Fake, held: tuple[str, ...]
+) -> None:
+    assert run_oms(["init", "--repo", str(git_repo)]).returncode == 0
+    env = {REAL[p][0]: REAL[p][1] for p in held}
+    env |= {"OMS_EGRESS_UPSTREAM_ANTHROPIC": fake.url, "OMS_EGRESS_UPSTREAM_OPENAI": fake.url}
+    proc = run_oms(["agent", "run", "--repo", str(git_repo), "--egress", "api", "--json", "--",
+                    "/bin/sh", "-c", PROVIDER_SCRIPT.format(port=RELAY_PORT)],
+                   env_extra=env, timeout=180)  # fmt: skip
+    out = json.loads(proc.stdout)
+    assert out["exit_code"] == 0 and "oms-end" in out["stdout"], out
+    relay = f"http://127.0.0.1:{RELAY_PORT}"
+    wanted = {"anthropic": ["ANTHROPIC_API_KEY=oms-placeholder-anthropic-api-key",
+                            f"ANTHROPIC_BASE_URL={relay}"],
+              "openai": ["OPENAI_API_KEY=oms-placeholder-openai-api-key",
+                         f"OPENAI_BASE_URL={relay}/v1"]}  # fmt: skip
+    lines = [x for x in out["stdout"].splitlines() if x.startswith(("ANTHROPIC_", "OPENAI_"))]
+    assert lines == [line for p in ("anthropic", "openai") if p in held for line in wanted[p]]
+    # 401 for a provider without a key (clients never retry it); the fake answers 429.
+    got = {"v1/messages": "200" if "anthropic" in held else "401",
+           "v1/responses": "429" if "openai" in held else "401"}  # fmt: skip
+    assert all(f"{path}={code}" in out["stdout"] for path, code in got.items())
+    assert out["egress"]["no_key"] == 2 - len(held)
+    assert out["egress"]["forwarded"] == len(held)
+    keys = {s.path: s.headers.get("x-api-key") or s.headers.get("Authorization") for s in fake.seen}
+    assert keys == {ROUTE[p]: SENT_AS[p] + REAL[p][1] for p in held}
+
+
+ROUTE = {"anthropic": "/v1/messages", "openai": "/v1/responses"}
+SENT_AS = {"anthropic": "", "openai": "Bearer "}
+
+
+@pytest.mark.parametrize(("agent", "keys", "named"), [
+    ("command", (), "ANTHROPIC_API_KEY or OPENAI_API_KEY"),
+    ("claude-code", ("openai",), "ANTHROPIC_API_KEY"),
+    ("codex", ("anthropic",), "OPENAI_API_KEY"),
+])  # fmt: skip
+def test_egress_api_without_the_kinds_key_refuses_before_the_agent_starts(
+    run_oms: Any, git_repo: Path, tmp_path: Path, agent: str, keys: tuple[str, ...], named: str
+) -> None:
+    assert run_oms(["init", "--repo", str(git_repo)]).returncode == 0
+    mark = tmp_path / "started"
+    proc = run_oms(["agent", "run", "--repo", str(git_repo), "--agent", agent, "--egress", "api",
+                    "--json", "--", "/bin/sh", "-c", f"touch {mark}"],
+                   env_extra={REAL[p][0]: REAL[p][1] for p in keys}, timeout=180)  # fmt: skip
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 4 and out["error"]["kind"] == "unavailable"
+    message = out["error"]["message"]
+    assert named in message and "$OMS_HOME/providers/" in message and "\n" not in message
+    assert not mark.exists()
+    _, store = open_store(git_repo)
+    assert store.entries(["agent.run.start", "agent.run.end"]) == []

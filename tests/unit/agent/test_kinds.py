@@ -28,8 +28,9 @@ from gatekeeper.agent.kinds import (
     KindSetup,
     codex_config,
     prepare_kind,
+    require_keys,
 )
-from gatekeeper.errors import InternalError, UsageError
+from gatekeeper.errors import InternalError, Unavailable, UsageError
 from gatekeeper.integrations.hooks.config import claude_hooks, codex_hooks
 
 RELAY = "http://127.0.0.1:47100"
@@ -342,3 +343,59 @@ def test_nothing_is_executable_only_because_it_exists(tmp_path: Path, npm: Path)
     os.chmod(exe, 0o644)
     with pytest.raises(UsageError, match="not found"):
         prep("claude-code", [str(exe)], tmp_path, npm)
+
+
+# -- the provider environment under `--egress api` (issue 29) -----------------------------
+
+PROVIDER_ENV = {
+    "anthropic": {"ANTHROPIC_BASE_URL": RELAY,
+                  "ANTHROPIC_API_KEY": "oms-placeholder-anthropic-api-key"},
+    "openai": {"OPENAI_BASE_URL": RELAY + "/v1",
+               "OPENAI_API_KEY": "oms-placeholder-openai-api-key"},
+}  # fmt: skip
+CMDS: dict[str, list[str]] = {"command": ["sh"], "claude-code": ["claude"], "codex": ["codex"]}
+
+
+@pytest.mark.parametrize(("kind", "egress", "held", "has"), [
+    ("command", "api", ("anthropic",), ("anthropic",)),
+    ("command", "api", ("openai",), ("openai",)),
+    ("command", "api", ("anthropic", "openai"), ("anthropic", "openai")),
+    ("command", "none", ("anthropic", "openai"), ()),
+    ("command", "tunnel", ("anthropic", "openai"), ()),
+    ("claude-code", "api", ("anthropic",), ("anthropic",)),
+    ("claude-code", "api", ("anthropic", "openai"), ("anthropic", "openai")),
+    ("claude-code", "none", ("anthropic", "openai"), ("anthropic",)),
+    ("codex", "api", ("openai",), ("openai",)),
+    ("codex", "api", ("anthropic", "openai"), ("anthropic", "openai")),
+    ("codex", "tunnel", ("anthropic", "openai"), ()),
+])  # fmt: skip
+def test_every_kind_under_api_gets_the_environment_of_each_provider_oms_holds_a_key_for(
+    tmp_path: Path, npm: Path, kind: str, egress: str, held: tuple[str, ...], has: tuple[str, ...]
+) -> None:
+    s = prep(kind, CMDS[kind], tmp_path, npm, egress=egress, held=held)
+    env = dict(s.env)
+    want = {k: v for p in has for k, v in PROVIDER_ENV[p].items()}
+    assert {k: v for k, v in env.items() if k in {*PROVIDER_ENV["anthropic"],
+                                                  *PROVIDER_ENV["openai"]}} == want  # fmt: skip
+    assert s.placeholders == {k for k in want if k.endswith("_API_KEY")}
+
+
+@pytest.mark.parametrize(("kind", "egress", "held", "refused"), [
+    ("command", "api", (), True),
+    ("command", "api", ("openai",), False),
+    ("command", "api", ("anthropic",), False),
+    ("claude-code", "api", ("openai",), True),
+    ("claude-code", "api", ("anthropic",), False),
+    ("codex", "api", ("anthropic",), True),
+    ("codex", "api", ("openai",), False),
+    ("codex", "none", (), False),
+    ("command", "tunnel", (), False),
+])  # fmt: skip
+def test_egress_api_needs_a_key_for_the_kinds_provider(
+    kind: Any, egress: Any, held: tuple[Any, ...], refused: bool
+) -> None:
+    if not refused:
+        require_keys(kind, egress, held)
+        return
+    with pytest.raises(Unavailable, match=r"--egress api needs .*\$OMS_HOME/providers/"):
+        require_keys(kind, egress, held)
