@@ -830,3 +830,13 @@ def test_egress_api_without_the_kinds_key_refuses_before_the_agent_starts(
     assert not mark.exists()
     _, store = open_store(git_repo)
     assert store.entries(["agent.run.start", "agent.run.end"]) == []
+
+
+def test_the_record_names_the_route_called_behind_an_upstream_prefix(
+    sock_dir: Path, fake: Fake
+) -> None:
+    with broker(sock_dir, fake.url + "/pfx") as (b, records):
+        call(b, "POST", "/v1/messages?beta=true", conversation("hi"))
+    (seen,) = fake.seen
+    assert seen.path == "/pfx/v1/messages" and seen.query == "beta=true"
+    assert [r.path for r in records.egress()] == ["/v1/messages?beta=true"]
