@@ -9,7 +9,7 @@ import click
 from gatekeeper.agent.inside import inside_agent_sandbox, marker
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, View, command, doctor_lines
-from gatekeeper.errors import EXIT_UNAVAILABLE
+from gatekeeper.errors import EXIT_BLOCKED, EXIT_OK, EXIT_UNAVAILABLE
 from gatekeeper.gates import doctor as readiness
 from gatekeeper.gates.authority import AgentSandbox
 from gatekeeper.mcp.server import digest_for_doctor
@@ -29,4 +29,5 @@ def doctor(repo: Path) -> Outcome:
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
         report["mcp_tools_digest"] = digest_for_doctor(repo)
     lines = doctor_lines(report, ready, View.detect())
-    return Outcome(report, code=0 if ready else EXIT_UNAVAILABLE, lines=lines)
+    code = EXIT_OK if ready else EXIT_BLOCKED if found.tampered else EXIT_UNAVAILABLE
+    return Outcome(report, code=code, lines=lines)

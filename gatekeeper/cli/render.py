@@ -225,7 +225,11 @@ def work_line(part: Data) -> str:
     if "error" in part:
         return str(part["error"])
     said = f"{part['transitions']} transitions, {part['entries']} work entries in the log"
-    said += "" if part["ok"] else f", {len(part['mismatches'])} MISMATCHED"
+    said += f", {len(part['mismatches'])} MISMATCHED" if part["mismatches"] else ""
+    tampered = part.get("tampered") or []
+    if tampered:
+        named = ", ".join(str(t["object"]) for t in tampered[:5])
+        said += f", {len(tampered)} TAMPERED ({named}{', ...' if len(tampered) > 5 else ''})"
     cut = part["interrupted"]
     if cut:
         said += f"; interrupted at seq {', '.join(str(c['seq']) for c in cut)}: {part['warning']}"

@@ -170,6 +170,7 @@ class Extra(_Section):
     section: dict[str, Any]
     problems: tuple[str, ...] = ()
     remedy: str | None = None
+    tampered: bool = False  # its problems are state changed behind oms: exit 3, not 4
 
 
 RepoCheck = Callable[[Repo], Extra | None]  # None: nothing to check here (no section)
@@ -205,6 +206,11 @@ class Doctor(_Section):
     @property
     def ready(self) -> bool:
         return not self.problems
+
+    @property
+    def tampered(self) -> bool:
+        """A check found state changed behind oms (exit 3, where not ready is 4)."""
+        return any(e.tampered for e in self.extra)
 
     def to_json(self) -> dict[str, Any]:
         """Today's `oms doctor --json` keys, in today's order (sections absent, not null)."""

@@ -12,15 +12,18 @@ a newer oms (a `user_version` above this one's) is refused rather than read half
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from evidence import state_root
 from evidence.state import ensure_private_dir
 from gatekeeper.errors import Unavailable
+from gatekeeper.work.payloads import RowSet
 
 DB_FILE = "work.db"
 BUSY_TIMEOUT_MS = 60_000
@@ -345,6 +348,9 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+# Bookkeeping of the fence itself, proven by the entries (their seq and nonce), not by a fold.
+UNTRACKED = frozenset({"nonces", "transitions"})
+_CHANGED = "temp.oms_changed"  # filled by TEMP triggers (`WorkDb._track`)
 
 
 class WorkDbUnavailable(Unavailable):
@@ -361,6 +367,7 @@ class WorkDb:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
+        self.keys: dict[str, tuple[str, ...]] = {}  # tracked table -> primary-key columns
 
     @classmethod
     def open(cls, repo_id: str, root: Path | None = None) -> WorkDb:
@@ -379,6 +386,7 @@ class WorkDb:
             raise WorkDbUnavailable(f"cannot open {path}: {_why(exc)}") from None
         db = cls(conn, path)
         db._migrate()
+        db._track()
         return db
 
     def close(self) -> None:
@@ -400,6 +408,42 @@ class WorkDb:
                     self.conn.execute(f"PRAGMA user_version = {version}")
         except sqlite3.Error as exc:
             raise WorkDbUnavailable(f"cannot migrate {self.path}: {_why(exc)}") from None
+
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        """Every table a transition may set, with its primary-key columns in order."""
+        names = [r[0] for r in self.read("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                         "AND name NOT LIKE 'sqlite_%' ORDER BY name")]  # fmt: skip
+        out: dict[str, tuple[str, ...]] = {}
+        for name in names:
+            if name in UNTRACKED:
+                continue
+            cols = sorted((r["pk"], r["name"]) for r in self.read(f"PRAGMA table_info({name})"))
+            out[name] = tuple(c for pk, c in cols if pk > 0)
+        return out
+
+    def _track(self) -> None:
+        """TEMP triggers (this connection only; the file's schema is untouched) that note the
+        key of every row a statement inserts, updates or deletes, so that the fence can record
+        what a transition set, whichever code path set it."""
+        try:
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS oms_changed "
+                              "(tbl TEXT NOT NULL, key TEXT NOT NULL)")  # fmt: skip
+            self.keys = self.tables()
+            for table, pk in self.keys.items():
+                for op, ref in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD")):
+                    self.conn.execute(_trigger(table, pk, op, ref))
+                # a key changed by an update: the old key is gone
+                self.conn.execute(_trigger(table, pk, "UPDATE", "OLD", "old"))
+        except sqlite3.Error as exc:
+            raise WorkDbUnavailable(f"cannot track changes to {self.path}: {_why(exc)}") from None
+
+    def changed(self, conn: sqlite3.Connection) -> tuple[RowSet, ...]:
+        """The rows the open transaction set so far, each as it is now, sorted by table and
+        key; the notes are cleared (what is set next is noted afresh)."""
+        keys = conn.execute(f"SELECT DISTINCT tbl, key FROM {_CHANGED}").fetchall()  # noqa: S608 # nosec B608 -- our name
+        conn.execute(f"DELETE FROM {_CHANGED}")  # noqa: S608 # nosec B608 -- our name
+        out = [_image(conn, str(t), self.keys[str(t)], tuple(json.loads(k))) for t, k in keys]
+        return tuple(sorted(out, key=lambda i: (i.table, json.dumps(i.key))))
 
     def _user_version(self) -> int:
         return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
@@ -432,6 +476,22 @@ class WorkDb:
             return self.conn.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
             raise WorkDbUnavailable(f"cannot read {self.path}: {_why(exc)}") from None
+
+
+def _trigger(table: str, pk: tuple[str, ...], op: str, ref: str, tag: str = "") -> str:
+    key = "json_array(" + ", ".join(f"{ref}.{c}" for c in pk) + ")"
+    name = f"oms_{op.lower()}{tag}_{table}"
+    # names from sqlite_master, never from input
+    return (f"CREATE TEMP TRIGGER IF NOT EXISTS {name} AFTER {op} ON main.{table} BEGIN "  # noqa: S608 # nosec B608
+            f"INSERT INTO oms_changed (tbl, key) VALUES ('{table}', {key}); END")  # fmt: skip
+
+
+def _image(conn: sqlite3.Connection, table: str, pk: tuple[str, ...],
+           key: tuple[Any, ...]) -> RowSet:  # fmt: skip
+    where = " AND ".join(f"{c} = ?" for c in pk)
+    row = conn.execute(f"SELECT * FROM {table} WHERE {where}", key).fetchone()  # noqa: S608 # nosec B608 -- names from sqlite_master
+    return RowSet(table=table, key=key,
+                  row=None if row is None else {k: row[k] for k in row.keys()})  # fmt: skip
 
 
 def _statements(script: str) -> list[str]:

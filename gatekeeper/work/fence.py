@@ -148,9 +148,11 @@ class _Tx:
     target: str = ""
     detail: dict[str, p.Small] = field(default_factory=dict)
     blobs: tuple[str, ...] = ()  # hex digests of evidence blobs the entry names
-    # Run with the entry's seq once it is appended, still inside the transaction (rows that
-    # name the entry that recorded them: a run's artifacts and events).
+    # Run before the entry is appended, with `p.PENDING` for its seq (rows that name the entry
+    # that recorded them: a run's artifacts and events); the fence sets their seq once known.
     after: list[Callable[[int], None]] = field(default_factory=list)
+    seq: int | None = None  # the entry's, once appended
+    changes: p.ChangeSet | None = None
 
     def one(self, sql: str, *args: object) -> sqlite3.Row | None:
         row: sqlite3.Row | None = self.conn.execute(sql, args).fetchone()
@@ -223,15 +225,39 @@ class Work:
             yield tx
             if tx.record is None:
                 raise AssertionError(f"{op}: a fenced transaction recorded no transition")
-            subject = [*p.subject(tx.subject), *(dict(s) for s in tx.requested_by)]
-            draft = Draft.of(tx.record, subject=subject, blobs=tx.blobs,
-                             policy=self.loaded.digest)  # fmt: skip
-            entry = self.store.append(draft)
+            for then in tx.after:
+                then(p.PENDING)
+            entry = self.store.append(self._replayable(tx))
+            tx.seq = entry.seq
+            self._settle_pending(tx, entry.seq)
             conn.execute("INSERT INTO transitions (seq, kind, object, nonce, time) "
                          "VALUES (?, ?, ?, ?, ?)",
                          (entry.seq, entry.kind, tx.target, nonce, entry.time))  # fmt: skip
-            for then in tx.after:
-                then(entry.seq)
+
+    def _replayable(self, tx: _Tx) -> Draft:
+        """The entry's draft: the record with the rows this transaction set (a blob) and the
+        seq of the last committed `work.*` entry (the database lock makes it the last)."""
+        assert tx.record is not None  # checked by the caller
+        changes = p.ChangeSet(rows=self.db.changed(tx.conn))
+        blob = self.store.blobs.put(changes.encoded())
+        last = tx.one("SELECT max(seq) AS seq FROM transitions")
+        record = type(tx.record).model_validate(
+            {**tx.record.model_dump(), "v": p.REPLAYABLE, "changes": f"sha256:{blob}",
+             "after": None if last is None else last["seq"]})  # fmt: skip
+        tx.changes = changes
+        subject = [*p.subject(tx.subject), *(dict(s) for s in tx.requested_by)]
+        return Draft.of(record, subject=subject,
+                        blobs=tuple(dict.fromkeys((*tx.blobs, blob))),
+                        policy=self.loaded.digest)  # fmt: skip
+
+    def _settle_pending(self, tx: _Tx, seq: int) -> None:
+        """Rows that name the entry recording them (`seq` columns) get its seq now."""
+        for r in tx.changes.rows if tx.changes else ():
+            if r.row is not None and r.row.get("seq") == p.PENDING:
+                pk = self.db.keys[r.table]
+                where = " AND ".join(f"{c} = ?" for c in pk)
+                tx.run(f"UPDATE {r.table} SET seq = ? WHERE {where}", seq, *r.key)  # noqa: S608 # nosec B608 -- names from sqlite_master
+        self.db.changed(tx.conn)  # those updates are this entry's, already carried
 
     def _record(self, tx: _Tx, kind: type[p.WorkRecord], ticket: str | None, goal: str | None,
                 **fields: Any) -> None:  # fmt: skip

@@ -5,6 +5,12 @@ version that object has now, the nonce that fenced it and, where a lease fenced 
 lease's digest (never its token). `detail` carries small typed facts of the transition
 (the attempt, the dispatch envelope's digest, the commit, the verdict's evidence seq).
 The entry's subject names the ticket (or goal), so `oms evidence show` says what it was.
+
+From payload version 2 (`REPLAYABLE`) an entry also carries what replaying it needs: the
+blob `changes` (a `ChangeSet`: every row the transition set, as it was at the commit) and
+`after`, the seq of the last committed `work.*` entry before it (None: the first). Committed
+entries form a chain through `after`: an entry a later one skips never committed, and the
+tail is confirmed by its `transitions` row. Version-1 entries are legacy: no replay.
 """
 
 from __future__ import annotations
@@ -12,12 +18,18 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field
+import rfc8785
+from pydantic import BaseModel, ConfigDict, Field
 
 from evidence import Payload
 
 Small = str | int | bool | None
+Cell = str | int | float | None  # one SQLite value of work.db
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+REPLAYABLE = 2
+# A `seq` column set in a transition to the seq of the entry recording it, which is not known
+# until that entry is appended: the change set holds PENDING, the row the real seq.
+PENDING = -1
 
 
 class WorkRecord(Payload):
@@ -33,6 +45,32 @@ class WorkRecord(Payload):
     nonce: str
     lease: Digest | None = None
     detail: dict[str, Small] = Field(default_factory=dict)
+    after: Annotated[int, Field(ge=0)] | None = None  # v2: the last committed work entry
+    changes: Digest | None = None  # v2: the ChangeSet blob
+
+    @property
+    def replayable(self) -> bool:
+        return self.v >= REPLAYABLE and self.changes is not None
+
+
+class RowSet(BaseModel):
+    """One row as a transition left it (`row` None: deleted)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    table: Annotated[str, Field(pattern=r"^[a-z_]{1,64}$")]
+    key: tuple[Cell, ...]
+    row: dict[str, Cell] | None
+
+
+class ChangeSet(BaseModel):
+    """The blob a v2 entry names: what its transition set, in (table, key) order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    v: int = 1
+    rows: tuple[RowSet, ...]
+
+    def encoded(self) -> bytes:
+        return bytes(rfc8785.dumps(self.model_dump(mode="json")))
 
 
 class GoalCreated(WorkRecord):
@@ -146,6 +184,7 @@ KINDS: tuple[type[WorkRecord], ...] = (GoalCreated, TicketAdded, TicketLeased, D
                                        EventsProjected, DeliveryRecorded,
                                        WatchdogPassed)  # fmt: skip
 WORK_KINDS = frozenset(k.KIND for k in KINDS)
+KINDS_BY_KIND: dict[str, type[WorkRecord]] = {k.KIND: k for k in KINDS}
 
 
 def subject(name: str) -> list[dict[str, Any]]:

@@ -63,7 +63,7 @@ def watchdog(work: Work, nonce: str | None = None) -> dict[str, Any]:
     report: dict[str, list[dict[str, Any]]] = {c: [] for c in CATEGORIES}
     nonce = nonce or new_nonce()
     stall = work.loaded.policy.conductor.stall_after_s
-    seq: list[int] = []
+    seq: int | None = None
     changed = 0
     claims: list[tuple[str, int]] = []
     try:
@@ -84,13 +84,13 @@ def watchdog(work: Work, nonce: str | None = None) -> dict[str, Any]:
                                          detail={"changed": changed, **counts})  # fmt: skip
             tx.target = "watchdog"
             tx.subject = f"oms-watchdog:{work.repo.repo_id}"
-            tx.after.append(seq.append)
+        seq = tx.seq
     except _NothingChanged:
         pass
     _respawn(work, claims, report)
     _dispatches(work, report)  # the core's own transitions, each its own fenced entry
     return {"changed": changed + sum(1 for d in report["dispatches"] if d["did"] == "ended"),
-            "evidence_seq": seq[0] if seq else None, **report}  # fmt: skip
+            "evidence_seq": seq, **report}  # fmt: skip
 
 
 class _NothingChanged(Exception):

@@ -1,6 +1,7 @@
 """`oms doctor` checks work.db against the evidence log: a `work` section only when the
-repository has a work.db; a transitions row deleted or changed makes it not ready (exit 4)
-and names the seq; a transition interrupted between its append and its commit is a warning.
+repository has a work.db; a transitions row deleted or changed, or a row the log's committed
+entries did not set so, makes it not ready and tampered (exit 3), naming the seq or the
+object; a transition interrupted between its append and its commit is a warning.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.work import facts, new_ticket, nonce, open_work
+from support.work import facts, new_ticket, nonce, open_work, outcome
 
 from evidence import Draft
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 RunOms = Callable[..., subprocess.CompletedProcess[str]]
-EXIT_OK, EXIT_UNAVAILABLE = 0, 4
+EXIT_OK, EXIT_TAMPERED = 0, 3
 
 
 class Crash(Exception):
@@ -82,14 +83,17 @@ def test_a_tampered_work_db_is_not_ready_and_names_the_seq(
     _some_work(oms_json, repo)
     seq = _tamper(oms_home, sql)
     code, report = oms_json(["doctor", "--repo", repo])
-    assert code == EXIT_UNAVAILABLE and report["ready"] is False
+    assert code == EXIT_TAMPERED and report["ready"] is False
     assert report["work"]["ok"] is False
     assert [m["seq"] for m in report["work"]["mismatches"]] == [seq]
-    (problem,) = report["problems"]
+    # the tail's row gone, the log no longer sees its transition committed: the rows it set
+    # are not proven either
+    problem, *unproven = report["problems"]
+    assert unproven and all(u.startswith("work.db is tampered: ") for u in unproven)
     assert problem.startswith(f"work.db and the evidence log disagree: seq {seq} ")
     assert says in problem
     proc = run_oms(["doctor", "--repo", str(repo)])
-    assert proc.returncode == EXIT_UNAVAILABLE and f"seq {seq}" in proc.stdout
+    assert proc.returncode == EXIT_TAMPERED and f"seq {seq}" in proc.stdout
     assert "MISMATCHED" in proc.stdout
 
 
@@ -120,3 +124,35 @@ def test_an_interrupted_transition_is_a_warning(
     assert [c["seq"] for c in report["work"]["interrupted"]] == [seq]
     assert report["work"]["interrupted"][0]["kind"] == "work.dispatch.run"
     assert "never committed" in report["work"]["warning"]
+
+
+def test_a_failed_verify_edited_to_ready_in_work_db_is_tampered(
+    repo: Path, oms_json: OmsJson, run_oms: RunOms, oms_home: Path
+) -> None:
+    """The repro: a FAILED verify edited in work.db to `completed` with a READY decision.
+    The log says otherwise: the doctor says tampered (exit 3) and names both objects."""
+    work = open_work(repo)
+    try:
+        walk = new_ticket(work).leased().running().ran().verifying()
+        v = work.begin_verify(walk.id, nonce())
+        work.finish_verify(v, outcome("FAILED"))
+    finally:
+        work.close()
+    assert oms_json(["doctor", "--repo", repo])[0] == EXIT_OK
+    conn = sqlite3.connect(_db(oms_home))
+    try:
+        with conn:
+            conn.execute("UPDATE tickets SET state = 'completed', human_hold = 1 WHERE id = ?",
+                         (walk.id,))  # fmt: skip
+            conn.execute("UPDATE verifications SET decision = 'READY_FOR_HUMAN' WHERE id = ?",
+                         (v.id,))  # fmt: skip
+    finally:
+        conn.close()
+    code, report = oms_json(["doctor", "--repo", repo])
+    assert code == EXIT_TAMPERED and report["ready"] is False
+    objects = [t["object"] for t in report["work"]["tampered"]]
+    assert objects == [f"tickets {walk.id}", f"verifications {v.id}"]
+    assert all(p.startswith("work.db is tampered: ") for p in report["problems"])
+    proc = run_oms(["doctor", "--repo", str(repo)])
+    assert proc.returncode == EXIT_TAMPERED and "2 TAMPERED" in proc.stdout
+    assert f"tickets {walk.id}" in proc.stdout

@@ -121,7 +121,6 @@ class Runs:
                 raise UsageError(f"a {a.kind} artifact is larger than {MAX_ARTIFACT_BYTES} bytes")
             blobs.append(self.work.store.blobs.put(a.data))
         refs: list[str] = []
-        seqs: list[int] = []
         with self.work.fenced(nonce, "run.step") as tx:
             row = tx.one("SELECT * FROM runs WHERE id = ?", run.id)
             if row is None:
@@ -150,7 +149,6 @@ class Runs:
             first_n = self._next_event(tx.conn, run.id)
 
             def rows(seq: int) -> None:
-                seqs.append(seq)
                 for ref, a, blob in zip(refs, artifacts, blobs, strict=True):
                     tx.run("INSERT INTO run_artifacts (run, ref, kind, blob, bytes, media_type, "
                            "role, summary, seq, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -174,7 +172,8 @@ class Runs:
                                      detail=detail)  # fmt: skip
             tx.subject, tx.target = f"oms-run:{run.id}", run.id
             tx.blobs = tuple(dict.fromkeys(blobs))
-        return Stepped(self.get(run.id), tuple(refs), seqs[0])
+        assert tx.seq is not None  # set by the fence once it committed
+        return Stepped(self.get(run.id), tuple(refs), tx.seq)
 
     @staticmethod
     def _counts(conn: sqlite3.Connection, rid: str) -> dict[str, int]:
