@@ -5,8 +5,11 @@ from protected verdicts: a `work.verify.finish` entry counts when its `result_se
 a `result` entry of the gate bound to the same ticket, attempt, commit and decision,
 written before it and asked for under the same lease, whose policy is the entry's own;
 the executor's role and engine come from the `work.dispatch.start` entry of the same
-dispatch, and a grade from a `grade` entry bound to the same verify. Anything else is
-listed as excluded, never counted. The log is audited first: a broken chain is exit 3.
+dispatch, and a grade from a `grade` entry bound to the same verify. Only a committed
+transition counts (`audit.chain`: a finish a later work entry skips, or the tail finish no
+`transitions` row confirms, never happened), and one finish per verification (the last
+committed). Anything else is listed as excluded, never counted. The log is audited first:
+a broken chain is exit 3.
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from gatekeeper.errors import Tampered, UsageError
 from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.repo.git import open_repo
 from gatekeeper.work import payloads as p
+from gatekeeper.work.audit import chain
+from gatekeeper.work.db import WorkDb, db_path
 from gatekeeper.work.grade import GradeRecord
 
 DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 COUNTS = ("ready", "failed", "blocked", "parked", "grade_pass", "grade_fail", "grade_uncertain",
           "disagreements")  # fmt: skip
+NEVER_COMMITTED = "its transition never committed (oms stopped between the append and the commit)"
 _DECISION_COUNT = {"READY_FOR_HUMAN": "ready", "FAILED": "failed", "BLOCKED": "blocked"}
 
 
@@ -131,6 +137,43 @@ def tally(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     return out
 
 
+def _held(repo_id: str) -> dict[int, str]:
+    """work.db's `transitions` (seq -> nonce): what confirms the log's tail entry."""
+    if not db_path(repo_id).is_file():
+        return {}
+    db = WorkDb.open(repo_id)
+    try:
+        return {
+            int(r["seq"]): str(r["nonce"]) for r in db.read("SELECT seq, nonce FROM transitions")
+        }
+    finally:
+        db.close()
+
+
+def _finishes(log: Log, held: Mapping[int, str], excluded: list[dict[str, Any]]) -> list[Entry]:
+    """The committed `work.verify.finish` entries, the last one per verification; the others
+    go to `excluded` (legacy entries, which carry no chain, count as before)."""
+    work = [e for e in log.entries if e.kind in p.WORK_KINDS]
+    on = chain(work, held)
+    last: dict[str, Entry] = {}
+    for e in work:
+        if e.kind != p.VerifyFinished.KIND:
+            continue
+        try:
+            fin = p.VerifyFinished.of(e)
+        except TamperDetected as exc:
+            excluded.append({"verify_seq": e.seq, "reason": str(exc)[:300]})
+            continue
+        if fin.replayable and e.seq not in on:
+            excluded.append({"verify_seq": e.seq, "reason": NEVER_COMMITTED})
+            continue
+        if fin.id in last:
+            why = f"a later finish of verification {fin.id} replaces it"
+            excluded.append({"verify_seq": last[fin.id].seq, "reason": why})
+        last[fin.id] = e
+    return sorted(last.values(), key=lambda e: e.seq)
+
+
 def trust_report(repo_dir: Path, day_text: str, today: date | None = None) -> dict[str, Any]:
     """The report's JSON (see the module's docstring)."""
     day = closed_day(day_text, today)
@@ -141,14 +184,16 @@ def trust_report(repo_dir: Path, day_text: str, today: date | None = None) -> di
         raise Tampered(f"the evidence log does not verify (seq {checked.first_bad_seq}: "
                        f"{checked.reason}); no report from a broken chain")  # fmt: skip
     log = Log(store.entries())
-    rows, excluded = [], []
-    for entry in log.entries:
-        if entry.kind != p.VerifyFinished.KIND or not entry.time.startswith(day.isoformat()):
+    rows: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+    for entry in _finishes(log, _held(repo.repo_id), excluded):
+        if not entry.time.startswith(day.isoformat()):
             continue
         try:
             rows.append(bound_verdict(log, entry))
         except (NotBound, TamperDetected) as exc:
             excluded.append({"verify_seq": entry.seq, "reason": str(exc)[:300]})
+    excluded.sort(key=lambda x: x["verify_seq"])
     return {"day": day.isoformat(), "closed": True, "authority": "none",
             "verdicts": [{k: v for k, v in r.items() if k != "parked"} for r in rows],
             "by_role": tally(rows), "excluded": excluded}  # fmt: skip

@@ -645,3 +645,42 @@ def test_trust_report_refuses_a_broken_chain(lab: Lab, yesterday: str) -> None:
     log.write_bytes(b"\n".join(lines))
     code, out = lab.oms("trust", "report", "--day", yesterday)
     assert code == 3 and out["error"]["kind"] == "tampered", out
+
+
+class Crash(Exception):
+    """Stands for SIGKILL between a finish's append and its commit."""
+
+
+def test_trust_report_counts_only_the_committed_finish_of_a_killed_verify(
+    lab: Lab, yesterday: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repro: a READY finish appended, oms gone before the commit; the ticket still
+    verifying, the next verify FAILED. The report counts the FAILED alone; the READY that
+    never happened is excluded, and the doctor calls it interrupted."""
+    t = lab.verifying(GOOD)
+    real = EvidenceStore.append
+
+    def die_after_finish(self: EvidenceStore, draft: Any) -> Entry:
+        entry = real(self, draft)
+        if draft.kind == "work.verify.finish":
+            raise Crash
+        return entry
+
+    monkeypatch.setattr(EvidenceStore, "append", die_after_finish)
+    with pytest.raises(Crash):
+        verify(lab.repo, t)
+    monkeypatch.setattr(EvidenceStore, "append", real)
+    killed = lab.store().entries("work.verify.finish")[-1].seq
+    assert lab.oms("ticket", "show", t)[1]["ticket"]["state"] == "verifying"
+    lab.set_policy(policy(check=(PY, "-c", "raise SystemExit(1)")))
+    data, code = verify(lab.repo, t)
+    assert code == 1 and data["ticket"]["state"] == "retryable", data
+    code, out = lab.oms("trust", "report", "--day", yesterday)
+    assert code == 0, out
+    assert [(r["ticket"], r["decision"]) for r in out["verdicts"]] == [(t, "FAILED")]
+    assert out["by_role"]["impl"]["ready"] == 0 and out["by_role"]["impl"]["failed"] == 1
+    assert [x["verify_seq"] for x in out["excluded"]] == [killed]
+    assert "never committed" in out["excluded"][0]["reason"]
+    code, doctor = lab.oms("doctor")
+    assert doctor["work"]["ok"] is True, doctor["work"]
+    assert [c["seq"] for c in doctor["work"]["interrupted"]] == [killed]
