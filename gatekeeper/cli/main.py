@@ -83,7 +83,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "reconcile": (
         "gatekeeper.cli.reconcile:reconcile",
-        "Recovery: one watchdog pass over dead panes, stalled work and expired leases.",
+        "Recovery: a watchdog pass over dead panes, stalled work, expired leases; work.db rebuilt.",
     ),
     "release": ("gatekeeper.cli.release:release", "Release readiness of oms itself."),
     "role": (

@@ -1,4 +1,5 @@
-"""`oms reconcile watchdog`: one recovery-only pass (docs/recovery.md)."""
+"""`oms reconcile watchdog`: one recovery-only pass (docs/recovery.md); `oms reconcile work`:
+work.db rebuilt from the signed log it projects."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ import click
 
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, command
+from gatekeeper.repo.git import open_repo
 from gatekeeper.text import sanitize
 from gatekeeper.work.fence import Work
+from gatekeeper.work.rebuild import rebuild
 from gatekeeper.work.watchdog import CATEGORIES, watchdog
 
 
 @click.group()
 def reconcile() -> None:
-    """Recovery: one watchdog pass over dead panes, stalled work and expired leases."""
+    """Recovery: a watchdog pass over dead panes, stalled work, expired leases; work.db rebuilt."""
 
 
 @reconcile.command("watchdog")
@@ -33,6 +36,20 @@ def reconcile_watchdog(repo: Path) -> Outcome:
     finally:
         work.close()
     return Outcome({"watchdog": data}, lines=_lines(data))
+
+
+@reconcile.command("work")
+@REPO_OPTION
+@command
+def reconcile_work(repo: Path) -> Outcome:
+    """Rebuild a lost or damaged work.db from the signed log (run it when no other oms works
+    on this repository). The old file is kept beside it, renamed."""
+    done = rebuild(open_repo(repo)).to_json()
+    line = f"work.db rebuilt from {done['entries']} committed entries: {done['rows']} rows"
+    if done["unconfirmed"] is not None:
+        line += f"; seq {done['unconfirmed']} left out (no transitions row confirmed it)"
+    kept = [f"the old work.db is kept at {done['kept']}"] if done["kept"] else []
+    return Outcome({"rebuilt": done}, lines=[sanitize(x) for x in (line, *kept)])
 
 
 def _lines(data: dict[str, Any]) -> list[str]:

@@ -371,7 +371,11 @@ class WorkDb:
 
     @classmethod
     def open(cls, repo_id: str, root: Path | None = None) -> WorkDb:
-        path = db_path(repo_id, root)
+        return cls.open_path(db_path(repo_id, root))
+
+    @classmethod
+    def open_path(cls, path: Path) -> WorkDb:
+        """The database at `path` (a rebuild writes one beside work.db, then renames it)."""
         try:
             ensure_private_dir(path.parent)
             if not path.exists():

@@ -156,3 +156,10 @@ def test_a_failed_verify_edited_to_ready_in_work_db_is_tampered(
     proc = run_oms(["doctor", "--repo", str(repo)])
     assert proc.returncode == EXIT_TAMPERED and "2 TAMPERED" in proc.stdout
     assert f"tickets {walk.id}" in proc.stdout
+    # rebuilt from the log, work.db says what the log proves again
+    code, out = oms_json(["reconcile", "work", "--repo", repo])
+    assert code == EXIT_OK and out["rebuilt"]["unconfirmed"] is None, out
+    assert oms_json(["doctor", "--repo", repo])[0] == EXIT_OK
+    code, shown = oms_json(["ticket", "show", walk.id, "--repo", repo])
+    assert (shown["ticket"]["state"], shown["ticket"]["verification"]["decision"]) == (
+        "retryable", "FAILED")  # fmt: skip

@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.work import Clock, Walk, initialised_work, new_ticket, nonce, outcome
+from support.work import Clock, Walk, dump, initialised_work, new_ticket, nonce, outcome
 
 from evidence import Draft
 from gatekeeper.work import payloads as p
 from gatekeeper.work.audit import MEMO_FILE, chain, consistency, doctor_check
+from gatekeeper.work.db import WorkDb
 from gatekeeper.work.fence import Work
+from gatekeeper.work.rebuild import CannotRebuild, rebuild
 
 
 class Crash(Exception):
@@ -120,10 +122,9 @@ def test_a_verify_finish_killed_before_its_commit_is_interrupted_and_skipped(
             real(draft)
             raise Crash
 
-        monkeypatch.setattr(work.store, "append", append_then_die)
-        with pytest.raises(Crash):
+        with monkeypatch.context() as m, pytest.raises(Crash):
+            m.setattr(work.store, "append", append_then_die)
             work.finish_verify(v, outcome("READY_FOR_HUMAN"))
-        monkeypatch.undo()
         killed = work.store.head() - 1
         done = work.finish_verify(v, outcome("FAILED"))
         assert done.state == "retryable"
@@ -174,10 +175,10 @@ def test_a_log_of_legacy_entries_audits_as_before(
     """Entries written before this change (version 1, no change set) prove no rows: the
     rows they alone set are counted as legacy, not tampered; a later entry proves its own."""
     with initialised_work(git_repo, Clock()) as work:
-        monkeypatch.setattr(Work, "_replayable", _legacy_draft)
-        walk = new_ticket(work).leased().running().ran().verifying()
-        work.finish_verify(work.begin_verify(walk.id, nonce()), outcome("FAILED"))
-        monkeypatch.undo()
+        with monkeypatch.context() as m:
+            m.setattr(Work, "_replayable", _legacy_draft)
+            walk = new_ticket(work).leased().running().ran().verifying()
+            work.finish_verify(work.begin_verify(walk.id, nonce()), outcome("FAILED"))
         assert all(p.KINDS_BY_KIND[e.kind].of(e).v == 1
                    for e in work.store.entries(p.WORK_KINDS))  # fmt: skip
         found = consistency(work)
@@ -186,3 +187,54 @@ def test_a_log_of_legacy_entries_audits_as_before(
         assert consistency(work).ok
         _sql(work, "UPDATE tickets SET state = 'completed' WHERE id = ?", walk.id)
         assert [t.object for t in consistency(work).tampered] == [f"tickets {walk.id}"]
+
+
+# -- rebuilt from the log ---------------------------------------------------------------------
+
+
+def _projected(db_file: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table a rebuild restores exactly (nonces: only which nonces were used)."""
+    rows = dump(db_file)
+    rows["nonces"] = sorted((r[0],) for r in rows["nonces"])
+    return rows
+
+
+@pytest.mark.parametrize("how", ["tampered", "damaged", "lost"])
+def test_work_db_is_rebuilt_from_the_log(failed: Walk, how: str) -> None:
+    """A rebuild gives back every row; when work.db is gone, nothing confirms the tail entry,
+    which is left out and named (fail closed)."""
+    work = failed.work
+    before_tail = _projected(work.db.path)
+    Walk(work, work.ticket(failed.id)).leased()
+    whole = _projected(work.db.path)
+    tail = work.store.head() - 1
+    work.db.close()
+    path = work.db.path
+    if how == "tampered":
+        _sql(work, "UPDATE tickets SET state = 'completed' WHERE id = ?", failed.id)
+    elif how == "damaged":
+        path.write_bytes(b"not a database" * 100)
+    else:
+        path.unlink()
+    done = rebuild(work.repo)
+    got = _projected(path)
+    assert got == (whole if how == "tampered" else before_tail)
+    assert done.unconfirmed == (None if how == "tampered" else tail)
+    assert (done.kept is None) == (how == "lost")
+    work.db = WorkDb.open(work.repo.repo_id)
+    found = consistency(work)
+    assert found.ok and found.tampered == () and found.mismatches == ()
+    assert [c.seq for c in found.interrupted] == ([] if how == "tampered" else [tail])
+
+
+def test_a_log_of_legacy_entries_is_not_rebuilt(
+    git_repo: Path, oms_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with initialised_work(git_repo, Clock()) as work:
+        with monkeypatch.context() as m:
+            m.setattr(Work, "_replayable", _legacy_draft)
+            new_ticket(work)
+        before = dump(work.db.path)
+        with pytest.raises(CannotRebuild, match="written before they carried their rows"):
+            rebuild(work.repo)
+        assert dump(work.db.path) == before
