@@ -23,7 +23,7 @@ from support.work import Clock, Walk, new_ticket, nonce, open_work, outcome
 
 from gatekeeper.gates.records import init
 from gatekeeper.work import payloads as p
-from gatekeeper.work.audit import consistency
+from gatekeeper.work.audit import chain, consistency
 from gatekeeper.work.fence import Work
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
@@ -33,7 +33,7 @@ TESTS = Path(__file__).resolve().parents[1]
 HOLDER = f"""
 import json, os, signal, sys, time
 sys.path.insert(0, {str(TESTS)!r})
-from support.work import Walk, facts, nonce, open_work
+from support.work import Walk, facts, nonce, open_work, outcome
 from gatekeeper.work import payloads as p
 repo, ticket, upto = sys.argv[1], sys.argv[2], sys.argv[3]
 work = open_work(__import__("pathlib").Path(repo), clock=time.time)
@@ -50,6 +50,16 @@ if upto == "mid-transition":
         os.kill(os.getpid(), signal.SIGKILL)  # after the durable append, before the commit
     work.store.append = append_then_die
     work.record_run(walk.dispatch, walk.lease.token, facts(), "killed-nonce-0001")
+if upto == "mid-finish":
+    walk.ran().verifying()
+    v = work.begin_verify(ticket, nonce())
+    real = work.store.append
+    def append_then_die(draft):
+        entry = real(draft)
+        print(json.dumps({{"seq": entry.seq}}), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # READY appended, the commit never comes
+    work.store.append = append_then_die
+    work.finish_verify(v, outcome("READY_FOR_HUMAN"), "killed-nonce-0002")
 print(json.dumps(said), flush=True)
 time.sleep(600)
 """
@@ -161,3 +171,27 @@ def test_sigkill_between_append_and_commit(
     assert report["work"]["ok"] is True
     _recover_and_finish(work, walk.id, "running")
     _agree(work, interrupted=1)
+
+
+def test_sigkill_between_a_ready_finish_and_its_commit(
+    work: Work, git_repo: Path, oms_env: dict[str, str], oms_json: OmsJson
+) -> None:
+    """The READY finish is in the log, its transition never happened: the ticket is still
+    verifying, the next finish (FAILED) skips the killed entry, which stays interrupted."""
+    walk = new_ticket(work)
+    killed = _hold_then_kill(git_repo, walk.id, "mid-finish", oms_env)["seq"]
+    assert p.VerifyFinished.of(work.store.entry(killed)).detail["decision"] == "READY_FOR_HUMAN"
+    assert _show(oms_json, git_repo, walk.id)["state"] == "verifying"
+    (held,) = work.db.read("SELECT expires FROM leases WHERE ticket = ? AND state = 'active'",
+                           walk.id)  # fmt: skip
+    work.clock.now = float(held["expires"]) + 1  # type: ignore[attr-defined]
+    again = Walk(work, work.ticket(walk.id)).leased().running().ran().verifying()
+    done = work.finish_verify(work.begin_verify(again.id, nonce()), outcome("FAILED"))
+    assert done.state == "retryable"
+    entries = work.store.entries(p.WORK_KINDS)
+    assert killed not in chain(entries, {})  # no later entry names it committed
+    assert all(p.KINDS_BY_KIND[e.kind].of(e).after != killed for e in entries)
+    found = consistency(work)
+    assert found.ok and [c.seq for c in found.interrupted] == [killed]
+    _, report = oms_json(["doctor", "--repo", git_repo])
+    assert report["work"]["ok"] is True and report["work"]["tampered"] == []
