@@ -22,6 +22,7 @@ from gatekeeper.work.audit import MEMO_FILE, chain, consistency, doctor_check
 from gatekeeper.work.db import WorkDb
 from gatekeeper.work.fence import Work
 from gatekeeper.work.rebuild import CannotRebuild, rebuild
+from gatekeeper.work.runs.store import NewArtifact, Runs
 
 
 class Crash(Exception):
@@ -238,3 +239,22 @@ def test_a_log_of_legacy_entries_is_not_rebuilt(
         with pytest.raises(CannotRebuild, match="written before they carried their rows"):
             rebuild(work.repo)
         assert dump(work.db.path) == before
+
+
+def test_rows_that_name_their_own_entry_fold_and_rebuild(git_repo: Path, oms_home: Path) -> None:
+    """A run step's artifacts and events carry the seq of the entry recording them, unknown
+    until it is appended: the change set holds a placeholder, the fold and rebuild the seq."""
+    with initialised_work(git_repo, Clock()) as work:
+        runs = Runs(work)
+        run = runs.create("orchestrate", "implement", "Add a feature", (), {}, step="start")
+        plan = NewArtifact(kind="plan", data=b"p", summary="s")
+        stepped = runs.step(run, step="plan", events=(("noted", {"n": 1}),), artifacts=(plan,))
+        rows = work.db.read("SELECT seq FROM run_artifacts UNION ALL SELECT seq FROM run_events")
+        assert [r["seq"] for r in rows] == [stepped.seq] * 2
+        assert consistency(work).ok, consistency(work)
+        Walk(work, new_ticket(work).ticket).leased()  # the tail is another entry
+        whole = _projected(work.db.path)
+        work.db.close()
+        rebuild(work.repo)
+        assert _projected(work.db.path) == whole
+        work.db = WorkDb.open(work.repo.repo_id)
