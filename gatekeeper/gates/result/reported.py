@@ -105,28 +105,28 @@ def run_reported(
         clear_path(root, rel)  # a report the candidate committed is never read as this run's
 
     def collect(root: Path) -> None:
-        try:
-            read.append(read_report(spec, root, report_rel=rel, stdout=b""))
-        except ReportError as exc:
-            read.append(str(exc))
+        read.append(_read(spec, root, rel, b""))
 
+    # `go test -json` reports on standard output (the part the output cap kept).
+    on_stdout = spec.kind == "go-test"
+    after = None if on_stdout else collect
     r = sandboxing.run_in_scratch(s.repo, sha, prof, s.bwrap, argv, s.budget, links,
-                                  prepare=prepare, collect=collect)  # fmt: skip
-    if spec.kind == "go-test":
-        read[:] = []
-        collect_go(read, spec, r)
+                                  prepare=prepare, collect=after)  # fmt: skip
+    if on_stdout:
+        read.append(_read(spec, None, None, r.stdout.kept))
     got = read[0] if read else "the check timed out before it wrote its report"
     if isinstance(got, str):
         return ReportedRun(r, None, got)
     return ReportedRun(r, got)
 
 
-def collect_go(read: list[tuple[TestCase, ...] | str], spec: ReportSpec, r: RunResult) -> None:
-    """`go test -json` reports on standard output (the part the output cap kept)."""
+def _read(spec: ReportSpec, root: Path | None, rel: str | None,
+          stdout: bytes) -> tuple[TestCase, ...] | str:  # fmt: skip
+    """The report's cases, or why it could not be read (one line)."""
     try:
-        read.append(read_report(spec, Path("/nonexistent"), report_rel=None, stdout=r.stdout.kept))
+        return read_report(spec, root or Path("/nonexistent"), report_rel=rel, stdout=stdout)
     except ReportError as exc:
-        read.append(str(exc))
+        return str(exc)
 
 
 def _placer(placed: Sequence[tuple[str, bytes]]) -> Callable[[Path], None]:
