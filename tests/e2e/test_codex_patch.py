@@ -86,8 +86,12 @@ def codex_exec(world: Path, command: str, *, patch: bool) -> dict[str, bytes]:
         provider = (f'model_providers.fake={{name="fake",base_url="{fake.url}/v1",'
                     'wire_api="responses",env_key="FAKE_KEY",request_max_retries=0,'
                     "stream_max_retries=0,supports_websockets=false}")  # fmt: skip
+        # The private /tmp hides a checkout that lives under /tmp (CI's clone may): the CLI
+        # install is bound back read-only at its own path.
+        agents, codex = os.path.realpath(ROOT / ".cache" / "agents"), os.path.realpath(CODEX)
         argv = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp", "--bind", world, world,
-                "--", CODEX, "exec", "--json", "--skip-git-repo-check", "-C", work,
+                "--ro-bind", agents, agents,
+                "--", codex, "exec", "--json", "--skip-git-repo-check", "-C", work,
                 "--strict-config", "-c", "model_provider=fake", "-c", provider,
                 "-c", "model=gpt-5.5", "-c", "analytics.enabled=false",
                 "-c", "features.plugins=false", "-c", "check_for_update_on_startup=false",

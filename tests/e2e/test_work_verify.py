@@ -301,7 +301,9 @@ def test_a_passing_grade_never_turns_a_failed_verdict_into_a_pass(lab: Lab) -> N
         # The log names it too: the verify's entry carries the blob it left.
         finish = work.store.entries("work.verify.finish")[-1]
         assert finish.data["detail"]["reflection_blob"] == blob
-        assert list(finish.blobs) == [blob.removeprefix("sha256:")]
+        # Beside it, only the change set every replayable work entry carries (its rows).
+        assert blob.removeprefix("sha256:") in finish.blobs and len(finish.blobs) == 2
+        assert finish.data["changes"].removeprefix("sha256:") in finish.blobs
     finally:
         work.close()
     assert text is not None and len(text) <= 1024

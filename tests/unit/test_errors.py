@@ -122,6 +122,9 @@ KINDS = {
     "DeliveryFailed": "blocked", "ObservationRefused": "blocked",
     "IntentRefused": "blocked", "AdviceRefused": "blocked", "TeamIncomplete": "blocked",
     "TmuxUnavailable": "unavailable",
+    # hardening, third pass (issue 29)
+    "CollectTimeout": "blocked", "PatchError": "usage", "CannotRebuild": "unavailable",
+    "SyncRunning": "unavailable", "ForeignRun": "blocked", "TooSlow": "unavailable",
 }  # fmt: skip
 
 

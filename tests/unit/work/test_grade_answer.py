@@ -21,6 +21,7 @@ from gatekeeper.work.grade import (
 )
 from gatekeeper.work.providers.base import Role
 from gatekeeper.work.verify import EXIT_BY_STATE, reflection
+from policy import default_policy
 
 SHA = "a" * 40
 
@@ -111,7 +112,7 @@ def test_a_blocked_refusal_of_the_gate_is_its_recorded_verdict(
     blocked = _verdict(Decision.BLOCKED)
     v = SimpleNamespace(commit=SHA, base="b" * 40, ticket="t-" + "0" * 12, attempt=1,
                         dispatch="d-" + "0" * 12, lease="sha256:" + "c" * 64)  # fmt: skip
-    work = SimpleNamespace(repo=SimpleNamespace(top="/nowhere"))
+    work = SimpleNamespace(repo=SimpleNamespace(top="/nowhere"), loaded=default_policy())
 
     def raising(exc: Exception) -> None:
         monkeypatch.setattr(verify_module, "gate", lambda _req: (_ for _ in ()).throw(exc))
@@ -135,7 +136,7 @@ def test_a_grader_run_oms_refuses_is_no_grade_but_an_interrupted_oms_is_raised(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """No grade parks the ticket; a SIGTERM to oms itself leaves the verify `started`."""
-    work = SimpleNamespace(repo=SimpleNamespace(top="/nowhere"))
+    work = SimpleNamespace(repo=SimpleNamespace(top="/nowhere"), loaded=default_policy())
     cases = ((Unavailable("sandbox unavailable"), GradeProblem),
              (AgentInterrupted("interrupted by SIGTERM"), AgentInterrupted))  # fmt: skip
     for exc, expected in cases:
