@@ -8,6 +8,7 @@ from pathlib import Path
 
 BENCHES = [
     "startup_bench.py",
+    "first_hour_bench.py",
     "evidence_bench.py",
     "sandbox_bench.py",
     "gate_bench.py",

@@ -1,0 +1,129 @@
+"""The first hour, measured: `oms doctor` wall time and the hooks a user's agent pays on every
+tool call, each beside `oms --help` in the same run (issue 30; the goals are the speed
+issue's: a benign hook <= 1.5x `oms --help`, doctor <= 12x).
+
+Whole processes, medians of interleaved runs, on a small initialised Python repository
+with a policy committed on main, from a fresh HOME and `$OMS_HOME`:
+
+- `oms --help` (the anchor);
+- `oms hook claude-code PreToolUse`: a benign Write (the second run is a scan-cache hit),
+  a benign Bash command, a Read of a clean file, and a Read of `.env` holding a key (denied);
+- `oms doctor` (it probes the sandbox and checks both scanners: real work).
+
+    .venv/bin/python bench/first_hour_bench.py [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HOOK_GOAL = 1.5  # x `oms --help`, the speed issue's goal for a benign hook
+DOCTOR_GOAL = 12.0
+
+
+def _env(home: Path) -> dict[str, str]:
+    drop = ("GIT_", "OMS_", "XDG_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(HOME=str(home), OMS_HOME=str(home / "oms"), GIT_CONFIG_NOSYSTEM="1",
+               GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")  # fmt: skip
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def _git(repo: Path, env: dict[str, str], *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True)
+
+
+def _world(base: Path) -> tuple[Path, dict[str, str]]:
+    home = base / "home"
+    home.mkdir()
+    env = _env(home)
+    repo = base / "repo"
+    repo.mkdir()
+    _git(repo, env, "init", "-q", "-b", "main")
+    _git(repo, env, "config", "user.email", "bench@example.invalid")
+    _git(repo, env, "config", "user.name", "bench")
+    (repo / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "0"\n')
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (repo / "oms.toml").write_text(
+        'version = 1\n\n[[checks]]\nname = "tests"\ncmd = ["python3", "-c", "pass"]\n'
+    )
+    _git(repo, env, "add", "-A")
+    _git(repo, env, "commit", "-q", "-m", "start")
+    # The key is built from pieces: this file holds no string a scanner would match.
+    (repo / ".env").write_text("AWS_ACCESS_KEY_ID=" + "AKIA" + "Q3EGRIOSFODNN7X2" + "\n")
+    oms(["init", "--repo", str(repo)], env, repo)
+    return repo, env
+
+
+def oms(argv: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> int:
+    proc = subprocess.run([sys.executable, "-m", "gatekeeper", *argv], env=env, cwd=cwd,
+                          input=stdin, capture_output=True, text=True, check=False)  # fmt: skip
+    return proc.returncode
+
+
+def _hook(tool: str, tool_input: dict[str, str], repo: Path) -> str:
+    return json.dumps({"hook_event_name": "PreToolUse", "session_id": "bench",
+                       "cwd": str(repo), "tool_name": tool, "tool_input": tool_input})  # fmt: skip
+
+
+def main() -> int:
+    quick = "--quick" in sys.argv
+    rounds = 5 if quick else 15
+    with tempfile.TemporaryDirectory() as tmp:
+        repo, env = _world(Path(tmp))
+        hook = ["hook", "claude-code", "PreToolUse"]
+        cases: dict[str, tuple[list[str], str | None]] = {
+            "oms --help (anchor)": (["--help"], None),
+            "hook Write, benign (cached)": (
+                hook,
+                _hook(
+                    "Write",
+                    {
+                        "file_path": str(repo / "calc.py"),
+                        "content": "def add(a, b):\n    return a + b  # sum\n",
+                    },
+                    repo,
+                ),
+            ),
+            "hook Bash, benign": (hook, _hook("Bash", {"command": "ls -la"}, repo)),
+            "hook Read, clean file": (
+                hook,
+                _hook("Read", {"file_path": str(repo / "calc.py")}, repo),
+            ),
+            "hook Read, .env with a key": (
+                hook,
+                _hook("Read", {"file_path": str(repo / ".env")}, repo),
+            ),
+            "oms doctor": (["doctor", "--repo", str(repo)], None),
+        }
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        codes: dict[str, int] = {}
+        for name, (argv, stdin) in cases.items():  # warm each once (the scan cache too)
+            codes[name] = oms(argv, env, repo, stdin)
+        for _ in range(rounds):
+            for name, (argv, stdin) in cases.items():
+                start = time.perf_counter()
+                oms(argv, env, repo, stdin)
+                times[name].append((time.perf_counter() - start) * 1000)
+    anchor = statistics.median(times["oms --help (anchor)"])
+    print(f"medians of {rounds} interleaved runs, whole processes")
+    for name, samples in times.items():
+        med = statistics.median(samples)
+        goal = DOCTOR_GOAL if name == "oms doctor" else HOOK_GOAL
+        ratio = f"  {med / anchor:4.1f}x anchor (goal <= {goal}x)"
+        tail = "" if name.endswith("(anchor)") else ratio
+        print(f"  {name:32s} {med:8.1f} ms  exit {codes[name]}{tail}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
