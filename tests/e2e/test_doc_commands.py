@@ -30,6 +30,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,7 @@ import pytest
 from markdown_it import MarkdownIt
 from support.env import clean_env
 from support.repos import git, make_repo
-from support.sandbox import NEEDS_BWRAP_AND_PYTHON, PY
+from support.sandbox import NEEDS_BWRAP_AND_PYTHON, PY, traversable_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
@@ -162,14 +163,12 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("docs")
     (root / "home").mkdir()
-    (root / "tmp").mkdir()
     env = clean_env(root / "home", root / "oms-state")
     # `oms` is this interpreter's console script, as the user's install puts it on PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["TMPDIR"] = str(root / "tmp")
     repo = make_repo(root / "repo", PROJECT, env=env, message="widget with its policy")
     init = subprocess.run(["oms", "init"], cwd=repo, env=env, capture_output=True, text=True)
     assert init.returncode == 0, init.stdout + init.stderr
@@ -178,7 +177,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
     )
     git(repo, "commit", "-q", "-am", "agent: add sub", env=env)
-    return World(root, repo, env)
+    # `$TMPDIR` is where a doc writes outside the worktree; oms' own run files go there
+    # too, so the sandbox uid must reach it (pytest's tmp_path is 0700).
+    with traversable_dir("oms-doc-tmp-") as tmp:
+        yield World(root, repo, {**env, "TMPDIR": str(tmp)})
 
 
 def substituted(text: str, w: World) -> str:
