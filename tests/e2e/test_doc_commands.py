@@ -6,9 +6,9 @@ Which lines are commands (the rule docs/commands.md states for writers):
   `bash` and `shell` every line that is not blank or a comment; in `console` only the
   lines that start with `$ `. In any other fenced block, a line that starts with `$ `.
   A `$ ` is dropped; a line ending in a backslash continues on the next one.
-- Of those, a command whose first word is `oms` (or a path ending in `/oms`), `git` or
-  `make` is one of oms' and is checked; any other (`pipx`, `pip`, `npm`, `sudo`, `cd`) sets up the reader's own
-  machine and is not run here.
+- Of those, a command whose first word is `oms` (or a path ending in `/oms`), `git`,
+  `make` or `cd` is checked; any other (`pipx`, `pip`, `npm`, `sudo`) sets up the
+  reader's own machine and is not run here.
 - A block whose info string is `sh illustration` (any of the languages above), or a
   line with a trailing `# illustration` comment, cannot run here (GitHub, a provider's
   key, an agent CLI, a long-lived server, root): skipped, and counted as skipped.
@@ -43,13 +43,13 @@ from support.sandbox import NEEDS_BWRAP_AND_PYTHON, PY, traversable_dir
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 SHELLS = {"sh", "bash", "shell", "console"}
-OURS = {"oms", "git", "make"}
+OURS = {"oms", "git", "make", "cd"}
 ILLUSTRATION = re.compile(r"#\s*illustration\b")
 # An uppercase word (DIR, SEQ, CMD…), `[`, `<`, `|` or `…`: the line is a synopsis.
 SYNOPSIS = re.compile(r"\b(?!HEAD\b)[A-Z][A-Z_]+\b|[\[<|…]")
 
 # Placeholder -> what it stands for in the world (`{repo}`, `{home}` are filled in).
-PLACEHOLDERS: dict[str, str] = {}
+PLACEHOLDERS = {"~/src/your-repo": "{repo}"}
 # (file, command as printed) -> the exit codes its doc implies, when not 0.
 EXPECTED: dict[tuple[str, str], set[int]] = {}
 # Commands run by a test of their own rather than here, and where.
@@ -58,6 +58,8 @@ ELSEWHERE = {
     "make test": "the test command itself",
 }
 
+# Written here, not by `oms policy init`: its python starter needs a hash-pinned lock and a
+# toolchain prepared from an index, and a pyproject-only project gets no starter (issue 30).
 POLICY = f"""version = 1
 
 [[checks]]
@@ -71,7 +73,8 @@ PROJECT = {
     "src/widget.py": "def add(a, b):\n    return a + b\n",
     "tests/__init__.py": "",
     "tests/test_widget.py": "import unittest\n\nfrom src.widget import add\n\n\n"
-    "class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    "class T(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(add(1, 2), 3)\n",
     "oms.toml": POLICY,
 }
 
@@ -238,3 +241,11 @@ def test_the_extraction_finds_the_commands_it_should() -> None:
     assert shell_lines("", ["$ oms doctor", "oms x [--json]"], 1) == [(1, "oms doctor")]
     assert shell_lines("toml", ["version = 1"], 1) == []
     assert any(c.text.startswith("oms ") and not c.illustration for c in doc_commands())
+
+
+def test_every_placeholder_and_expected_code_is_still_used() -> None:
+    """The tables name only commands the docs still print, so a stale entry is noticed."""
+    texts = [c.text for c in doc_commands()]
+    assert [p for p in PLACEHOLDERS if not any(p in t for t in texts)] == []
+    printed = {(c.file, c.text) for c in doc_commands()}
+    assert [key for key in EXPECTED if key not in printed] == []
