@@ -89,8 +89,9 @@ class DocCommand:
     illustration: bool
 
     @property
-    def first_word(self) -> str:
-        return self.text.split(maxsplit=1)[0]
+    def bare(self) -> str:
+        """The command without its trailing comment."""
+        return self.text.split("#")[0].strip()
 
 
 def shell_lines(info: str, body: list[str], first: int) -> list[tuple[int, str]]:
@@ -132,17 +133,23 @@ def fences(path: Path) -> list[tuple[str, list[str], int]]:
     return found
 
 
+def block_commands(file: str, info: str, body: list[str], first: int) -> list[DocCommand]:
+    """oms' commands in one fenced block, each marked when it is an illustration."""
+    whole_block = "illustration" in info.split()[1:]
+    return [
+        DocCommand(file, n, text, whole_block or bool(ILLUSTRATION.search(text)))
+        for n, text in shell_lines(info, body, first)
+        if Path(text.split(maxsplit=1)[0]).name in OURS
+    ]
+
+
 def doc_commands() -> list[DocCommand]:
-    cmds = []
-    for path in DOCS:
-        for info, body, first in fences(path):
-            block_illustration = "illustration" in info.split()[1:]
-            for n, text in shell_lines(info, body, first):
-                if Path(text.split(maxsplit=1)[0]).name not in OURS:
-                    continue
-                shown = bool(block_illustration or ILLUSTRATION.search(text))
-                cmds.append(DocCommand(str(path.relative_to(ROOT)), n, text, shown))
-    return cmds
+    return [
+        cmd
+        for path in DOCS
+        for info, body, first in fences(path)
+        for cmd in block_commands(str(path.relative_to(ROOT)), info, body, first)
+    ]
 
 
 def params() -> list[object]:
@@ -151,16 +158,14 @@ def params() -> list[object]:
         marks = []
         if c.illustration:
             marks.append(pytest.mark.skip(reason=f"illustration: {c.text}"))
-        elif c.text.split("#")[0].strip() in ELSEWHERE:
-            where = ELSEWHERE[c.text.split("#")[0].strip()]
-            marks.append(pytest.mark.skip(reason=f"run by {where}"))
+        elif c.bare in ELSEWHERE:
+            marks.append(pytest.mark.skip(reason=f"run by {ELSEWHERE[c.bare]}"))
         out.append(pytest.param(c, id=f"{c.file}:{c.line}", marks=marks))
     return out
 
 
 @dataclass(frozen=True)
 class World:
-    root: Path
     repo: Path
     env: dict[str, str]
 
@@ -183,7 +188,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     # `$TMPDIR` is where a doc writes outside the worktree; oms' own run files go there
     # too, so the sandbox uid must reach it (pytest's tmp_path is 0700).
     with traversable_dir("oms-doc-tmp-") as tmp:
-        yield World(root, repo, {**env, "TMPDIR": str(tmp)})
+        yield World(repo, {**env, "TMPDIR": str(tmp)})
 
 
 def substituted(text: str, w: World) -> str:
@@ -240,6 +245,10 @@ def test_the_extraction_finds_the_commands_it_should() -> None:
     assert shell_lines("console", ["$ oms doctor", "ready"], 1) == [(1, "oms doctor")]
     assert shell_lines("", ["$ oms doctor", "oms x [--json]"], 1) == [(1, "oms doctor")]
     assert shell_lines("toml", ["version = 1"], 1) == []
+    marked = block_commands("x.md", "sh", ["oms a  # illustration: needs X", "oms b"], 1)
+    assert [(c.text[:5], c.illustration) for c in marked] == [("oms a", True), ("oms b", False)]
+    whole = block_commands("x.md", "sh illustration", ["oms a", "pipx install ."], 1)
+    assert [(c.text, c.illustration) for c in whole] == [("oms a", True)]
     assert any(c.text.startswith("oms ") and not c.illustration for c in doc_commands())
 
 
