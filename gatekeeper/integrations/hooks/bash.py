@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shlex
 from collections.abc import Iterator, Sequence
+
+from gatekeeper.integrations.hooks.secret_paths import REMEDY, secret_name
+from gatekeeper.text import path_text
 
 # Separators `shlex` (punctuation_chars) yields as tokens of their own.
 _SEPARATORS = frozenset({";", "&&", "||", "|", "&", "|&", "(", ")", ";;", "\n"})
@@ -21,6 +25,21 @@ _FORCE_FLAGS = frozenset({"--force", "--force-with-lease", "--force-if-includes"
 _WRITERS = frozenset({"cp", "mv", "ln", "tee", "install", "chmod", "chown", "touch", "rsync",
                       "dd", "sed", "perl", "rm", "truncate", "patch", "unzip", "tar"})  # fmt: skip
 _HOOKS_DIR = ".git/hooks"
+# Commands that print, copy, send or load the files they name (`python -c` and `sh -c` code
+# included); git's subcommands that print a file's content.
+_READERS = frozenset({"cat", "tac", "nl", "less", "more", "most", "head", "tail", "grep",
+                      "egrep", "fgrep", "rg", "ag", "ack", "base64", "base32", "xxd", "od",
+                      "hexdump", "strings", "cp", "scp", "rsync", "install", "curl", "wget",
+                      "python", "node", "deno", "bun", "perl", "ruby", "php", "awk", "gawk",
+                      "sed", "sort", "uniq", "cut", "paste", "diff", "cmp", "comm", "vi", "vim",
+                      "nvim", "view", "nano", "emacs", "bat", "batcat", "source", ".", "sh",
+                      "bash", "zsh", "dash", "openssl", "gpg", "tar", "zip", "gzip", "bzip2",
+                      "xz", "zstd", "dd", "iconv", "fold", "fmt", "column", "pr"})  # fmt: skip
+_GIT_READERS = frozenset({"show", "diff", "grep", "blame", "cat-file", "log"})
+# Copiers whose last operand is where they write, not what they read.
+_COPIERS = frozenset({"cp", "scp", "rsync", "install"})
+# A token split into the paths it may name: `@.env`, `file=@.env`, `open('.env')`, `HEAD:.env`.
+_NOT_PATH = re.compile(r"[^\w./~+-]+")
 _WRAPPERS = frozenset({"sudo", "env", "command", "exec", "nice", "nohup", "time", "timeout",
                        "xargs", "builtin"})  # fmt: skip
 
@@ -118,6 +137,42 @@ def _writes_hooks_dir(words: Sequence[str]) -> bool:
     return False
 
 
+def _program(word: str) -> str:
+    """A command's name without a version suffix (`python3.12` reads as `python`)."""
+    name = _name(word)
+    return name if name in _READERS else re.sub(r"[0-9.]+$", "", name) or name
+
+
+def _read_operands(words: Sequence[str]) -> Iterator[str]:
+    """The tokens of one simple command that name what it reads: every operand of a
+    reading command but a write redirection's target (and a copier's destination), and the
+    source of any `<` redirection."""
+    git = _git_args(words)
+    reader = _program(words[0]) in _READERS or (
+        git is not None and bool(git[1]) and git[1][0] in _GIT_READERS
+    )
+    skipped: set[int] = set()
+    if _program(words[0]) in _COPIERS:
+        dest = [i for i, w in enumerate(words) if i > 0 and not w.startswith("-")]
+        skipped.update(dest[-1:])
+    for i, word in enumerate(words):
+        if word in _REDIRECTS or word.startswith(">"):
+            skipped.add(i + 1)  # what follows is written, not read
+        elif word.startswith("<") and i + 1 < len(words):
+            yield words[i + 1]
+        elif reader and i > 0 and i not in skipped:
+            yield word
+
+
+def _secret_read(words: Sequence[str]) -> str | None:
+    for word in _read_operands(words):
+        for piece in _NOT_PATH.split(word):
+            kind = secret_name(piece)
+            if kind is not None:
+                return f"it reads {path_text(piece)}, {kind}. {REMEDY}"
+    return None
+
+
 def _runs_approve(words: Sequence[str]) -> bool:
     names = [_name(w) for w in words]
     if not any(n == "oms" or n == "gatekeeper" for n in names):
@@ -136,6 +191,9 @@ def bash_refusal(command: str, state_root: str | None) -> str | None:
             return "`oms transfer approve` is for a human at their own terminal, never an agent"
         if _writes_hooks_dir(words):
             return "it writes into .git/hooks; git hooks are the repository owner's to change"
+        reason = _secret_read(words)
+        if reason is not None:
+            return reason
         parsed = _git_args(words)
         if parsed is None:
             continue

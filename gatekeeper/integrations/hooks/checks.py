@@ -1,9 +1,10 @@
 """The decisions behind every hook, the same for both clients: a write with a secret or to a
 protected path, a refused shell command, a file that now holds a secret.
 
-The policy is the gates' own: `oms.toml` at the default branch's tip (no repository, or
-no commit yet: the built-in defaults). Inside an oms agent sandbox there is no state root
-and the workspace is the agent's, so the built-in defaults apply there. The scanners are
+The policy is the gates' own: `oms.toml` at the default branch's tip (no repository, one
+never `oms init`ed, or no commit yet: the built-in defaults). Inside an oms agent sandbox
+there is no state root and the workspace is the agent's, so the built-in defaults apply
+there. The scanners are
 the gates' (`scan_with_policy`: the pinned, digest-checked Gitleaks and detect-secrets);
 a scanner that cannot run raises, and the caller denies.
 """
@@ -18,9 +19,12 @@ from pathlib import Path
 
 from evidence import state_root
 from gatekeeper.errors import UsageError
+from gatekeeper.gates.records import initialised
 from gatekeeper.gates.result.protected import BUILTIN, matches
 from gatekeeper.gates.toolchain.prepare import base_policy
 from gatekeeper.integrations.hooks.bash import bash_refusal
+from gatekeeper.integrations.hooks.reads import PlannedRead
+from gatekeeper.integrations.hooks.secret_paths import REMEDY, glob_targets_secrets, secret_name
 from gatekeeper.integrations.hooks.writes import PlannedWrite, inside, repo_top, roots, spellings
 from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.refs import resolve_commit
@@ -54,15 +58,26 @@ class Session:
         return cls(cwd, repo_top(cwd), None if in_sandbox else str(state_root()))
 
 
+def set_up(session: Session) -> bool:
+    """Whether oms was set up (`oms init`) for the session's repository; asked without
+    creating anything, so that a user-scope install stays out of other repositories."""
+    if session.state_root is None or session.top is None:
+        return False
+    try:
+        return initialised(open_repo(Path(session.top)))
+    except UsageError:
+        return False  # not a repository oms can open
+
+
 def load_policy(session: Session) -> LoadedPolicy:
     """The policy the gates would use for this repository (module docstring)."""
-    if session.state_root is None or session.top is None:
+    if not set_up(session):
         return default_policy()
     try:
-        repo = open_repo(Path(session.top))
+        repo = open_repo(Path(session.top or "."))
         resolve_commit(repo.top, "HEAD")
     except UsageError:
-        return default_policy()  # not a repository oms can open, or no commit yet
+        return default_policy()  # no commit yet
     return base_policy(repo)[1]
 
 
@@ -87,7 +102,16 @@ def _display(session: Session, path: str) -> str:
     return rel if rel is not None else absolute
 
 
-def _secret_reason(findings: Iterable[Finding], what: str) -> str | None:
+_WRITE_REMEDY = (
+    "Remove it and read it at run time from the environment or a secret store; only the "
+    "repository owner can allow a false positive, by its fingerprint in oms.toml "
+    "[scanners] allow_fingerprints"
+)
+
+
+def _secret_reason(
+    findings: Iterable[Finding], what: str, remedy: str = _WRITE_REMEDY
+) -> str | None:
     found = sorted({(f.file, f.line, f.rule, f.fingerprint) for f in findings})
     if not found:
         return None
@@ -96,9 +120,7 @@ def _secret_reason(findings: Iterable[Finding], what: str) -> str | None:
         for file, line, rule, fp in found[:_SHOWN]
     )
     more = f"; and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
-    return (f"{what} a secret ({shown}{more}). Remove it and read it at run time from the "
-            "environment or a secret store; only the repository owner can allow a false "
-            "positive, by its fingerprint in oms.toml [scanners] allow_fingerprints")  # fmt: skip
+    return f"{what} a secret ({shown}{more}). {remedy}"
 
 
 def check_writes(session: Session, writes: Sequence[PlannedWrite]) -> str | None:
@@ -130,17 +152,65 @@ def check_written(session: Session, paths: Sequence[str]) -> str | None:
 
 
 def _read_back(path: str) -> str | None:
+    found = _regular_file(path)
+    return None if found is None else found[1].decode("utf-8", "replace")
+
+
+def _regular_file(path: str) -> tuple[int, bytes] | None:
+    """(size, its first READ_BACK_MAX bytes) of the regular file at `path`, opened without
+    following a symlink; None for anything else."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None  # deleted, a symlink, unreadable: nothing oms can vouch for here
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             return None
-        data = os.read(fd, READ_BACK_MAX)
+        return st.st_size, os.read(fd, READ_BACK_MAX)
     finally:
         os.close(fd)
-    return data.decode("utf-8", "replace")
+
+
+def check_read(session: Session, read: PlannedRead) -> str | None:
+    """Why a Read, Grep or Glob call is refused: a glob singling out secret files, a path
+    in the state root or named like a secret file (as written or where its links lead), a
+    link out of the repository, a file too large to scan, or a secret in the file."""
+    what = f"oms refused reading {path_text(read.path or read.glob)}"
+    kind = glob_targets_secrets(read.glob) if read.glob else None
+    if kind is not None:
+        return f"{what}: the pattern {path_text(read.glob)} selects {kind}. {REMEDY}"
+    if not read.path:
+        return None
+    for where in spellings(read.path, session.cwd):
+        if session.state_root is not None and inside(where, session.state_root) is not None:
+            return f"{what}: it is inside oms' state root (keys, approvals, evidence)"
+        kind = secret_name(where)
+        if kind is not None:
+            return f"{what}: it is {kind}. {REMEDY}"
+    return _content_reason(session, read.path, what) if read.content else None
+
+
+def _content_reason(session: Session, path: str, what: str) -> str | None:
+    absolute = os.path.normpath(os.path.join(session.cwd, path))
+    real = os.path.realpath(absolute)
+    tops = roots(session.top) if session.top else ()
+    in_repo = any(inside(absolute, t) is not None for t in tops)
+    if in_repo and not any(inside(real, t) is not None for t in tops):
+        return f"{what}: it is a symbolic link that leads out of the repository"
+    found = _regular_file(real)
+    if found is None:
+        return None  # missing, a directory: the tool answers for itself
+    size, data = found
+    if size > READ_BACK_MAX:
+        return (f"{what}: it is {size / (1 << 20):.1f} MiB, over the {READ_BACK_MAX >> 20} MiB "
+                "oms scans for secrets, so oms cannot vouch for it; ask the user for the part "
+                "you need")  # fmt: skip
+    item = ScanItem.whole(_display(session, path), data.decode("utf-8", "replace"))
+    report = scan_with_policy([item], load_policy(session))
+    allow = ("If it is a false positive, only the repository owner can allow it, by its "
+             "fingerprint in oms.toml [scanners] allow_fingerprints")  # fmt: skip
+    return _secret_reason(report.blocking, f"{what}: it holds", f"{REMEDY}. {allow}")
 
 
 def check_command(session: Session, command: str) -> str | None:

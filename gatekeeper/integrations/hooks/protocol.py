@@ -29,6 +29,9 @@ EVENTS = ("PreToolUse", "PostToolUse", "Stop", "SubagentStop", "SessionStart")
 STDIN_MAX = 32 << 20
 # Reasons the model reads: one paragraph, never a wall of text.
 REASON_MAX = 1500
+# Lines shown after a reason (a failing check's output tail): each sanitised and bounded.
+DETAIL_LINE_MAX = 400
+DETAIL_MAX = 8192
 EXIT_BLOCK = 2  # both clients: "blocking error", stderr is the reason
 
 
@@ -91,6 +94,13 @@ def reason_text(reason: str) -> str:
     return sanitize(reason, REASON_MAX)
 
 
+def detail_text(detail: str) -> str:
+    """Lines shown below a reason: each sanitised (controls shown as \\uXXXX), the whole
+    bounded; newlines kept, so that output reads as output."""
+    text = "\n".join(sanitize(line, DETAIL_LINE_MAX) for line in detail.split("\n"))
+    return text[-DETAIL_MAX:]
+
+
 def _json(obj: Mapping[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":")) + "\n"
 
@@ -109,9 +119,11 @@ def deny_tool(reason: str) -> HookAnswer:
     }}))  # fmt: skip
 
 
-def block(reason: str) -> HookAnswer:
-    """PostToolUse feedback, or Stop / SubagentStop kept going: `decision: block`."""
-    return HookAnswer(stdout=_json({"decision": "block", "reason": reason_text(reason)}))
+def block(reason: str, detail: str = "") -> HookAnswer:
+    """PostToolUse feedback, or Stop / SubagentStop kept going: `decision: block`; `detail`
+    (already redacted) follows the reason on lines of its own."""
+    text = reason_text(reason) + (f"\n{detail_text(detail)}" if detail else "")
+    return HookAnswer(stdout=_json({"decision": "block", "reason": text}))
 
 
 def stop_allowed(note: str | None = None) -> HookAnswer:

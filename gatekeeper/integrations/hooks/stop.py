@@ -2,7 +2,11 @@
 
 HEAD is judged against its merge-base with the default branch, the gate's own default
 base; HEAD equal to it (nothing committed) has nothing to judge. Any verdict but
-READY_FOR_HUMAN, or a gate that cannot run, keeps the agent working with the reasons.
+READY_FOR_HUMAN, or a gate that cannot run, keeps the agent working with the reasons (a
+FAILED one with the failing check's output tail, redacted). Two cases are the human's, not
+the agent's, and let the agent stop: a repository never `oms init`ed (quiet: a user-scope
+install stays out of it), and a base policy with no verification plan (a note naming the
+remedy: only the human may write oms.toml).
 Two bounds keep a session from looping (the clients' docs ask hooks to check
 `stop_hook_active`): a stop that is already the continuation of a blocked one is
 allowed, and at most MAX_BLOCKS blocks per session, counted under the state root by
@@ -24,10 +28,13 @@ from evidence import state_root
 from evidence.state import atomic_write, ensure_private_dir
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.gates.result.pipeline import process_result
-from gatekeeper.gates.result.verdict import Decision
-from gatekeeper.integrations.hooks.checks import Session
+from gatekeeper.gates.result.stages import NO_PLAN
+from gatekeeper.gates.result.verdict import CheckResult, Decision
+from gatekeeper.integrations.hooks.checks import Session, load_policy, set_up
 from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.refs import default_base, resolve_commit
+from gatekeeper.scan.interface import ScanItem
+from gatekeeper.scan.policy import redacted
 
 MAX_BLOCKS = 3
 STOPS_DIR = ("hooks", "stops")
@@ -36,6 +43,14 @@ INSIDE_NOTE = (
     "oms: the result gate does not run inside the agent sandbox; it judges this run's "
     "result outside when `oms agent run` ends"
 )
+NO_PLAN_NOTE = (
+    "oms: the result gate cannot judge {head}: the default branch's oms.toml has no "
+    "verification plan ([[checks]]). Only you can add one: run `oms init` (or `oms policy "
+    "init`) in this repository and commit oms.toml on the default branch"
+)
+# A failing check's output shown to the agent: its last lines, bounded.
+TAIL_LINES = 40
+TAIL_BYTES = 4096
 
 
 class StopCount(BaseModel):
@@ -54,6 +69,7 @@ class StopOutcome:
     block: bool
     reason: str = ""
     note: str | None = None
+    output: str = ""  # the failing check's output tail, redacted, for the model
 
 
 def count_path(session_id: str) -> Path:
@@ -79,15 +95,31 @@ def _count_block(session_id: str, count: StopCount) -> None:
     atomic_write(path, data, durable=False)
 
 
-def _gate_reasons(top: str, head: str) -> tuple[Decision | None, tuple[str, ...]]:
-    """(decision, reasons) of the result gate on `head`; (None, why) when it cannot run."""
+def _gate_reasons(
+    top: str, head: str
+) -> tuple[Decision | None, tuple[str, ...], tuple[CheckResult, ...]]:
+    """(decision, reasons, checks) of the result gate on `head`; (None, why, ()) when it
+    cannot run."""
     try:
         verdict = process_result(Path(top), head)
     except OmsError as exc:
         shown: Any = (exc.data or {}).get("reasons")
         reasons = tuple(str(r) for r in shown) if isinstance(shown, list) and shown else ()
-        return None, reasons or (exc.message,)
-    return verdict.decision, verdict.reasons
+        return None, reasons or (exc.message,), ()
+    return verdict.decision, verdict.reasons, verdict.checks
+
+
+def failing_output(session: Session, checks: tuple[CheckResult, ...]) -> str:
+    """The first failing check's output tail (last TAIL_LINES lines, TAIL_BYTES), with every
+    line a scanner flags redacted: what a check prints is the candidate's text."""
+    failed = next((c for c in checks if not c.passed), None)
+    if failed is None:
+        return ""
+    text = "\n".join(t.rstrip("\n") for t in (failed.stdout_tail, failed.stderr_tail) if t.strip())
+    tail = "\n".join(text.split("\n")[-TAIL_LINES:])
+    tail = tail.encode()[-TAIL_BYTES:].decode("utf-8", "ignore")
+    shown, _ = redacted(ScanItem.whole(f"check {failed.name} output", tail), load_policy(session))
+    return f"check {failed.name} output (last lines):\n{shown}"
 
 
 def _head_and_base(top: str) -> tuple[str, str] | None:
@@ -105,8 +137,8 @@ def stop_decision(session: Session, session_id: str, stop_hook_active: bool) -> 
     """Whether this stop is blocked (module docstring)."""
     if session.in_sandbox:
         return StopOutcome(False, note=INSIDE_NOTE)
-    if session.top is None:
-        return StopOutcome(False)  # not a repository: no result to judge
+    if session.top is None or not set_up(session):
+        return StopOutcome(False)  # not a repository, or not set up: no result to judge
     try:
         pair = _head_and_base(session.top)
     except OmsError as exc:
@@ -122,11 +154,14 @@ def stop_decision(session: Session, session_id: str, stop_hook_active: bool) -> 
         return StopOutcome(False, note=f"oms: blocked this session's stop {MAX_BLOCKS} times; "
                            f"the result gate still needs `oms process-result --candidate "
                            f"{head[:12]}`")  # fmt: skip
-    decision, reasons = _gate_reasons(session.top, head)
+    decision, reasons, checks = _gate_reasons(session.top, head)
     if decision == Decision.READY:
         return StopOutcome(False, note=f"oms: {head[:12]} is READY_FOR_HUMAN")
+    if decision == Decision.BLOCKED and NO_PLAN in reasons:
+        return StopOutcome(False, note=NO_PLAN_NOTE.format(head=head[:12]))
     _count_block(session_id, count)
     said = "could not judge" if decision is None else f"says {decision.value} for"
     listed = "; ".join(reasons[:_REASONS_SHOWN]) or "no reason given"
+    output = failing_output(session, checks) if decision == Decision.FAILED else ""
     return StopOutcome(True, f"oms' result gate {said} commit {head[:12]}: {listed}. Fix this "
-                       "and commit the fix before stopping.")  # fmt: skip
+                       "and commit the fix before stopping.", output=output)  # fmt: skip

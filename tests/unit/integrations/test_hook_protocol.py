@@ -183,15 +183,23 @@ def test_reasons_are_sanitised_one_line(repo_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_session_start_adds_context_and_records_nothing(
+def test_session_start_in_a_repository_never_set_up_tells_the_user_and_records_nothing(
     client: str, repo_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OMS_HOME", str(tmp_path / "state"))
     answer = call(client, "SessionStart", {"cwd": str(repo_dir)}, inside=False)
+    out = json.loads(answer.stdout)
+    assert answer.exit_code == 0 and set(out) == {"systemMessage"}  # the user's, not the model's
+    assert "not set up" in out["systemMessage"] and "`oms init`" in out["systemMessage"]
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_session_start_inside_the_sandbox_adds_context(client: str, repo_dir: Path) -> None:
+    answer = call(client, "SessionStart", {"cwd": str(repo_dir)}, inside=True)
     spec = json.loads(answer.stdout)["hookSpecificOutput"]
     assert answer.exit_code == 0 and spec["hookEventName"] == "SessionStart"
-    assert "oms is active" in spec["additionalContext"]
-    assert not (tmp_path / "state").exists()
+    assert "oms agent sandbox" in spec["additionalContext"]
 
 
 @pytest.mark.parametrize("client", CLIENTS)

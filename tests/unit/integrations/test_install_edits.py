@@ -79,7 +79,7 @@ def test_claude_settings_round_trip_keeps_other_keys_and_indent_then_restores_by
     assert text.startswith('{\n    "model"')  # the file's own 4-space indent
     assert doc["hooks"]["PreToolUse"][0] == USER_SETTINGS["hooks"]["PreToolUse"][0]
     mine = doc["hooks"]["PreToolUse"][1]
-    assert mine["matcher"] == "Write|Edit|MultiEdit|NotebookEdit|Bash"
+    assert mine["matcher"] == "Write|Edit|MultiEdit|NotebookEdit|Bash|Read|Grep|Glob"
     assert shlex.split(mine["hooks"][0]["command"]) == [*PREFIX, "hook", "claude-code",
                                                        "PreToolUse"]  # fmt: skip
     assert set(doc["hooks"]) == {"PreToolUse", "PostToolUse", "Stop", "SubagentStop",
