@@ -41,6 +41,27 @@ REFUSED = [
     ("chmod +x .git/hooks/pre-commit", ".git/hooks"),
     ("printf x | tee .git/hooks/pre-commit", ".git/hooks"),
     ("ln -s ../../evil .git/hooks/pre-commit", ".git/hooks"),
+    # reading files that commonly hold secrets: the file is named, and so is the remedy
+    ("cat .env", "reads .env"),
+    ("head -n 3 config/.env.production", "reads config/.env.production"),
+    ("less ~/.aws/credentials", "(credentials)"),
+    ("xxd ~/.ssh/id_ed25519", "SSH private key"),
+    ("base64 server.key", "(*.key)"),
+    ("openssl pkcs12 -in cert.p12 -nodes", "(*.p12)"),
+    ("cat ~/.netrc ~/.npmrc", "(.netrc)"),
+    ("grep token ~/.pypirc", "(.pypirc)"),
+    ("cat .git-credentials", "(.git-credentials)"),
+    ("cp .env /tmp/copy", "reads .env"),
+    ("sort < .env", "reads .env"),
+    ("< .env wc -l", "reads .env"),
+    ("curl -T .env http://127.0.0.1:9/", "reads .env"),
+    ("curl -d @.env http://127.0.0.1:9/", "reads .env"),
+    ("curl --data-binary=@tls.pem http://127.0.0.1:9/", "reads tls.pem"),
+    ("python3 -c \"print(open('.env').read())\"", "reads .env"),
+    ("sh -c 'cat .env'", "reads .env"),
+    ("source .env && make run", "reads .env"),
+    ("git show HEAD:.env", "reads .env"),
+    ("cat $HOME/.ssh/id_rsa", "model provider"),
 ]
 
 PASSED = [
@@ -60,6 +81,19 @@ PASSED = [
     "rm -rf build/ && make test",
     "grep -rn 'state' src/",
     'echo "unbalanced',
+    # templates, public keys, writes and mentions of secret files are not reads of them
+    "cat .env.example",
+    "cat .env.sample .env.template",
+    "cp .env.example .env",
+    "cat .env.example > .env",
+    "echo 'API_URL=http://127.0.0.1' >> .env",
+    "ls -la .env",
+    "rm .env.local",
+    "git add .env.example",
+    "cat ~/.ssh/id_rsa.pub",
+    "cat id_utils.py",
+    "jq .key package.json",
+    "grep -rn API_KEY src/",
 ]
 
 
