@@ -32,6 +32,7 @@ AGENTS_BIN = ROOT / ".cache" / "agents" / "node_modules" / ".bin"
 BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 POLICY = ('version = 1\n\n[[checks]]\nname = "slow"\ncmd = ["/bin/true"]\ntimeout_s = 1500\n'
           '\n[[checks]]\nname = "slower"\ncmd = ["/bin/true"]\ntimeout_s = 2000\n')  # fmt: skip
+READ_AND_WRITE = "Write|Edit|MultiEdit|NotebookEdit|Bash|Read|Grep|Glob"
 EVENTS = {"PreToolUse", "PostToolUse", "Stop", "SubagentStop", "SessionStart"}
 USER_TOML = '# mine: keep me\nmodel = "gpt-5"\n\n[mcp_servers.docs]\ncommand = "npx"  # docs\n'
 
@@ -81,6 +82,8 @@ def test_user_install_writes_absolute_oms_entries_then_changes_nothing(box: Box)
         assert argv == [*oms_command(), "hook", "claude-code", event]
         assert handler["timeout"] >= 30
     assert settings["hooks"]["Stop"][0]["hooks"][0]["timeout"] >= 1500 + 2000
+    # Reads are watched too: an honest agent's Read of .env never reaches its provider.
+    assert settings["hooks"]["PreToolUse"][0]["matcher"] == READ_AND_WRITE
     assert "oms_process_result" in (box.home / ".claude" / "CLAUDE.md").read_text()
 
     code, again = box.oms("install", "claude-code")
@@ -97,7 +100,25 @@ def test_dry_run_shows_the_changes_and_writes_nothing(box: Box) -> None:
     assert not (box.home / ".codex").exists()
     human = box.text("install", "claude-code", "--dry-run")
     assert "dry run, nothing written" in human.stdout and "would create" in human.stdout
+    assert f"PreToolUse ({READ_AND_WRITE})" in human.stdout and "SessionStart" in human.stdout
     assert list(box.home.iterdir()) == []
+
+
+def test_install_over_an_older_oms_entry_widens_its_matcher_and_uninstall_removes_it(
+    box: Box,
+) -> None:
+    settings = box.home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    old = shlex.join([*oms_command(), "hook", "claude-code", "PreToolUse"])
+    mine = {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo mine"}]}
+    oms_old = {"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash",
+               "hooks": [{"type": "command", "command": old, "timeout": 120}]}  # fmt: skip
+    settings.write_text(json.dumps({"hooks": {"PreToolUse": [mine, oms_old]}}))
+    assert box.oms("install", "claude-code")[0] == 0
+    pre = json.loads(settings.read_text())["hooks"]["PreToolUse"]
+    assert pre[0] == mine and [g["matcher"] for g in pre[1:]] == [READ_AND_WRITE]
+    assert box.oms("install", "claude-code", "--uninstall")[0] == 0
+    assert json.loads(settings.read_text())["hooks"] == {"PreToolUse": [mine]}
 
 
 def test_uninstall_restores_the_original_bytes(box: Box) -> None:

@@ -21,6 +21,7 @@ from gatekeeper.integrations.install.entries import (
     Hook,
     McpServer,
     hook_command,
+    hooks_summary,
     is_oms_hook,
     is_oms_server,
 )
@@ -128,7 +129,6 @@ def _json_edit(path: Path, root: Path, what: str, change: Any) -> FileEdit:
 def edits(scope: str, home: Path, top: Path | None, prefix: Sequence[str],
           server: McpServer, hooks: Sequence[Hook], install: bool) -> list[FileEdit]:  # fmt: skip
     root, mcp_file, settings, notes = paths(scope, home, top)
-    events = ", ".join(h.event for h in hooks)
 
     def servers(doc: dict[str, Any]) -> dict[str, Any]:
         return with_server(doc, server if install else None, mcp_file)
@@ -138,6 +138,6 @@ def edits(scope: str, home: Path, top: Path | None, prefix: Sequence[str],
 
     return [
         _json_edit(mcp_file, root, f"MCP server `{SERVER_NAME}`", servers),
-        _json_edit(settings, root, f"hooks {events}", handlers),
+        _json_edit(settings, root, hooks_summary(hooks), handlers),
         instructions.edit(notes, root, CLIENT, install),
     ]

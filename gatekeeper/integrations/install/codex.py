@@ -26,6 +26,7 @@ from gatekeeper.integrations.install.entries import (
     Hook,
     McpServer,
     hook_command,
+    hooks_summary,
     is_oms_hook,
     is_oms_server,
 )
@@ -160,8 +161,8 @@ def config_edit(path: Path, root: Path, prefix: Sequence[str], server: McpServer
         after = before
     elif not text.strip() and not install:
         after = None  # it held only oms' tables: oms made it
-    events = ", ".join(h.event for h in hooks)
-    return FileEdit(path, root, before, after, (f"MCP server `{SERVER_NAME}`", f"hooks {events}"))
+    what = (f"MCP server `{SERVER_NAME}`", hooks_summary(hooks))
+    return FileEdit(path, root, before, after, what)
 
 
 def edits(scope: str, home: Path, top: Path | None, prefix: Sequence[str], server: McpServer,

@@ -78,6 +78,14 @@ def hooks_for(client: str, policy: Policy) -> tuple[Hook, ...]:
     )
 
 
+def hooks_summary(hooks: Sequence[Hook]) -> str:
+    """The hooks as `oms install` names them, matchers included (so a dry run shows which
+    tools each event watches)."""
+    return "hooks " + ", ".join(
+        h.event if h.matcher is None else f"{h.event} ({h.matcher})" for h in hooks
+    )
+
+
 def is_oms_program(argv: Sequence[str]) -> bool:
     """An argv that starts an oms, wherever it is installed: a program named `oms`, or a
     Python running `-m gatekeeper` (the fallback of `oms_command()`)."""
