@@ -112,10 +112,10 @@ def open_store(repo_dir: Path, *, check_binding: bool = True) -> tuple[Repo, Evi
     return repo, store
 
 
-def initialised(repo: Repo) -> bool:
+def initialised(repo_id: str) -> bool:
     """Whether `oms init` made this repository's evidence log; tells without creating
     anything under the state root (a user-scope hook asks in every repository)."""
-    return EvidenceStore(state_root(), repo.repo_id).log_path.exists()
+    return EvidenceStore(state_root(), repo_id).log_path.exists()
 
 
 def init(repo_dir: Path, default_branch: str | None = None) -> Initialised:

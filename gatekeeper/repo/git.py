@@ -202,6 +202,12 @@ def open_repo(path: Path) -> Repo:
     return repo
 
 
+def repo_id_at(path: Path) -> str:
+    """The id of the repository containing `path`, found by reading files only: also for a
+    repository open_repo refuses (shallow, reftable), whose state must still be found."""
+    return repo_id_for(_discover(path)[2])
+
+
 def repo_of(top: Path | Repo) -> Repo:
     if isinstance(top, Repo):
         return top

@@ -26,7 +26,7 @@ from gatekeeper.integrations.hooks.bash import bash_refusal
 from gatekeeper.integrations.hooks.reads import PlannedRead
 from gatekeeper.integrations.hooks.secret_paths import REMEDY, glob_targets_secrets, secret_name
 from gatekeeper.integrations.hooks.writes import PlannedWrite, inside, repo_top, roots, spellings
-from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.git import open_repo, repo_id_at
 from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.scan.interface import Finding, ScanItem
 from gatekeeper.scan.policy import scan_with_policy
@@ -64,9 +64,9 @@ def set_up(session: Session) -> bool:
     if session.state_root is None or session.top is None:
         return False
     try:
-        return initialised(open_repo(Path(session.top)))
+        return initialised(repo_id_at(Path(session.top)))
     except UsageError:
-        return False  # not a repository oms can open
+        return False  # no usable .git: not a repository oms could have set up
 
 
 def load_policy(session: Session) -> LoadedPolicy:
