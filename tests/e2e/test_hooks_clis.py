@@ -39,8 +39,10 @@ def world() -> Iterator[Path]:
         yield root
 
 
-def agent_run(world: Path, kind: str, cmd: list[str], fake: FakeModel) -> dict[str, Any]:
-    repo = make_repo(world / "repo", {"mod.py": "x = 1\n"})
+def agent_run(
+    world: Path, kind: str, cmd: list[str], fake: FakeModel, files: dict[str, str] | None = None
+) -> dict[str, Any]:
+    repo = make_repo(world / "repo", {"mod.py": "x = 1\n", **(files or {})})
     for dirpath, dirs, files in os.walk(repo):
         for name in dirs + files:
             os.chmod(os.path.join(dirpath, name), 0o777 if name in dirs else 0o666)
@@ -68,12 +70,18 @@ def _has_tool_result(body: dict[str, Any]) -> bool:
 def write_secret_events(key: str) -> Any:
     """Messages API frames: a Write tool_use of `key` first, the final text once a
     tool_result is back (a short text for any side call)."""
+    args = {"file_path": f"{WORKSPACE}/cloud.py", "content": f'KEY = "{key}"\n'}
+    return tool_call_events("Write", args)
+
+
+def tool_call_events(tool: str, args: dict[str, Any]) -> Any:
+    """Messages API frames: a `tool` tool_use with `args` first, the final text once a
+    tool_result is back (a short text for any side call)."""
 
     def answer(body: dict[str, Any], _command: str) -> list[bytes]:
         done = _has_tool_result(body)
-        if not done and any(t.get("name") == "Write" for t in body.get("tools", [])):
-            args = {"file_path": f"{WORKSPACE}/cloud.py", "content": f'KEY = "{key}"\n'}
-            block = {"type": "tool_use", "id": "toolu_oms_hook_1", "name": "Write", "input": {}}
+        if not done and any(t.get("name") == tool for t in body.get("tools", [])):
+            block = {"type": "tool_use", "id": "toolu_oms_hook_1", "name": tool, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
             stop = "tool_use"
         else:
@@ -110,6 +118,19 @@ def test_claude_code_write_of_a_secret_is_denied_by_the_installed_hook(world: Pa
     assert run["candidate"] is None, run  # nothing was written, so nothing to commit
 
 
+@needs(CLAUDE)
+def test_claude_code_read_of_a_dotenv_is_denied_by_the_installed_hook(world: Path) -> None:
+    key = fake_aws_key()
+    events = tool_call_events("Read", {"file_path": f"{WORKSPACE}/.env"})
+    with FakeModel("/v1/messages", events, "") as fake:
+        cmd = [str(CLAUDE), "-p", "read .env", "--allowedTools", "Read", "--output-format", "json"]
+        run = agent_run(world, "claude-code", cmd, fake, {".env": f"K={key}\n"})
+    outputs = fake.tool_outputs()
+    assert any("oms refused reading" in o and "(.env, .env.*)" in o for o in outputs), (
+        outputs, run)  # fmt: skip
+    assert not fake.seen(key)
+
+
 # -- Codex: a force push -------------------------------------------------------------------
 
 PUSH = "git push --force origin main; echo ran > pushed.txt"
@@ -123,6 +144,18 @@ def test_codex_force_push_is_denied_by_the_installed_hook(world: Path) -> None:
     outputs = fake.tool_outputs()
     assert any("oms refused this command: it force-pushes" in o for o in outputs), (outputs, run)
     assert run["candidate"] is None, run  # the command never ran: no pushed.txt
+
+
+@needs(CODEX)
+def test_codex_cat_of_a_dotenv_is_denied_by_the_installed_hook(world: Path) -> None:
+    key = fake_aws_key()
+    with fake_openai("cat .env") as fake:
+        run = agent_run(world, "codex", [str(CODEX), "exec", "--json", "--skip-git-repo-check",
+                                         "-C", WORKSPACE, "read it"], fake,
+                        {".env": f"K={key}\n"})  # fmt: skip
+    outputs = fake.tool_outputs()
+    assert any("oms refused this command: it reads .env" in o for o in outputs), (outputs, run)
+    assert not fake.seen(key)
 
 
 # -- Codex: apply_patch forms Codex applies (tests/e2e/test_codex_patch.py) ------------------
