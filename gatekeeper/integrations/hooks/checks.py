@@ -1,12 +1,13 @@
 """The decisions behind every hook, the same for both clients: a write with a secret or to a
-protected path, a refused shell command, a file that now holds a secret.
+protected path, a read of a secret file or of a file holding a secret, a refused shell
+command, a file that now holds a secret.
 
 The policy is the gates' own: `oms.toml` at the default branch's tip (no repository, one
 never `oms init`ed, or no commit yet: the built-in defaults). Inside an oms agent sandbox
 there is no state root and the workspace is the agent's, so the built-in defaults apply
-there. The scanners are
-the gates' (`scan_with_policy`: the pinned, digest-checked Gitleaks and detect-secrets);
-a scanner that cannot run raises, and the caller denies.
+there. The scanners are the gates' (`scan_with_policy`: the pinned, digest-checked
+Gitleaks and detect-secrets, through the scan-result cache); a scanner that cannot run
+raises, and the caller denies.
 """
 
 from __future__ import annotations
@@ -71,13 +72,13 @@ def set_up(session: Session) -> bool:
 
 def load_policy(session: Session) -> LoadedPolicy:
     """The policy the gates would use for this repository (module docstring)."""
-    if not set_up(session):
+    if session.top is None or not set_up(session):
         return default_policy()
     try:
-        repo = open_repo(Path(session.top or "."))
+        repo = open_repo(Path(session.top))
         resolve_commit(repo.top, "HEAD")
     except UsageError:
-        return default_policy()  # no commit yet
+        return default_policy()  # a repository oms refuses to open, or no commit yet
     return base_policy(repo)[1]
 
 
