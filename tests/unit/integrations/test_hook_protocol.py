@@ -123,6 +123,45 @@ def test_a_write_into_the_state_root_is_denied_even_outside_the_repository(
     assert "state root" in denied(call("claude-code", "PreToolUse", body, inside=False))
 
 
+@pytest.mark.parametrize("inside", [True, False])
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "why"),
+    [
+        ("Read", {"file_path": ".env"}, "(.env, .env.*)"),
+        ("Read", {"file_path": "/home/u/.ssh/id_ed25519"}, "SSH private key"),
+        ("Grep", {"pattern": "KEY", "path": "config/.env.production"}, "(.env, .env.*)"),
+        ("Grep", {"pattern": "BEGIN", "glob": "**/*.{pem,crt}"}, "(*.pem)"),
+        ("Glob", {"pattern": "**/.env*"}, "(.env, .env.*)"),
+    ],
+)
+def test_claude_code_reads_of_secret_files_are_denied_by_name_inside_and_out(
+    tool: str, tool_input: dict[str, Any], why: str, inside: bool, repo_dir: Path
+) -> None:
+    body = {"cwd": str(repo_dir), "tool_name": tool, "tool_input": tool_input}
+    reason = denied(call("claude-code", "PreToolUse", body, inside=inside))
+    assert "oms refused reading" in reason and why in reason and "model provider" in reason
+
+
+@pytest.mark.parametrize("tool_input", [{"pattern": "**/*.py"}, {"pattern": ".*", "path": "src"}])
+def test_a_glob_of_ordinary_names_is_silent(tool_input: dict[str, Any], repo_dir: Path) -> None:
+    body = {"cwd": str(repo_dir), "tool_name": "Glob", "tool_input": tool_input}
+    assert call("claude-code", "PreToolUse", body) == HookAnswer()
+
+
+def test_a_read_in_the_state_root_is_denied(
+    tmp_path: Path, repo_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMS_HOME", str(tmp_path / "state"))
+    body = {"cwd": str(repo_dir), "tool_name": "Read",
+            "tool_input": {"file_path": str(tmp_path / "state" / "repos")}}  # fmt: skip
+    assert "state root" in denied(call("claude-code", "PreToolUse", body, inside=False))
+
+
+def test_a_read_without_a_path_is_denied() -> None:
+    body = {"tool_name": "Read", "tool_input": {"offset": 1}}
+    assert "names no file" in denied(call("claude-code", "PreToolUse", body))
+
+
 def test_patch_writes_reads_paths_added_lines_and_deletions() -> None:
     patch = ("*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** Update File: b.py\n"
              "*** Move to: c.py\n@@ def f():\n-    old\n+    new\n*** Delete File: d.txt\n"
