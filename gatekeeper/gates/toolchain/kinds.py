@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from uv import find_uv_bin
+
 from .tools import INSTALL_TIMEOUT_S, run_tool
 from .tree import ToolchainUnavailable
 
@@ -63,11 +65,13 @@ def pip_argv(python: Path, lock: Path, allow_build: bool) -> list[str]:
 
 
 def uv_argv(uv: str, python: str, allow_build: bool) -> list[str]:
-    """`uv sync` of exactly the lock (no resolution, no project install, dev groups
-    included: they hold the test runner), with the runtime given, no downloaded Pythons,
-    no uv.toml from anywhere, files copied (a hard link would share inodes with uv's cache,
-    and freezing the tree would change the cache, or a changed cache the tree)."""
-    argv = [uv, "sync", "--frozen", "--no-install-project", "--all-groups",
+    """`uv sync` of exactly the lock (no resolution, no project install; every extra and
+    dependency group included: the test runner is in one of them, and a check that cannot
+    import it would blame the candidate for the environment), with the runtime given, no
+    downloaded Pythons, no uv.toml from anywhere, files copied (a hard link would share
+    inodes with uv's cache, and freezing the tree would change the cache, or a changed cache
+    the tree)."""
+    argv = [uv, "sync", "--frozen", "--no-install-project", "--all-extras", "--all-groups",
             "--python", python, "--no-python-downloads", "--no-config", "--link-mode", "copy",
             "--compile-bytecode", "--no-progress", "--color", "never"]  # fmt: skip
     if not allow_build:
@@ -99,7 +103,11 @@ def find_npm(node: str) -> str | None:
 
 
 def find_uv() -> str | None:
-    return shutil.which("uv")
+    """The uv oms depends on (its wheel's binary), else uv on PATH."""
+    try:
+        return find_uv_bin()
+    except FileNotFoundError:
+        return shutil.which("uv")
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -137,7 +145,9 @@ def build_uv(req: BuildRequest) -> None:
     tc, name = req.toolchain, req.toolchain.name
     uv = find_uv()
     if uv is None:
-        raise ToolchainUnavailable(f"toolchain {name}: uv not found on PATH; install uv>=0.5")
+        raise ToolchainUnavailable(
+            f"toolchain {name}: uv not found; reinstall oms (it depends on uv)"
+        )
     _write(req.work / "uv.lock", req.files[tc.lock])
     _write(req.work / "pyproject.toml", req.files[beside_lock(tc.lock, "pyproject.toml")])
     req.progress(f"toolchain {name}: uv sync --frozen ({tc.lock})")

@@ -63,8 +63,8 @@ def test_pip_argv_allows_sdists_only_when_allow_build() -> None:
 def test_uv_argv_is_frozen_copying_and_no_build_unless_allowed() -> None:
     argv = kinds.uv_argv("/usr/bin/uv", "/usr/bin/python3.11", allow_build=False)
     assert argv[:2] == ["/usr/bin/uv", "sync"]
-    assert {"--frozen", "--no-install-project", "--all-groups", "--no-python-downloads",
-            "--no-config", "--no-build"} <= set(argv)  # fmt: skip
+    assert {"--frozen", "--no-install-project", "--all-extras", "--all-groups",
+            "--no-python-downloads", "--no-config", "--no-build"} <= set(argv)  # fmt: skip
     assert argv[argv.index("--python") + 1] == "/usr/bin/python3.11"
     assert argv[argv.index("--link-mode") + 1] == "copy"
     assert "--no-build" not in kinds.uv_argv("/u", "/p", allow_build=True)
