@@ -51,11 +51,14 @@ lock = "{lock}"
 PYTHON_CHECKS = """
 # [[checks]]: the verification plan, run in order in the sandbox on an exact copy of the
 # candidate commit. `toolchain = "py"` puts that toolchain's bin/ first on PATH.
+# `report = "pytest"`: oms reads pytest's own JUnit report back, so the verdict names the
+# tests that ran and sees tests removed, skipped or changed to pass (docs/result-gate.md).
 [[checks]]
 name = "tests"
 cmd = ["python", "-m", "pytest", "-q"]
 toolchain = "py"
 timeout_s = 600
+report = "pytest"
 """
 
 NODE = """
@@ -69,13 +72,15 @@ lock = "{lock}"
 # node = "/usr/bin/node"          # the runtime (default)
 
 # [[checks]]: the verification plan, run in order in the sandbox on an exact copy of the
-# candidate commit, with node_modules/.bin first on PATH.
+# candidate commit, with node_modules/.bin first on PATH. `report`: how the runner reports
+# the tests it ran ("node-test" for `node --test`; "junit:PATH" for a runner writing JUnit
+# XML there), read back so the verdict sees tests removed or skipped (docs/result-gate.md).
 [[checks]]
 name = "tests"
 cmd = {cmd}
 toolchain = "js"
 timeout_s = 600
-"""
+{report}"""
 
 GO = """
 # [[checks]]: the verification plan, run in order in the sandbox on an exact copy of the
@@ -86,6 +91,7 @@ GO = """
 name = "tests"
 cmd = ["go", "test", "./..."]
 timeout_s = 900
+report = "go-test"  # oms adds -json and reads the tests that ran from it
 """
 
 FOOTER = """
@@ -119,7 +125,9 @@ def starter_text(project: Project) -> str:
         body = (PYTHON_UV if project.uv else PYTHON_VENV).format(lock=lock) + PYTHON_CHECKS
     elif project.template == "node":
         cmd = '["npm", "test"]' if project.npm_test else '["node", "--test"]'
-        body = NODE.format(lock=project.lock or "package-lock.json", cmd=cmd)
+        # npm runs a script oms cannot add reporting flags to: the user names its report.
+        report = '# report = "junit:PATH"\n' if project.npm_test else 'report = "node-test"\n'
+        body = NODE.format(lock=project.lock or "package-lock.json", cmd=cmd, report=report)
     else:
         body = GO
     return HEADER + body + FOOTER

@@ -1,4 +1,4 @@
-"""`oms toolchain prepare|list|verify|gc`: trusted toolchains built from the base's lockfiles."""
+"""`oms toolchain prepare|lock|list|verify|gc`: trusted toolchains from the base's lockfiles."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import click
 
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Data, Outcome, command
-from gatekeeper.gates.toolchain import manage, prepare
+from gatekeeper.gates.toolchain import lock, manage, prepare
 from gatekeeper.text import sanitize
 
 
@@ -31,6 +31,43 @@ def toolchain_prepare(repo: Path, names: tuple[str, ...]) -> Outcome:
     sandbox, with hash-checked installs; record each build as evidence."""
     data = prepare.prepare(repo, names, _progress).to_json()
     return Outcome(data, lines=prepare_lines(data))
+
+
+@toolchain.command("lock")
+@REPO_OPTION
+@click.option(
+    "--output",
+    default=lock.DEFAULT_LOCK,
+    show_default=True,
+    help="Where to write it, in the worktree (never onto a symlink or device).",
+)
+@click.option(
+    "--extra",
+    "extras",
+    multiple=True,
+    help="An extra of [project.optional-dependencies] to include (repeatable; "
+    "default: test, tests or testing when the project has it).",
+)
+@click.option(
+    "--python",
+    default="/usr/bin/python3",
+    show_default=True,
+    help="The interpreter to resolve for (the python-venv toolchain's `python`).",
+)
+@command
+def toolchain_lock(repo: Path, output: str, extras: tuple[str, ...], python: str) -> Outcome:
+    """Write a hash-pinned requirements.lock with uv from pyproject.toml as committed on
+    the default branch (resolved in a temporary folder; nothing is built)."""
+    data = lock.lock(repo, output, extras, python, _progress).to_json()
+    extra = "".join(f" [{e}]" for e in data["extras"])
+    lines = [
+        f"wrote {data['path']}: {data['packages']} packages, hash-pinned, from "
+        f"pyproject.toml{extra} at {data['commit'][:12]}",
+        "next:",
+    ]
+    return Outcome(
+        data, lines=[sanitize(x) for x in [*lines, *(f"  {s}" for s in data["next_steps"])]]
+    )
 
 
 @toolchain.command("verify")

@@ -44,6 +44,14 @@ def test_the_toolchain_kind_and_check_follow_the_project() -> None:
     assert parsed(PROJECTS["node-test"]).toolchains[0].kind == "node-npm"
 
 
+def test_each_starter_check_declares_its_test_report() -> None:
+    reports = {name: parse_policy(starter_text(p).encode(), "oms.toml").policy.checks[0].report
+               for name, p in PROJECTS.items()}  # fmt: skip
+    assert reports == {"python-venv": "pytest", "python-requirements-txt": "pytest",
+                       "python-uv": "pytest", "python-no-lock-yet": "pytest",
+                       "node-npm-test": None, "node-test": "node-test", "go": "go-test"}  # fmt: skip
+
+
 def test_every_section_is_explained() -> None:
     text = starter_text(PROJECTS["python-venv"])
     for section in ("[[toolchains]]", "[[checks]]", "[sandbox]", "[scanners]", "[protected]",
