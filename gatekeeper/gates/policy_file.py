@@ -11,20 +11,25 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from gatekeeper.errors import UsageError
+from gatekeeper.errors import OmsError, UsageError
+from gatekeeper.gates.toolchain.lock import lock as make_lock
 from gatekeeper.repo.git import open_repo
-from gatekeeper.repo.policy import read_policy_at
+from gatekeeper.repo.policy import read_committed_file, read_policy_at
 from gatekeeper.repo.refs import default_branch_ref, resolve_commit
 from policy import MAX_POLICY_BYTES, POLICY_FILE, parse_policy, policy_json
 from policy.issues import PolicyIssue, check_policy_text
 from policy.templates import TEMPLATES, Project, TemplateName, starter_text
 
 _SNIFF_BYTES = 1 << 20  # enough of a requirements file to see whether it pins hashes
+LOCK = "requirements.lock"  # what a python-venv starter names when there is no lock yet
+PYTHON = "/usr/bin/python3"  # the python-venv starter's interpreter (the model's default)
 
 
 class _Result(BaseModel):
@@ -98,18 +103,20 @@ def _npm_test(top: Path) -> bool:
 
 def detect(top: Path, template: TemplateName | None) -> Project:
     """The project in the worktree `top`: the named template, or the one its files show."""
-    uv = _regular(top / "uv.lock") and _regular(top / "pyproject.toml")
+    pyproject = _regular(top / "pyproject.toml")
+    uv = _regular(top / "uv.lock") and pyproject
     py_lock = _python_lock(top)
     node = _regular(top / "package-lock.json")
     if template is None:
         seen: tuple[tuple[TemplateName, bool], ...] = (
-            ("python", py_lock is not None or uv), ("node", node),
+            ("python", py_lock is not None or pyproject), ("node", node),
             ("go", _regular(top / "go.mod")),
         )  # fmt: skip
         found = [t for t, here in seen if here]
         if not found:
-            raise UsageError("no requirements.lock (hash-pinned), uv.lock, package-lock.json "
-                             f"or go.mod here; pass --template {'|'.join(TEMPLATES)}")  # fmt: skip
+            raise UsageError("no pyproject.toml, requirements.lock (hash-pinned), "
+                             "package-lock.json or go.mod here; pass --template "
+                             f"{'|'.join(TEMPLATES)}")  # fmt: skip
         template = found[0]
     if template == "python":
         use_uv = uv and py_lock is None
@@ -147,21 +154,135 @@ def _write_new(path: Path, data: bytes, force: bool) -> bool:
     return exists
 
 
-def init_policy(repo_dir: Path, template: TemplateName | None, force: bool) -> PolicyWritten:
-    top = open_repo(repo_dir).top
+@dataclass(frozen=True)
+class Starter:
+    """A starter policy for the project in the worktree, checked to parse."""
+
+    project: Project
+    text: str
+    digest: str
+
+    @property
+    def toolchain_kind(self) -> str | None:
+        kinds = {"python": "uv" if self.project.uv else "python-venv", "node": "node-npm"}
+        return kinds.get(self.project.template)
+
+
+def starter(top: Path, template: TemplateName | None) -> Starter:
     project = detect(top, template)
     text = starter_text(project)
     loaded = parse_policy(text.encode(), POLICY_FILE)  # a starter that fails is a bug
+    return Starter(project, text, loaded.digest)
+
+
+def _lock_needed(top: Path, s: Starter) -> str | None:
+    """The lock a python-venv starter names that the worktree does not have yet."""
+    if s.toolchain_kind != "python-venv" or _regular(top / (s.project.lock or LOCK)):
+        return None
+    return s.project.lock or LOCK
+
+
+def next_steps(top: Path, s: Starter) -> tuple[str, ...]:
     path = top / POLICY_FILE
-    replaced = _write_new(path, text.encode(), force)
-    kinds = {"python": "uv" if project.uv else "python-venv", "node": "node-npm"}
-    steps = (f"review {path}, then commit it on the default branch (the gates read it there)",
-             "oms toolchain prepare   # build the toolchains it names"
-             if project.template != "go" else "oms policy check",
-             "oms process-result --candidate BRANCH")  # fmt: skip
-    return PolicyWritten(path=str(path), template=project.template,
-                         toolchain_kind=kinds.get(project.template), lock=project.lock,
-                         replaced=replaced, digest=loaded.digest, next_steps=steps)  # fmt: skip
+    lock = _lock_needed(top, s)
+    make_lock = (f"oms toolchain lock   # write {lock} from pyproject.toml as committed on "
+                 "the default branch",) if lock else ()  # fmt: skip
+    prepare = ("oms toolchain prepare   # build the toolchains it names"
+               if s.project.template != "go" else "oms policy check")  # fmt: skip
+    return (*make_lock,
+            f"review {path}, then commit it on the default branch (the gates read it there)",
+            prepare, "oms process-result --candidate BRANCH")  # fmt: skip
+
+
+def write_starter(top: Path, s: Starter, force: bool) -> PolicyWritten:
+    replaced = _write_new(top / POLICY_FILE, s.text.encode(), force)
+    return PolicyWritten(path=str(top / POLICY_FILE), template=s.project.template,
+                         toolchain_kind=s.toolchain_kind, lock=s.project.lock,
+                         replaced=replaced, digest=s.digest,
+                         next_steps=next_steps(top, s))  # fmt: skip
+
+
+def init_policy(repo_dir: Path, template: TemplateName | None, force: bool) -> PolicyWritten:
+    top = open_repo(repo_dir).top
+    return write_starter(top, starter(top, template), force)
+
+
+# -- the starter `oms init` offers ---------------------------------------------------------
+
+OfferState = Literal["on_default_branch", "in_worktree", "undetected", "offered"]
+
+
+@dataclass(frozen=True)
+class Offer:
+    """Whether `oms init` offers a starter: only when the default branch has no policy
+    and the worktree none either (a file there is the user's, not oms' to replace)."""
+
+    state: OfferState
+    top: Path
+    branch: str | None  # the default branch's full ref, None when there is none yet
+    starter: Starter | None = None
+    reason: str | None = None  # why nothing was detected
+
+    @property
+    def lock_needed(self) -> str | None:
+        return _lock_needed(self.top, self.starter) if self.starter else None
+
+
+def offer_starter(repo_dir: Path) -> Offer:
+    repo = open_repo(repo_dir)
+    try:
+        branch, commit = default_branch_ref(repo)
+    except UsageError:
+        branch, commit = None, None
+    if commit is not None and read_committed_file(repo, commit, POLICY_FILE) is not None:
+        return Offer("on_default_branch", repo.top, branch)
+    if os.path.lexists(repo.top / POLICY_FILE):
+        return Offer("in_worktree", repo.top, branch)
+    try:
+        return Offer("offered", repo.top, branch, starter(repo.top, None))
+    except UsageError as exc:  # detection found nothing: init goes on without a policy
+        return Offer("undetected", repo.top, branch, reason=str(exc))
+
+
+class StarterAccepted(_Result):
+    """`oms init`'s policy section: what was written (a lock too when one was needed)."""
+
+    state: OfferState | Literal["written", "declined", "not_asked"]
+    path: str | None = None
+    template: str | None = None
+    toolchain_kind: str | None = None
+    lock: str | None = None
+    lock_written: bool = False
+    lock_error: str | None = None
+    digest: str | None = None
+
+
+def accept_starter(offer: Offer, progress: Callable[[str], None]) -> StarterAccepted:
+    """Write the offered starter, and the hash-pinned lock it names when the worktree has
+    none (from the default branch's pyproject). A lock that cannot be made is said, never
+    a failure: the user can run `oms toolchain lock` once pyproject.toml is committed."""
+    assert offer.starter is not None  # nosec B101 -- only an offered starter is accepted
+    written = write_starter(offer.top, offer.starter, force=False)
+    lock, error = offer.lock_needed, None
+    if lock is not None:
+        try:
+            make_lock(offer.top, lock, (), PYTHON, progress)
+        except OmsError as exc:
+            error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return StarterAccepted(state="written", path=written.path, template=written.template,
+                           toolchain_kind=written.toolchain_kind, lock=lock or written.lock,
+                           lock_written=lock is not None and error is None, lock_error=error,
+                           digest=written.digest)  # fmt: skip
+
+
+def not_accepted(offer: Offer, asked: bool) -> StarterAccepted:
+    """The policy section when nothing was written: what was there, or what was offered."""
+    if offer.starter is None:
+        return StarterAccepted(state=offer.state, path=str(offer.top / POLICY_FILE))
+    s = offer.starter
+    return StarterAccepted(state="declined" if asked else "not_asked", template=s.project.template,
+                           toolchain_kind=s.toolchain_kind, lock=s.project.lock or None,
+                           digest=s.digest)  # fmt: skip
 
 
 # -- check ------------------------------------------------------------------------------
