@@ -31,6 +31,10 @@ CHILD = (
     "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
 )
 
+# The same child with its stdin and stdout on the terminal too: a command run by hand at a
+# shell, for the prompts that ask only when stdin and stdout are a terminal (`oms init`).
+CHILD_STDIO = CHILD.replace("os.close(fd)\n", "os.dup2(fd, 0)\nos.dup2(fd, 1)\nos.close(fd)\n")
+
 CONTINUE = (
     "import json, sys\n"
     "from pathlib import Path\n"
@@ -57,11 +61,13 @@ class AtPty:
 
 
 def at_pty(args: Sequence[str], answer: bytes | None, *, env: Mapping[str, str], cwd: Path,
-           prompt: bytes = PROMPT) -> AtPty:  # fmt: skip
+           prompt: bytes = PROMPT, stdio: bool = False) -> AtPty:  # fmt: skip
     """Run `python ARGS` at a pty; when `answer` is given, wait for `prompt` and type it
-    (an AssertionError when the child ends without prompting)."""
+    (an AssertionError when the child ends without prompting). `stdio`: stdin and stdout
+    are the terminal as well (what they print is on `screen`, `out` stays empty)."""
     master, slave = os.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, os.ttyname(slave), *args],
+    child = CHILD_STDIO if stdio else CHILD
+    proc = subprocess.Popen([sys.executable, "-c", child, os.ttyname(slave), *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=dict(env), cwd=cwd)  # fmt: skip
     screen = b""
@@ -79,6 +85,8 @@ def at_pty(args: Sequence[str], answer: bytes | None, *, env: Mapping[str, str],
                 out, err = proc.communicate(timeout=TIMEOUT_S)
                 raise AssertionError(f"no prompt at the terminal: {screen!r} {out!r} {err!r}")
             os.write(master, answer)
+        if stdio:  # what it prints after the answer is on the terminal: read it all
+            screen += _read_until_exit(master, proc)
         out, err = proc.communicate(timeout=TIMEOUT_S * 5)
     finally:
         if proc.poll() is None:
@@ -89,10 +97,24 @@ def at_pty(args: Sequence[str], answer: bytes | None, *, env: Mapping[str, str],
     return AtPty(proc.returncode, out.decode(), err.decode(), screen.decode("utf-8", "replace"))
 
 
+def _read_until_exit(master: int, proc: subprocess.Popen[bytes]) -> bytes:
+    got = b""
+    deadline = time.monotonic() + TIMEOUT_S * 5
+    while True:
+        ended = proc.poll() is not None
+        ready, _, _ = select.select([master], [], [], 0 if ended else 0.2)
+        if ready:
+            got += os.read(master, 65536)
+        elif ended:
+            return got
+        assert time.monotonic() < deadline, f"the child did not end: {got!r}"
+
+
 def oms_at_pty(args: Sequence[str], answer: bytes | None, *, env: Mapping[str, str],
-               cwd: Path, prompt: bytes = PROMPT) -> AtPty:  # fmt: skip
+               cwd: Path, prompt: bytes = PROMPT, stdio: bool = False) -> AtPty:  # fmt: skip
     """The real CLI, `oms ARGS`, at a pty."""
-    return at_pty(["-m", "gatekeeper", *args], answer, env=env, cwd=cwd, prompt=prompt)
+    return at_pty(["-m", "gatekeeper", *args], answer, env=env, cwd=cwd, prompt=prompt,
+                  stdio=stdio)  # fmt: skip
 
 
 def continue_at_pty(repo: Path, run_id: str, answer: bytes | None, *, env: Mapping[str, str],
