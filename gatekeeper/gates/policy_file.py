@@ -19,11 +19,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from gatekeeper.errors import OmsError, UsageError
+from gatekeeper.gates.toolchain.inputs import input_problems
 from gatekeeper.gates.toolchain.lock import lock as make_lock
 from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.policy import read_committed_file, read_policy_at
 from gatekeeper.repo.refs import default_branch_ref, resolve_commit
-from policy import MAX_POLICY_BYTES, POLICY_FILE, parse_policy, policy_json
+from policy import MAX_POLICY_BYTES, POLICY_FILE, Policy, parse_policy, policy_json
 from policy.issues import PolicyIssue, check_policy_text
 from policy.templates import TEMPLATES, Project, TemplateName, starter_text
 
@@ -309,7 +310,8 @@ _SYMLINK = PolicyIssue("", "is a symlink; the gates refuse a policy that is not 
 
 def check_policy(file: Path | None, repo_dir: Path) -> PolicyChecked:
     """Every issue of `file` (default: the worktree's oms.toml, never read through a
-    symlink: the worktree is the agent's ground, and a link could point anywhere)."""
+    symlink: the worktree is the agent's ground, and a link could point anywhere), and of
+    its toolchains' inputs: a lock missing, uncommitted or that cannot be prepared."""
     path = file if file is not None else open_repo(repo_dir).top / POLICY_FILE
     origin = str(file) if file is not None else POLICY_FILE
     issues = [_SYMLINK] if path.is_symlink() else []
@@ -318,11 +320,30 @@ def check_policy(file: Path | None, repo_dir: Path) -> PolicyChecked:
         report = check_policy_text(_read_file(path, follow=file is not None), origin)
         issues += report.issues
         digest = report.loaded.digest if report.loaded is not None else None
+        if report.loaded is not None:
+            issues += _toolchain_issues(repo_dir, report.loaded.policy)
     return PolicyChecked(
         file=str(path), valid=not issues,
         errors=tuple(CheckedIssue(**i.to_json(), line=i.line(origin)) for i in issues),
         digest=digest if not issues else None,
     )  # fmt: skip
+
+
+def _toolchain_issues(repo_dir: Path, policy: Policy) -> list[PolicyIssue]:
+    """What `oms toolchain prepare` would refuse once this policy is on the default branch
+    (nothing to say outside a repository: a FILE checked on its own)."""
+    if not policy.toolchains:
+        return []
+    try:
+        repo = open_repo(repo_dir)
+    except UsageError:
+        return []
+    try:
+        branch, commit = default_branch_ref(repo)
+    except UsageError:
+        branch, commit = "the default branch", None
+    found = input_problems(repo, policy, branch, commit, worktree=True)
+    return [PolicyIssue(f"toolchains[{p.index}].lock", p.message) for p in found]
 
 
 # -- show -------------------------------------------------------------------------------
