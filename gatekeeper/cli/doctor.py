@@ -7,11 +7,13 @@ from pathlib import Path
 import click
 
 from gatekeeper.agent.inside import inside_agent_sandbox, marker
+from gatekeeper.agent.key_check import doctor_check as key_check
 from gatekeeper.cli.options import REPO_OPTION
 from gatekeeper.cli.render import Outcome, View, command, doctor_lines
 from gatekeeper.errors import EXIT_BLOCKED, EXIT_OK, EXIT_UNAVAILABLE
 from gatekeeper.gates import doctor as readiness
 from gatekeeper.gates.authority import AgentSandbox
+from gatekeeper.integrations.install.timeouts import doctor_check as hook_timeouts
 from gatekeeper.mcp.server import digest_for_doctor
 from gatekeeper.work.audit import doctor_check
 
@@ -22,9 +24,10 @@ from gatekeeper.work.audit import doctor_check
 def doctor(repo: Path) -> Outcome:
     """Readiness: a real sandbox probe, AppArmor status, key and chain."""
     # Inside an agent sandbox too: it says so, and that there is no authority here.
-    # `work` is above the gates: its check (work.db against the log) is handed in from here.
+    # The layers above the gates hand their checks in from here: `work` (work.db against
+    # the log) and the warnings about a provider key and the installed hooks' time-outs.
     found = readiness.doctor(repo, AgentSandbox.of(inside_agent_sandbox(), marker()),
-                             checks=(doctor_check,))  # fmt: skip
+                             checks=(doctor_check, key_check, hook_timeouts))  # fmt: skip
     report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
         report["mcp_tools_digest"] = digest_for_doctor(repo)

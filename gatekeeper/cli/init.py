@@ -25,7 +25,7 @@ QUESTION = "write oms.toml? [y/N] "
               "its requirements.lock) without asking; works without a terminal.")  # fmt: skip
 @command
 def init(repo: Path, default_branch: str | None, write_policy: bool) -> Outcome:
-    """Create the state root, signing key and evidence log; offer a starter oms.toml."""
+    """Create the state root, signing key and evidence log for a repository."""
     data = records.init(repo, default_branch).to_json()
     offer = offer_starter(repo)
     # Only a human at a terminal is asked; the GitHub Action runs `oms init` on every pull

@@ -200,24 +200,51 @@ def doctor_lines(report: Data, ready: bool, view: View = PLAIN) -> list[str]:
 
         return tables.doctor_lines(report, ready, [sanitize(a) for a in authority_lines(report)],
                                    view)  # fmt: skip
-    bwrap, gl, key = report["bwrap"], report["gitleaks"], report["key"]
-    lines = [
-        f"bwrap:    {bwrap.get('path', bwrap.get('error'))} {bwrap.get('version', '')}",
-        f"probe:    {'ok' if report['probe']['ok'] else 'FAILED'} "
-        + "; ".join(report["probe"].get("failures", [])),
-        f"apparmor: {report['apparmor']}",
-        f"gitleaks: {gl.get('version') if gl['ok'] else gl.get('error')}",
-        f"key:      {key.get('key_id') or key.get('error')}",
-    ]
-    if "evidence" in report:
-        lines.append(f"evidence: {report['evidence']}")
-    if "work" in report:
-        lines.append(f"work:     {work_line(report['work'])}")
+    # Plain `name: status — detail` lines, never a section's dict.
+    lines = [f"{name}: {_STATUS[ok]} — {detail}" for name, ok, detail in doctor_rows(report)]
     lines += authority_lines(report)
+    lines += [f"warning:  {w}" for w in report.get("warnings", ())]
     lines += [f"problem:  {p}" for p in report["problems"]]
     lines += [f"remedy:   {r}" for r in report["remedies"]]
     lines.append("ready" if ready else "NOT READY")
     return [sanitize(x) for x in lines]
+
+
+_STATUS = {True: "ok", False: "problem", None: "info"}
+DOCTOR_SECTIONS = ("repository", "policy", "bwrap", "probe", "apparmor", "gitleaks", "key",
+                   "evidence", "work", "kernel_memory")  # fmt: skip
+
+
+def doctor_rows(report: Data) -> list[tuple[str, bool | None, str]]:
+    """(section, ok — None for information only —, detail) of each doctor section."""
+    rows = [(n.replace("_", " "), *doctor_section(n, report[n]))
+            for n in DOCTOR_SECTIONS if n in report]  # fmt: skip
+    for tool in report.get("toolchains", ()):
+        rows.append((f"toolchain {tool['name']}", tool["state"] in ("ok", "prepared"),
+                     f"{tool['kind']} {tool['state']}"))  # fmt: skip
+    return rows
+
+
+def doctor_section(name: str, part: Any) -> tuple[bool | None, str]:
+    """(ok, or None for information only; detail) of one doctor section's JSON."""
+    if not isinstance(part, dict):
+        return None, str(part)
+    if name == "apparmor":
+        return None, " ".join(f"{k}={v}" for k, v in part.items() if v is not None) or "absent"
+    if name == "kernel_memory":
+        return part["bounded"], part.get("warning") or part["reason"]
+    if name == "evidence":
+        ok = bool(part.get("intact"))
+        return ok, part.get("error") or part.get("reason") or (
+            f"intact, {part['entries']} entries" if ok else "not initialised")  # fmt: skip
+    if name == "probe":
+        return part["ok"], "; ".join(part["failures"]) or f"{part.get('duration_s', '')} s"
+    if name == "work":
+        return part["ok"], work_line(part)
+    if "error" in part:
+        return False, part["error"]
+    keys = ("path", "version", "source", "key_id", "repo_id", "origin")
+    return part.get("ok", True), " ".join(str(part[k]) for k in keys if part.get(k))
 
 
 def work_line(part: Data) -> str:

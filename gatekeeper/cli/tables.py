@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from rich import box
 from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from gatekeeper.cli.render import Data, View, check_status, check_tail_lines, work_line
+from gatekeeper.cli.render import Data, View, check_status, check_tail_lines, doctor_rows
 from gatekeeper.text import sanitize
 
 DECISION_STYLE = {"READY_FOR_HUMAN": "bold green", "FAILED": "bold red",
@@ -105,48 +104,19 @@ def result_lines(
 # ------------------------------------------------------------------ doctor ---
 
 
-def _section_row(name: str, part: Any) -> tuple[bool | None, str]:
-    """(ok, or None for information only; detail) of one doctor section's JSON."""
-    if not isinstance(part, dict):
-        return None, str(part)
-    if name == "apparmor":
-        return None, " ".join(f"{k}={v}" for k, v in part.items() if v is not None) or "absent"
-    if name == "kernel_memory":
-        return part["bounded"], part.get("warning") or part["reason"]
-    if name == "evidence":
-        ok = bool(part.get("intact"))
-        return ok, part.get("error") or part.get("reason") or (
-            f"intact, {part['entries']} entries" if ok else "not initialised")  # fmt: skip
-    if name == "probe":
-        return part["ok"], "; ".join(part["failures"]) or f"{part.get('duration_s', '')} s"
-    if name == "work":
-        return part["ok"], work_line(part)
-    if "error" in part:
-        return False, part["error"]
-    keys = ("path", "version", "source", "key_id", "repo_id", "origin")
-    return part.get("ok", True), " ".join(str(part[k]) for k in keys if part.get(k))
-
-
 def doctor_table(report: Data) -> Table:
     table = _table("oms doctor", "section", "status", "detail")
-    names = ("repository", "policy", "bwrap", "probe", "apparmor", "gitleaks", "key",
-             "evidence", "work", "kernel_memory")  # fmt: skip
-    for name in (n for n in names if n in report):
-        ok, detail = _section_row(name, report[name])
+    for name, ok, detail in doctor_rows(report):
         status = {True: cell("ok", "green"), False: cell("problem", "bold red"),
                   None: cell("info", "dim")}[ok]  # fmt: skip
-        table.add_row(cell(name.replace("_", " ")), status, cell(detail))
-    for tool in report.get("toolchains", ()):
-        ok = tool["state"] in ("ok", "prepared")
-        table.add_row(cell(f"toolchain {tool['name']}"),
-                      cell("ok", "green") if ok else cell("problem", "bold red"),
-                      cell(f"{tool['kind']} {tool['state']}"))  # fmt: skip
+        table.add_row(cell(name), status, cell(detail))
     return table
 
 
 def doctor_lines(report: Data, ready: bool, authority: Sequence[str], view: View) -> list[str]:
     """Sections with ok/problem, who could sign, then each problem and the remedies."""
     parts: list[RenderableType] = [doctor_table(report), *(cell(a) for a in authority)]
+    parts += [cell(f"warning: {w}", "yellow") for w in report.get("warnings", ())]
     parts += [cell(f"problem: {p}", "bold red") for p in report["problems"]]
     parts += [cell(f"remedy:  {r}", "yellow") for r in report["remedies"]]
     parts.append(cell("ready", "bold green") if ready else cell("NOT READY", "bold red"))

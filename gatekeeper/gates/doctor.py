@@ -2,10 +2,12 @@
 
 It reports; it changes nothing. It says "not ready" whenever the next gate would
 refuse: no usable sandbox, a missing or mismatched Gitleaks, no usable key, a
-repository that is missing or never initialised, an invalid policy, an evidence
-log that fails its audit. Every problem is one line in `problems`, with a remedy.
-The report is a frozen `Doctor` of one small model per section; its `to_json()` is the
-`--json` output.
+repository that is missing or never initialised, an invalid policy, a default branch
+whose policy has no verification plan or misses a lock its toolchains name, an evidence
+log that fails its audit. Warnings (a provider key `--egress api` would lack, a hook
+time-out shorter than the gate's budget) are said but leave it ready. Every problem is
+one line in `problems`, with a remedy. The report is a frozen `Doctor` of one small model
+per section; its `to_json()` is the `--json` output.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_k
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.gates import authority as auth
 from gatekeeper.gates.sandboxed import hidden_paths, profile_for
+from gatekeeper.gates.toolchain.inputs import input_problems
 from gatekeeper.gates.toolchain.manage import ToolchainState, check_states
 from gatekeeper.gates.toolchain.prepare import base_policy
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
-from gatekeeper.repo.refs import resolve_commit
+from gatekeeper.repo.refs import default_branch_ref, resolve_commit
 from gatekeeper.scan.gitleaks import Gitleaks
 from gatekeeper.scan.interface import ScannerUnavailable
 from policy import LoadedPolicy, PolicyError, default_policy
@@ -171,6 +174,7 @@ class Extra(_Section):
     problems: tuple[str, ...] = ()
     remedy: str | None = None
     tampered: bool = False  # its problems are state changed behind oms: exit 3, not 4
+    warnings: tuple[str, ...] = ()  # said, each with its remedy; never "not ready"
 
 
 RepoCheck = Callable[[Repo], Extra | None]  # None: nothing to check here (no section)
@@ -200,6 +204,7 @@ class Doctor(_Section):
     egress: auth.Egress
     toolchains: tuple[ToolchainState, ...] = ()  # of the base's policy; absent when none
     extra: tuple[Extra, ...] = ()  # sections added by the caller, after `evidence`
+    warnings: tuple[str, ...] = ()  # what a user should fix, though the next gate would run
     problems: tuple[str, ...]
     remedies: tuple[str, ...]
 
@@ -228,6 +233,8 @@ class Doctor(_Section):
             out[name] = getattr(self, name).to_json()
         if self.toolchains:
             out["toolchains"] = [t.to_json() for t in self.toolchains]
+        if self.warnings:  # absent when there are none: today's reports stay byte for byte
+            out["warnings"] = list(self.warnings)
         return {**out, "problems": list(self.problems), "remedies": list(self.remedies),
                 "ready": self.ready}  # fmt: skip
 
@@ -392,11 +399,43 @@ def _evidence(repo: Repo, key_ok: bool, p: _Problems) -> EvidenceSection:
                          first_bad_seq=rep.first_bad_seq, reason=rep.reason)  # fmt: skip
 
 
+NO_PLAN_REMEDY = ("`oms init` at a terminal offers a starter oms.toml (or `oms policy init`); "
+                  "commit it on the default branch")  # fmt: skip
+
+
+def _plan(repo: Repo, p: _Problems) -> None:
+    """An initialised repository whose default branch has no verification plan: every
+    candidate would be BLOCKED. (Before `oms init`, and without a default branch, the
+    report says what else is missing, not this.)"""
+    try:
+        commit, loaded = base_policy(repo)
+    except (OmsError, PolicyError):
+        return  # no default branch yet, or its policy is invalid: said elsewhere
+    if not loaded.policy.checks:
+        p.add(f"the default branch's policy ({commit[:12]}) has no verification plan: every "
+              "candidate would be BLOCKED", NO_PLAN_REMEDY)  # fmt: skip
+
+
+def _inputs(repo: Repo, p: _Problems) -> bool:
+    """Every lock the base's toolchains name is committed there (False: a problem said)."""
+    try:
+        branch, commit = default_branch_ref(repo)
+        loaded = read_policy_at(repo, commit)
+    except (OmsError, PolicyError):
+        return True  # no default branch or an invalid policy: said elsewhere
+    found = input_problems(repo, loaded.policy, branch, commit, worktree=False)
+    for problem in found:
+        p.add(problem.message, "commit it on the default branch, then `oms toolchain prepare`")
+    return not found
+
+
 def _toolchains(repo: Repo, head: LoadedPolicy, p: _Problems) -> tuple[ToolchainState, ...]:
     """The base's toolchains that its plan uses: the next gate refuses any that is not
     intact, unless the policy lets the gate prepare it first."""
     if not head.policy.toolchains:
         return ()  # nothing to build (and a repository without a default branch yet is fine)
+    if not _inputs(repo, p):
+        return ()
     try:
         _, loaded = base_policy(repo)
         used = {c.toolchain for c in loaded.policy.checks if c.toolchain}
@@ -426,6 +465,10 @@ def _extra(repo: Repo, checks: Sequence[RepoCheck], p: _Problems) -> tuple[Extra
     return found
 
 
+def _warnings(extra: Sequence[Extra]) -> tuple[str, ...]:
+    return tuple(w for e in extra for w in e.warnings)
+
+
 def doctor(repo_dir: Path, here: auth.AgentSandbox, checks: Sequence[RepoCheck] = ()) -> Doctor:
     """The report; `ready` means no check found a problem the next gate would refuse on.
     `here`: whether this process is inside an oms agent sandbox (the caller knows).
@@ -440,6 +483,8 @@ def doctor(repo_dir: Path, here: auth.AgentSandbox, checks: Sequence[RepoCheck] 
     gitleaks = _gitleaks(found.loaded, p)
     key = _key(p)
     evidence = _evidence(found.repo, isinstance(key, KeyOk), p) if found.repo else None
+    if found.repo and evidence is not None and not isinstance(evidence, EvidenceUninitialised):
+        _plan(found.repo, p)
     extra = _extra(found.repo, checks, p) if found.repo else ()
     toolchains = _toolchains(found.repo, found.loaded, p) if found.repo and not here.inside else ()
     who = auth.authority(here)  # a readable key outside a sandbox is reported, never "not ready"
@@ -460,6 +505,7 @@ def doctor(repo_dir: Path, here: auth.AgentSandbox, checks: Sequence[RepoCheck] 
         egress=auth.egress(found.loaded),
         toolchains=toolchains,
         extra=extra,
+        warnings=_warnings(extra),
         problems=tuple(p.problems),
         remedies=tuple(p.remedies),
     )
