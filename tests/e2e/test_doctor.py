@@ -24,6 +24,7 @@ import pytest
 import rfc8785
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from support.repos import commit_policy
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 EXIT_OK, EXIT_UNAVAILABLE = 0, 4
@@ -117,9 +118,10 @@ def test_doctor_is_not_ready_when_the_next_gate_would_refuse(
 
 
 def test_doctor_is_ready_on_an_initialised_repository_with_intact_evidence(
-    git_repo: Path, oms_json: OmsJson
+    git_repo: Path, oms_json: OmsJson, oms_env: dict[str, str]
 ) -> None:
     _init(oms_json, git_repo)
+    commit_policy(git_repo, env=oms_env)  # a plan: without one the doctor is not ready
     code, report = oms_json(["doctor", "--repo", git_repo])
     assert code == EXIT_OK, report
     assert report["ready"] is True and report["problems"] == []

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.repos import commit_policy
 from support.work import facts, new_ticket, nonce, open_work, outcome
 
 from evidence import Draft
@@ -27,8 +28,9 @@ class Crash(Exception):
 
 
 @pytest.fixture
-def repo(git_repo: Path, oms_json: OmsJson) -> Path:
+def repo(git_repo: Path, oms_json: OmsJson, oms_env: dict[str, str]) -> Path:
     assert oms_json(["init", "--repo", git_repo])[0] == EXIT_OK
+    commit_policy(git_repo, env=oms_env)  # a plan: without one the doctor is not ready
     return git_repo
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from support.oms import parse_single_json
+from support.repos import commit_policy as commit_plan
 from support.repos import git as _git
 from support.repos import make_repo
 from support.sandbox import SH, cli_env, sandbox_toml
@@ -237,6 +238,7 @@ def test_doctor_reports_ready_with_system_bwrap_and_passing_probe(
     env = cli_env(state)
     code, _ = run_cli_json(oms("init", "--repo", str(repo), "--json"), env)
     assert code == 0
+    commit_plan(repo)  # a plan: without one the doctor is not ready
     code, report = run_cli_json(oms("doctor", "--repo", str(repo), "--json"), env)
     assert code == 0, report
     assert report["ready"] is True

@@ -117,3 +117,17 @@ def commit_on(
     sha = git(repo, "commit-tree", tree, "-p", parent_sha, "-m", message, env=env).strip()
     git(repo, "update-ref", f"refs/heads/{branch}", sha, env=env)
     return sha
+
+
+# The smallest policy with a verification plan: `oms doctor` is not ready on an initialised
+# repository whose default branch has none (every candidate would be BLOCKED).
+PLAN_POLICY = 'version = 1\n\n[[checks]]\nname = "unit"\ncmd = ["true"]\n'
+
+
+def commit_policy(repo: Path, *, env: Mapping[str, str] | None = None,
+                  text: str = PLAN_POLICY) -> str:  # fmt: skip
+    """Write `oms.toml` and commit it on the current branch; the new commit."""
+    write_files(repo, {"oms.toml": text})
+    git(repo, "add", "oms.toml", env=env)
+    git(repo, "commit", "-q", "-m", "oms policy", env=env)
+    return git(repo, "rev-parse", "HEAD", env=env).strip()
