@@ -259,6 +259,7 @@ def test_doctor_warns_but_stays_ready_when_kernel_memory_cannot_be_capped(
 ) -> None:
     code, _ = run_cli_json(oms("init", "--repo", str(repo), "--json"), cli_env(state))
     assert code == 0
+    commit_plan(repo)  # a plan: without one the doctor is not ready
     no_cgroup = cgroup.Support(None, "no cgroup v2 with memory delegated (test)")
     monkeypatch.setattr(doctor_mod, "cgroup_support", lambda: no_cgroup)
     monkeypatch.setattr(cgroup, "support", lambda: no_cgroup)
