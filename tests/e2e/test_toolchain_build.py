@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from support import toolchains as data
 from support.repos import make_repo
+from uv import find_uv_bin
 
+from gatekeeper.gates.toolchain import kinds
 from gatekeeper.gates.toolchain.build import BuildRequest, build, runtime_of
 from gatekeeper.gates.toolchain.tree import ToolchainUnavailable
 from gatekeeper.repo.git import open_repo
@@ -138,13 +140,59 @@ def test_uv_builds_the_locked_project_with_its_dev_group(tmp_path: Path) -> None
     assert not list(req.dest.glob("lib/python*/site-packages/pip"))
 
 
-def test_uv_missing_from_path_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_uv_of_the_oms_install_is_used_whatever_the_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     assert shutil.which("uv") is None
-    with pytest.raises(ToolchainUnavailable, match=r"^toolchain u: uv not found on PATH"):
+    assert kinds.find_uv() == find_uv_bin()  # oms depends on uv: its wheel's binary
+    runtime_of(Toolchain(name="u", kind="uv", lock="uv.lock"))
+
+
+def test_uv_missing_from_the_install_and_path_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def gone() -> str:
+        raise FileNotFoundError("uv")
+
+    monkeypatch.setattr(kinds, "find_uv_bin", gone)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ToolchainUnavailable, match=r"^toolchain u: uv not found; reinstall oms"):
         runtime_of(Toolchain(name="u", kind="uv", lock="uv.lock"))
+
+
+EXTRAS_PYPROJECT = """[project]
+name = "demo"
+version = "0.1"
+requires-python = ">=3.11"
+dependencies = ["iniconfig"]
+
+[project.optional-dependencies]
+test = ["pytest"]
+"""
+
+
+def test_uv_installs_the_test_extra_the_plan_needs(tmp_path: Path) -> None:
+    """pytest in [project.optional-dependencies] test, not in a group: it is installed
+    (without it, a check fails "No module named pytest", blamed on the candidate)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(EXTRAS_PYPROJECT)
+    uv = kinds.find_uv()
+    assert uv is not None
+    subprocess.run([uv, "lock", "--no-config", "--python", sys.executable, "--quiet"],
+                   cwd=proj, check=True, timeout=300)  # fmt: skip
+    tc = Toolchain(name="u", kind="uv", lock="uv.lock")
+    req = request(tmp_path, tc, {"uv.lock": (proj / "uv.lock").read_text(),
+                                 "pyproject.toml": EXTRAS_PYPROJECT})  # fmt: skip
+    build(req)
+    out = subprocess.run(
+        [str(req.dest / "bin" / "python"), "-I", "-c", "import iniconfig, pytest; print('ok')"],
+        capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert out.stdout.strip() == "ok"
 
 
 def test_python_venv_refuses_a_lock_that_installs_pip(tmp_path: Path) -> None:

@@ -105,7 +105,9 @@ def _python_runtime(tc: Toolchain) -> Runtime:
 def _uv_version(tc: Toolchain) -> str:
     uv = kinds.find_uv()
     if uv is None:
-        raise ToolchainUnavailable(f"toolchain {tc.name}: uv not found on PATH; install uv>=0.5")
+        raise ToolchainUnavailable(
+            f"toolchain {tc.name}: uv not found; reinstall oms (it depends on uv)"
+        )
     first = _probe(tc, "uv version probe", [uv, "--version"], dict(PROBE_ENV))[0]
     return " ".join(first.split()[:2])  # "uv 0.13.9 (x86_64-…)" -> "uv 0.13.9"
 
