@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.gates.toolchain.inputs import input_problems
 from gatekeeper.gates.toolchain.lock import lock as make_lock
-from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_committed_file, read_policy_at
 from gatekeeper.repo.refs import default_branch_ref, resolve_commit
-from policy import MAX_POLICY_BYTES, POLICY_FILE, Policy, parse_policy, policy_json
+from policy import MAX_POLICY_BYTES, POLICY_FILE, Policy, PolicyError, parse_policy, policy_json
 from policy.issues import PolicyIssue, check_policy_text
 from policy.templates import TEMPLATES, Project, TemplateName, starter_text
 
@@ -229,13 +229,21 @@ class Offer:
         return _lock_needed(self.top, self.starter) if self.starter else None
 
 
+def _committed(repo: Repo, commit: str) -> bool:
+    """An oms.toml at `commit`, even one the gates refuse (`oms doctor` says why)."""
+    try:
+        return read_committed_file(repo, commit, POLICY_FILE) is not None
+    except PolicyError:
+        return True
+
+
 def offer_starter(repo_dir: Path) -> Offer:
     repo = open_repo(repo_dir)
     try:
         branch, commit = default_branch_ref(repo)
     except UsageError:
         branch, commit = None, None
-    if commit is not None and read_committed_file(repo, commit, POLICY_FILE) is not None:
+    if commit is not None and _committed(repo, commit):
         return Offer("on_default_branch", repo.top, branch)
     if os.path.lexists(repo.top / POLICY_FILE):
         return Offer("in_worktree", repo.top, branch)
