@@ -49,7 +49,8 @@ def test_each_starter_check_declares_its_test_report() -> None:
                for name, p in PROJECTS.items()}  # fmt: skip
     assert reports == {"python-venv": "pytest", "python-requirements-txt": "pytest",
                        "python-uv": "pytest", "python-no-lock-yet": "pytest",
-                       "node-npm-test": None, "node-test": "node-test", "go": "go-test"}  # fmt: skip
+                       "node-npm-test": None, "node-test": "node-test",
+                       "go": "go-test"}  # fmt: skip
 
 
 def test_every_section_is_explained() -> None:
