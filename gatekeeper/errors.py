@@ -4,6 +4,8 @@ Exit codes (DESIGN.md, shared by all commands):
   0 done / passed / intact      1 checks ran and failed (retryable)
   2 usage or configuration      3 blocked by policy or tampering
   4 unavailable: nothing was run
+  130 interrupted by the user (Ctrl-C) where nothing changed or at a prompt; a gate
+      interrupted records UNAVAILABLE and exits 4 (gates/result/pipeline.py)
 
 Every refusal raised in `gatekeeper` is an `OmsError`: it knows its `kind`, its exit code
 and, when the refusal was recorded, the `data` shown with it (the evidence seq, the
@@ -25,6 +27,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BLOCKED = 3
 EXIT_UNAVAILABLE = 4
+EXIT_INTERRUPTED = 130  # as a shell reports a process that SIGINT ended (128 + 2)
 
 # The one table: every kind of refusal and its exit code.
 EXIT_CODES: Mapping[str, int] = {
@@ -35,6 +38,7 @@ EXIT_CODES: Mapping[str, int] = {
     "tampered": EXIT_BLOCKED,
     "unavailable": EXIT_UNAVAILABLE,
     "internal": EXIT_UNAVAILABLE,  # a bug: fail closed, as if nothing could be trusted
+    "interrupted": EXIT_INTERRUPTED,
 }
 
 
@@ -93,6 +97,12 @@ class Unavailable(OmsError):
     kind = "unavailable"
 
 
+class Interrupted(OmsError):
+    """The user pressed Ctrl-C (SIGINT) at a prompt or in a command that changes nothing."""
+
+    kind = "interrupted"
+
+
 class InternalError(OmsError):
     """An unexpected exception: reported in one line, exit 4, never a traceback."""
 
@@ -111,7 +121,8 @@ _FOUNDATION: tuple[tuple[type[BaseException], type[OmsError]], ...] = (
 
 
 _BY_KIND: Mapping[str, type[OmsError]] = {
-    c.kind: c for c in (UsageError, ConfigError, NotFound, Blocked, Tampered, Unavailable)
+    c.kind: c
+    for c in (UsageError, ConfigError, NotFound, Blocked, Tampered, Unavailable, Interrupted)
 } | {"internal": InternalError}
 
 

@@ -176,6 +176,15 @@ def _usage(args: Sequence[str], message: str) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
+def _interrupted(args: Sequence[str]) -> NoReturn:
+    """Ctrl-C (SIGINT) where no gate turned it into a recorded interruption: exit 130."""
+    from gatekeeper.errors import Interrupted
+
+    err = Interrupted("interrupted by Ctrl-C")
+    emit_error("--json" in args, err.exit_code, err.kind, err.message)
+    sys.exit(err.exit_code)
+
+
 # -- inside an oms agent sandbox (gatekeeper/agent/inside.py) -----------------------------
 
 # What still runs as usual inside: it answers about this process only (`oms hook` scans
@@ -277,7 +286,9 @@ def main(argv: list[str] | None = None) -> None:
         # stdout, exit 0. click 8.2 makes it a usage error (exit 2, help on stderr).
         click.echo(exc.ctx.get_help())
         sys.exit(0)
-    except click.Abort:
+    except click.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # click's answer to Ctrl-C
+            _interrupted(args)
         _usage(args, "aborted")
     except click.ClickException as exc:
         _usage(args, exc.format_message())

@@ -944,19 +944,23 @@ def test_every_result_start_in_the_log_has_exactly_one_result(world: World) -> N
     assert starts and sorted(answered) == starts
 
 
-def test_sigterm_during_a_check_records_an_interruption_and_removes_the_scratch(
-    world: World,
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_during_a_check_records_an_interruption_and_removes_the_scratch(
+    world: World, signum: signal.Signals
 ) -> None:
+    """SIGTERM, and Ctrl-C (SIGINT) too: during a gate it is a recorded interruption
+    (UNAVAILABLE, exit 4), not the exit 130 of a command that changes nothing."""
     started = "open('oms-check-started', 'w').close(); import time; time.sleep(60)"
     check = {"name": "sleeper", "cmd": [PY, "-c", started], "timeout_s": 120}
-    world.base_with_policy("base/term", policy_toml([check]))
-    world.commit("cand/term", {"README.md": "term\n"}, parent="base/term")
+    base, cand = f"base/{signum.name}", f"cand/{signum.name}"
+    world.base_with_policy(base, policy_toml([check]))
+    world.commit(cand, {"README.md": "term\n"}, parent=base)
     # The sandbox user must reach the scratch copy: not below pytest's private tmp dir.
     scratch_dir = Path(tempfile.mkdtemp(prefix="oms-test-scratch-", dir="/dev/shm"))
     scratch_dir.chmod(0o755)
-    args = ["process-result", "--repo", str(world.repo), "--candidate", "cand/term",
+    args = ["process-result", "--repo", str(world.repo), "--candidate", cand,
             "--json"]  # fmt: skip
-    world.set_default_branch("base/term")  # the policy (its plan: the sleeper) comes from there
+    world.set_default_branch(base)  # the policy (its plan: the sleeper) comes from there
     proc = subprocess.Popen(
         [sys.executable, "-m", "gatekeeper", *args],
         cwd=world.root,
@@ -970,7 +974,7 @@ def test_sigterm_during_a_check_records_an_interruption_and_removes_the_scratch(
         while not list(scratch_dir.glob("oms-scratch-*/oms-check-started")):
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -980,7 +984,7 @@ def test_sigterm_during_a_check_records_an_interruption_and_removes_the_scratch(
     world.outputs += [stdout, stderr]
     out = parse_single_json(subprocess.CompletedProcess(args, proc.returncode, stdout, stderr))
     assert proc.returncode == EXIT_UNAVAILABLE and out["decision"] == UNAVAILABLE
-    assert "interrupted by SIGTERM" in out["error"]["message"]
+    assert f"interrupted by {signum.name}" in out["error"]["message"]
     _one_result_follows_start(world, out["evidence_seq"], UNAVAILABLE, "interrupted")
     left = list(scratch_dir.glob("oms-scratch-*"))
     shutil.rmtree(scratch_dir, ignore_errors=True)

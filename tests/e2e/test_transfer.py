@@ -746,6 +746,23 @@ def test_approval_at_a_pseudo_terminal(
         assert tx.entries("transfer.approve") == []
 
 
+def test_ctrl_c_at_the_approval_prompt_exits_130_and_approves_nothing(
+    make_tx: Callable[..., Tx],
+) -> None:
+    tx = make_tx(SOURCES)
+    res = tx.preview("paths", ("docs",), to=OTHER_DEST)
+    digest, code = approval_command(res)
+    # Ctrl-C typed at the terminal: the line discipline sends SIGINT to the foreground group.
+    rc, out, err, screen = approve_at_pty(tx, digest, code, b"\x03")
+    assert "Approve this transfer?" in screen
+    obj = json.loads(out)
+    assert rc == 130 and obj["oms_exit_code"] == 130, (out, err)
+    assert obj["error"]["kind"] == "interrupted"
+    assert obj["error"]["message"] == "interrupted by Ctrl-C"
+    assert tx.entries("transfer.approve") == []
+    assert tx_state.show(tx.repo, digest).to_json()["status"] == "previewed"
+
+
 # --------------------------------------------------------------------------------------
 # Autopilot: bounded, from the default branch's policy, never with findings
 # --------------------------------------------------------------------------------------

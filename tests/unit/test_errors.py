@@ -42,9 +42,10 @@ from policy import PolicyError
 from sandbox import ProfileError, SandboxUnavailable
 from sandbox.deadline import BudgetExpired
 
-# DESIGN.md: 2 usage/configuration, 3 blocked by policy or tampering, 4 unavailable.
+# DESIGN.md: 2 usage/configuration, 3 blocked by policy or tampering, 4 unavailable,
+# 130 interrupted by the user (Ctrl-C).
 WANT_EXIT = {"usage": 2, "policy": 2, "not_found": 2, "blocked": 3, "tampered": 3,
-             "unavailable": 4, "internal": 4}  # fmt: skip
+             "unavailable": 4, "internal": 4, "interrupted": 130}  # fmt: skip
 
 
 def test_every_kind_has_its_exit_code() -> None:
@@ -103,7 +104,7 @@ SPECIAL: dict[type[OmsError], Callable[[str], OmsError]] = {
 KINDS = {
     "UsageError": "usage", "ConfigError": "policy", "NotFound": "not_found",
     "Blocked": "blocked", "Tampered": "tampered", "Unavailable": "unavailable",
-    "InternalError": "internal",
+    "InternalError": "internal", "Interrupted": "interrupted",
     "GitError": "usage", "ScratchError": "usage", "ScratchLimit": "usage",
     "ScratchCleanupError": "unavailable", "RemoteRefused": "blocked",
     "ChangeTooLarge": "blocked", "FileRefused": "usage", "Missing": "usage",

@@ -50,11 +50,13 @@ from gatekeeper.repo.scratch import ScratchError
 
 MAX_LISTED = 200  # findings/reasons listed in the entry; the full list goes in a blob
 DUPLICATE_PATH = "the candidate tree holds a path twice; it cannot be copied exactly"
-INTERRUPT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+# Ctrl-C (SIGINT) too: during a gate it is an interruption recorded as UNAVAILABLE (exit 4),
+# not the CLI's exit 130 for a command that changes nothing.
+INTERRUPT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 class GateInterrupted(Unavailable):
-    """SIGTERM or SIGHUP arrived while the gate ran: nothing it was doing counts."""
+    """SIGTERM, SIGHUP or SIGINT arrived while the gate ran: nothing it was doing counts."""
 
 
 @dataclass
@@ -171,7 +173,7 @@ class _Pending:
 
 @contextmanager
 def interruptible() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise GateInterrupted in the main thread while the gate runs,
+    """SIGTERM, SIGHUP and SIGINT raise GateInterrupted in the main thread while the gate runs,
     so that every `finally` (scratch removal, sandbox kill) runs and the gate records
     the interruption; the previous handlers are restored afterwards."""
     if threading.current_thread() is not threading.main_thread():
