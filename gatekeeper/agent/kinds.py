@@ -152,7 +152,8 @@ def require_keys(kind: Kind, egress: Egress, held: Collection[Provider]) -> None
     envs = " or ".join(KEY_ENV[p] for p in wanted)
     files = " or ".join(f"$OMS_HOME/providers/{p}" for p in wanted)
     raise Unavailable(f"--egress api needs a provider API key oms holds: set {envs} in oms' "
-                      f"own environment or write it to {files} (one line, chmod 600)")  # fmt: skip
+                      f"own environment or write it to {files} (one line, chmod 600); "
+                      "with a subscription login instead, use --egress tunnel")  # fmt: skip
 
 
 def provider_env(provider: Provider, relay_url: str) -> tuple[tuple[str, str], ...]:

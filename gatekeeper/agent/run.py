@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import gatekeeper
 from evidence import Draft, EvidenceStore, Payload, state_root
-from gatekeeper.agent import inside
+from gatekeeper.agent import inside, logins
 from gatekeeper.agent.collect_deadline import CollectTimeout
 from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
 from gatekeeper.agent.egress_config import Provider
@@ -137,6 +137,9 @@ class AgentRunOutcome(BaseModel):
     egress: EgressCounts
     # FIFOs, sockets and devices the agent left: never opened, not in the candidate.
     special_files: tuple[SpecialFile, ...] = ()
+    # `--egress tunnel` with a CLI kind: what became of its login (gatekeeper/agent/logins.py):
+    # "saved", "unchanged", "none" or "refused: …"; None otherwise.
+    login: str | None = None
     # Capture mode: stdout as kept (up to the output cap) for in-process callers such as
     # the provider adapters; never part of the JSON.
     stdout_kept: bytes | None = Field(default=None, exclude=True, repr=False)
@@ -180,6 +183,8 @@ class _Run:
     broker: Broker | None = None
     totals: EgressTotals | None = None
     started: bool = False  # the start entry is written
+    login_seed: bytes | None = None  # the stored login copied into the fresh config dir
+    login: str | None = None  # what became of it when the agent ended
 
 
 def _unless_started(run: _Run) -> None:
@@ -210,7 +215,11 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
         result: AgentResult | None = None
         try:
             with _interrupts_refused():
-                result = _execute(run, profile)
+                try:
+                    result = _execute(run, profile)
+                finally:  # a refreshed login is kept however the agent ended
+                    run.login = logins.save(req.agent, run.egress, run.run_dir / "home",
+                                            run.login_seed)  # fmt: skip
                 collected = _collect(run)
         except BaseException as exc:  # Ctrl-C included: the end entry is written on every way out
             end_seq = _record_end(run, result, _stop_egress(run), None, failure=exc)
@@ -307,6 +316,7 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
                _Recorder(store, run_id))  # fmt: skip
     stack.callback(_unless_started, run)
     run.canary = plant_canary(run_id)
+    run.login_seed = logins.seed(req.agent, egress, run_dir / "home")
     return run
 
 
@@ -502,5 +512,5 @@ def _outcome(run: _Run, result: AgentResult, totals: EgressTotals, collected: Co
         egress=EgressCounts(requests=totals.requests, forwarded=totals.forwarded,
                             redacted=totals.redacted, blocked=totals.blocked,
                             no_key=totals.no_key),
-        special_files=collected.special,
+        special_files=collected.special, login=run.login,
     )  # fmt: skip

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from evidence import state_root
-from gatekeeper.agent import inside
+from gatekeeper.agent import inside, logins
 from gatekeeper.agent.kinds import KindSetup
 from gatekeeper.agent.payloads import EgressMode
 from gatekeeper.repo.git import Repo
@@ -51,10 +51,11 @@ def agent_env(run_id: str, egress: EgressMode, kind: KindSetup, env_allow: Seque
 
 
 def hidden_paths(repo: Repo, profile: AgentProfile, environ: Mapping[str, str]) -> list[str]:
-    """What the probe must find absent inside: oms' state, the repository, the user's
-    secrets and sockets (a parent of a read-only bind excepted: bwrap makes it)."""
+    """What the probe must find absent inside: oms' state, the repository, the stored
+    subscription logins, the user's secrets and sockets (a parent of a read-only bind
+    excepted: bwrap makes it)."""
     wanted = [str(state_root()), str(repo.top), str(repo.common_dir),
-              *host_secret_paths(environ)]  # fmt: skip
+              *logins.hidden(environ), *host_secret_paths(environ)]  # fmt: skip
     inside_binds = [p for _, p in profile.ro_paths]
     return sorted({
         w for w in wanted

@@ -73,6 +73,27 @@ def _apart(a: Path, b: Path) -> bool:
     return not _inside(a, b) and not _inside(b, a)
 
 
+def data_home(environ: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_DATA_HOME`, else `~/.local/share`: where oms keeps what a run needs outside
+    `$OMS_HOME` (the workspaces, the subscription logins)."""
+    env = os.environ if environ is None else environ
+    if env.get("XDG_DATA_HOME"):
+        return Path(env["XDG_DATA_HOME"]).expanduser().absolute()
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    return home / ".local" / "share"
+
+
+def outside_state(root: Path, what: str, remedy: str,
+                  environ: Mapping[str, str] | None = None) -> Path:  # fmt: skip
+    """`root`, unless it and the state root contain one another (ConfigError): what is
+    bound into an agent's sandbox, or copied into it, never lies in `$OMS_HOME`."""
+    env = os.environ if environ is None else environ
+    if not _apart(root, state_root(env)):
+        raise ConfigError(f"the agent {what} {root} and the oms state root {state_root(env)} "
+                          f"overlap; set {remedy} outside $OMS_HOME")  # fmt: skip
+    return root
+
+
 def work_root(environ: Mapping[str, str] | None = None) -> Path:
     """`$OMS_WORK_DIR`, else `$XDG_DATA_HOME/oms/work`, else `~/.local/share/oms/work`;
     ConfigError when it and the state root contain one another (the agent's workspace is
@@ -80,15 +101,9 @@ def work_root(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get("OMS_WORK_DIR"):
         root = Path(env["OMS_WORK_DIR"]).expanduser().absolute()
-    elif env.get("XDG_DATA_HOME"):
-        root = Path(env["XDG_DATA_HOME"]).expanduser().absolute() / "oms" / "work"
     else:
-        home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-        root = home / ".local" / "share" / "oms" / "work"
-    if not _apart(root, state_root(env)):
-        raise ConfigError(f"the agent work dir {root} and the oms state root {state_root(env)} "
-                          "overlap; set OMS_WORK_DIR outside $OMS_HOME")  # fmt: skip
-    return root
+        root = data_home(env) / "oms" / "work"
+    return outside_state(root, "work dir", "OMS_WORK_DIR", env)
 
 
 def new_run_id(now: datetime | None = None) -> str:

@@ -456,6 +456,8 @@ def agent_lines(data: Data) -> list[str]:
     lines = [f"oms agent run {data['run_id']}: {status}; egress {data['egress_mode']}: "
              f"{eg['requests']} requests, {eg['forwarded']} forwarded, {eg['redacted']} "
              f"redacted, {eg['blocked']} blocked"]  # fmt: skip
+    if data.get("login"):  # --egress tunnel: the CLI's subscription login (docs/agent.md)
+        lines.append(f"login: {sanitize(data['login'], 120)}")
     if data["candidate"]:
         ref = data["candidate_ref"]
         lines.append(f"candidate {data['candidate'][:12]} as {ref}")
