@@ -72,9 +72,19 @@ def _write(kind: Kind, fn: Callable[..., Outcome]) -> Callable[..., Outcome]:
         where = plan(formats, outputs, as_json)
         for _, path in where.files:  # refused before a long gate runs, and again at writing
             check_output(path)
-        outcome = fn(*args, **kwargs)
-        report = Report(kind, outcome.data, outcome.code, outcome.lines, _root(kwargs.get("repo")),
-                        Path.cwd() if kind == "scan" else None)  # fmt: skip
+        root, cwd = _root(kwargs.get("repo")), Path.cwd() if kind == "scan" else None
+        try:
+            outcome = fn(*args, **kwargs)
+        except OmsError as exc:
+            # A gate that recorded its verdict and then refused (UNAVAILABLE, or BLOCKED by a
+            # refusal) writes its files too: a job summary says what happened on every outcome.
+            if exc.data is not None and "decision" in exc.data:
+                error = {"kind": exc.kind, "message": exc.message}
+                report = Report(kind, {**exc.data, "error": error}, exc.exit_code, None, root)
+                for fmt, path in where.files:
+                    write_output(path, render(fmt, report))
+            raise
+        report = Report(kind, outcome.data, outcome.code, outcome.lines, root, cwd)
         for fmt, path in where.files:
             write_output(path, render(fmt, report))
         if where.stdout in ("text", "json"):  # render.command prints these as it always has

@@ -5,8 +5,11 @@ composite action's steps, substitutes the `${{ }}` expressions of each step's `e
 only place they may appear: no `run:` script holds one, so an untrusted value can never
 become shell code), sets GITHUB_ACTION_PATH, GITHUB_WORKSPACE, GITHUB_STEP_SUMMARY,
 GITHUB_OUTPUT and RUNNER_TEMP, and runs each script as GitHub runs `shell: bash`
-(`bash --noprofile --norc -eo pipefail FILE`). `uses:` steps (setup-python, upload-sarif)
-are GitHub's own and are not run; the SARIF they would upload is validated instead.
+(`bash --noprofile --norc -eo pipefail FILE`), skipping a step whose `if:` (only the form
+`steps.ID.outputs.NAME != ''` is understood) is false. `uses:` steps (setup-python,
+actions/cache, upload-sarif) are GitHub's own and are not run: the SARIF upload-sarif would
+upload is validated instead, and actions/cache is played by hand (its paths, taken from
+action.yml, are kept across a wiped runner temp dir, as a restore would put them back).
 
 The install step runs for real: pip installs a copy of this checkout into a fresh venv
 whose dependencies come from the shared venv (a path entry, so nothing but the build
@@ -88,6 +91,7 @@ class Runner:
         self.summary = tmp / "step-summary.md"
         self.summary.write_text("")
         self.outputs: dict[str, dict[str, str]] = {}
+        self.logs: dict[str, str] = {}  # step name -> its stdout and stderr
 
     def value(self, expr: str, inputs: Mapping[str, str]) -> str:
         known = {"github.action_path": str(self.action_dir),
@@ -100,14 +104,25 @@ class Runner:
             return self.outputs.get(step, {}).get(name, "")
         return known[expr]
 
-    def run(self, inputs: Mapping[str, str]) -> list[int]:
-        codes = []
+    def sub(self, text: str, inputs: Mapping[str, str]) -> str:
+        return EXPR.sub(lambda m: self.value(m.group(1), inputs), text)
+
+    def wanted(self, step: Mapping[str, Any], inputs: Mapping[str, str]) -> bool:
+        cond = step.get("if")
+        if cond is None:
+            return True
+        m = re.fullmatch(r"(steps\.[\w-]+\.outputs\.[\w-]+) != ''", cond)
+        assert m, f"the stand-in runner does not understand if: {cond}"
+        return self.value(m.group(1), inputs) != ""
+
+    def run(self, inputs: Mapping[str, str], skip: tuple[str, ...] = ()) -> dict[str, int]:
+        """Each `run:` step wanted, by name: its exit code."""
+        codes = {}
         for n, step in enumerate(action()["runs"]["steps"]):
-            if "run" not in step:
+            if "run" not in step or step["name"] in skip or not self.wanted(step, inputs):
                 continue
-            env = {k: EXPR.sub(lambda m: self.value(m.group(1), inputs), str(v))
-                   for k, v in step.get("env", {}).items()}  # fmt: skip
-            codes.append(self.step(n, step, env))
+            env = {k: self.sub(str(v), inputs) for k, v in step.get("env", {}).items()}
+            codes[step["name"]] = self.step(n, step, env)
         return codes
 
     def step(self, n: int, step: Mapping[str, Any], env: Mapping[str, str]) -> int:
@@ -123,6 +138,7 @@ class Runner:
                  "GITHUB_STEP_SUMMARY": str(self.summary), "GITHUB_OUTPUT": str(out_file)},
             capture_output=True, text=True, timeout=900, check=False,
         )  # fmt: skip
+        self.logs[step["name"]] = proc.stdout + proc.stderr
         if "id" in step:
             pairs = (line.split("=", 1) for line in out_file.read_text().splitlines() if line)
             self.outputs[step["id"]] = dict(pairs)
@@ -177,8 +193,12 @@ def test_the_action_steps_gate_a_real_candidate(
     runner = Runner(tmp_path, workspace, copy_of_checkout(tmp_path / "action"), env)
     inputs = {"base": base, "head": head, "default-branch": HOSTILE_BRANCH,
               "python-version": "3.11", "upload-sarif": "true"}  # fmt: skip
-    install, gate, final = runner.run(inputs)
-    assert (install, gate, final) == (0, 0, 3)  # BLOCKED: the job fails with oms' code
+    codes = runner.run(inputs)
+    # BLOCKED: the job fails with oms' code. The policy names no toolchain: no cache, no
+    # prepare step.
+    assert codes == {"Install oms": 0, "Find the base's toolchains": 0,
+                     "Run the result gate": 0, "Fail unless READY_FOR_HUMAN": 3}  # fmt: skip
+    assert runner.outputs["toolchains"] == {"init-exit": "0", "key": ""}
     assert (tmp_path / "venv" / "bin" / "oms").is_file()  # the step installed it
     assert runner.outputs["gate"]["exit-code"] == "3"
     assert not (workspace / "PWNED").exists() and not (tmp_path / "PWNED").exists()
@@ -192,3 +212,100 @@ def test_the_action_steps_gate_a_real_candidate(
     uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
             for run in sarif["runs"] for r in run["results"]}  # fmt: skip
     assert uris == {"cloud.py"}
+
+
+TOOLCHAIN_POLICY = """version = 1
+
+[[toolchains]]
+name = "vendored"
+kind = "command"
+lock = "vendor.lock"
+cmd = {build}
+
+[[checks]]
+name = "unit"
+cmd = ["/usr/bin/python3", "-m", "unittest", "-q"]
+toolchain = "vendored"
+timeout_s = 60
+"""
+BUILD_OK = '["/bin/sh", "-c", "cp vendor.lock \\"$OMS_TOOLCHAIN_OUT/\\""]'
+BUILD_FAILS = '["/bin/sh", "-c", "exit 7"]'
+
+
+def _toolchain_repo(root: Path, build: str) -> tuple[Path, dict[str, str], str, str]:
+    env = clean_env(root)
+    files = {"oms.toml": TOOLCHAIN_POLICY.format(build=build), "vendor.lock": "v1\n",
+             "mod.py": MOD, "test_mod.py": TEST}  # fmt: skip
+    repo = make_repo(root / "repo", files, env=env)
+    base = git(repo, "rev-parse", "HEAD", env=env).strip()
+    head = commit_on(repo, "pr", {"README.md": "more\n"}, env=env, index=root / "ix",
+                     parent="main")  # fmt: skip
+    return repo, env, base, head
+
+
+def _cached_paths(runner: Runner) -> list[Path]:
+    """The paths of the actions/cache step, as GitHub would expand them."""
+    [step] = [s for s in action()["runs"]["steps"] if str(s.get("uses", "")).startswith(
+        "actions/cache@")]  # fmt: skip
+    assert step["with"]["key"] == "${{ steps.toolchains.outputs.key }}"
+    return [Path(runner.sub(line.strip(), {})) for line in step["with"]["path"].splitlines()
+            if line.strip()]  # fmt: skip
+
+
+def test_the_action_prepares_the_toolchains_under_a_cache_keyed_by_their_ids(
+    tmp_path: Path,
+) -> None:
+    """The base names a toolchain: the key is made of its id, it is prepared in the cached
+    dir, the gate uses it (READY); a second job whose cache brought back only the cached
+    paths (the rest of the runner's temp dir is gone) finds it prepared, not rebuilt."""
+    repo, git_env, base, head = _toolchain_repo(tmp_path / "r", BUILD_OK)
+    env = {**venv_env(tmp_path, tmp_path), **{k: v for k, v in git_env.items() if "GIT" in k}}
+    runner = Runner(tmp_path, repo, copy_of_checkout(tmp_path / "action"), env)
+    inputs = {"base": base, "head": head, "default-branch": "main", "python-version": "3.11",
+              "upload-sarif": "false"}  # fmt: skip
+    codes = runner.run(inputs)
+    assert set(codes.values()) == {0} and "Prepare the toolchains" in codes, codes
+    listed = subprocess.run(
+        ["oms", "toolchain", "list", "--repo", str(repo), "--json"], cwd=repo, check=True,
+        capture_output=True, text=True,
+        env={**env, "OMS_HOME": str(runner.runner_temp / "oms-home"),
+             "OMS_TOOLCHAIN_DIR": str(runner.runner_temp / "oms-toolchains")},
+    )  # fmt: skip
+    [tc] = json.loads(listed.stdout)["policy"]
+    assert tc["state"] == "prepared" and tc["dir"].startswith(str(runner.runner_temp))
+    digest = hashlib.sha256(tc["id"].encode()).hexdigest()
+    assert runner.outputs["toolchains"]["key"].endswith(f"-{digest}")
+    assert runner.summary.read_text().startswith("## oms result gate: ✅ READY_FOR_HUMAN")
+
+    # The next job: a fresh runner temp dir, the cached paths restored where they were.
+    kept = tmp_path / "cache"
+    for n, path in enumerate(_cached_paths(runner)):
+        shutil.move(path, kept / str(n))
+    shutil.rmtree(runner.runner_temp)
+    runner.runner_temp.mkdir()
+    for n, path in enumerate(_cached_paths(runner)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(kept / str(n), path)
+    runner.summary.write_text("")
+    codes = runner.run(inputs, skip=("Install oms",))
+    assert set(codes.values()) == {0}, codes
+    assert "cached" in runner.logs["Prepare the toolchains"], runner.logs
+    assert "built" not in runner.logs["Prepare the toolchains"], runner.logs
+    assert runner.summary.read_text().startswith("## oms result gate: ✅ READY_FOR_HUMAN")
+
+
+def test_a_toolchain_that_cannot_be_prepared_still_gets_its_summary(tmp_path: Path) -> None:
+    """UNAVAILABLE writes the markdown page to the job summary as every other verdict."""
+    repo, git_env, base, head = _toolchain_repo(tmp_path / "r", BUILD_FAILS)
+    env = {**venv_env(tmp_path, tmp_path), **{k: v for k, v in git_env.items() if "GIT" in k}}
+    runner = Runner(tmp_path, repo, copy_of_checkout(tmp_path / "action"), env)
+    inputs = {"base": base, "head": head, "default-branch": "main", "python-version": "3.11",
+              "upload-sarif": "false"}  # fmt: skip
+    codes = runner.run(inputs)
+    assert codes["Prepare the toolchains"] == 0  # it says so; the gate decides
+    assert "could not be prepared" in runner.logs["Prepare the toolchains"]
+    assert runner.outputs["gate"]["exit-code"] == "4"
+    assert codes["Fail unless READY_FOR_HUMAN"] == 4
+    summary = runner.summary.read_text()
+    assert summary.startswith("## oms result gate: ⚠️ UNAVAILABLE"), summary
+    assert "vendored" in summary and "refused before a verdict" not in summary
