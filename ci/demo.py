@@ -1,8 +1,11 @@
-"""`make demo`: oms end to end on a sample repository it creates in a temporary folder.
+"""`make demo`: what a user of oms sees, on a sample repository made in a temporary folder.
 
-Everything happens under one temporary directory (the sample repository and its own
-OMS_HOME), so the demo never touches your real state. Each step prints the command
-and what it answered; the demo exits non-zero if any step answers other than expected.
+Everything happens under one temporary directory (the sample repository, its OMS_HOME,
+toolchains and agent workspaces), so the demo never touches your real state. Each step says
+in one line why it is there, then shows the command and what it printed, as at a terminal:
+the human output, not `--json` (JSON only where the step is about JSON). The transfer
+approval is typed at a real pseudo-terminal, because oms reads a human's yes only there.
+The demo stops with a clear message at the first step that answers other than expected.
 """
 
 from __future__ import annotations
@@ -10,15 +13,26 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pty
+import re
 import secrets
+import select
 import shlex
 import string
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 OMS = [sys.executable, "-m", "gatekeeper"]
+PROMPT = b"Type 'yes'"
+TERMINAL_TIMEOUT_S = 120
+APPROVE = re.compile(r"oms transfer approve (sha256:[0-9a-f]{64}) --code ([0-9a-f]+)")
+
+
+class DemoFailed(Exception):
+    """A step answered other than the demo expects."""
 
 
 class Demo:
@@ -26,52 +40,84 @@ class Demo:
         self.work = work
         self.repo = work / "sample-repo"
         self.env = {**os.environ, "OMS_HOME": str(work / "oms-home"),
-                    "OMS_WORK_DIR": str(work / "agent-work")}  # fmt: skip
-        self.failures = 0
+                    "OMS_WORK_DIR": str(work / "agent-work"),
+                    "OMS_TOOLCHAIN_DIR": str(work / "toolchains")}  # fmt: skip
+        self.steps = 0
 
-    def sh(self, *argv: str, cwd: Path | None = None) -> None:
-        subprocess.run(argv, cwd=cwd or self.repo, check=True, env=self.env, capture_output=True)
+    def why(self, text: str) -> None:
+        self.steps += 1
+        print(f"\n{self.steps}. {text}")
 
-    def oms(
-        self, *args: str, expect: int = 0, show: bool = True, keys: tuple[str, ...] = ()
-    ) -> dict[str, object]:
-        # `--json` before a `--`: after it, it would be CMD's own argument.
-        cut = args.index("--") if "--" in args else len(args)
-        argv = [*args[:cut], "--json", *args[cut:]]
-        print(f"\n$ oms {shlex.join(argv)}")
-        proc = subprocess.run(
-            [*OMS, *argv], cwd=self.repo, env=self.env, capture_output=True, text=True
-        )
-        out = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    def sh(self, *argv: str, show: bool = False) -> None:
         if show:
-            shown = {k: out.get(k) for k in keys} if keys else out
-            text = json.dumps(shown, indent=2)
-            print(text if len(text) < 1800 else text[:1800] + "\n  …")
-        mark = "ok" if proc.returncode == expect else "UNEXPECTED"
-        print(f"  -> exit {proc.returncode} (expected {expect}) {mark}")
+            print(f"$ {shlex.join(argv)}")
+        subprocess.run(argv, cwd=self.repo, check=True, env=self.env, capture_output=True,
+                       stdin=subprocess.DEVNULL)  # fmt: skip
+
+    def oms(self, *args: str, expect: int = 0, show: bool = True) -> str:
+        """`oms ARGS` as a user runs it: its output shown as printed; its stdout returned."""
+        print(f"$ oms {shlex.join(args)}")
+        proc = subprocess.run([*OMS, *args], cwd=self.repo, env=self.env, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+        if show:
+            for text in (proc.stdout, proc.stderr):
+                if text.strip():
+                    print(_indent(text))
         if proc.returncode != expect:
-            self.failures += 1
-            print(proc.stderr, file=sys.stderr)
-        return out
+            raise DemoFailed(f"`oms {shlex.join(args)}` exited {proc.returncode}, expected "
+                             f"{expect}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")  # fmt: skip
+        return proc.stdout
 
-    def title(self, text: str) -> None:
-        print(f"\n=== {text} ===")
+    def at_terminal(self, *args: str, answer: bytes) -> str:
+        """`oms ARGS` with a pseudo-terminal as its controlling terminal; `answer` typed at
+        its prompt. What the terminal showed."""
+        print(f"$ oms {shlex.join(args)}")
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: the pty is its terminal
+            try:
+                os.chdir(self.repo)
+                os.execve(OMS[0], [*OMS, *args], self.env)  # noqa: S606 -- oms itself, no shell
+            finally:
+                os._exit(127)
+        screen, answered = b"", False
+        deadline = time.monotonic() + TERMINAL_TIMEOUT_S
+        try:
+            while time.monotonic() < deadline:
+                ready, _, _ = select.select([fd], [], [], 1.0)
+                if not ready:
+                    continue
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:  # EIO: the child has closed the terminal
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+                if not answered and PROMPT in screen:
+                    os.write(fd, answer)
+                    answered = True
+            else:
+                os.kill(pid, 9)
+        finally:
+            os.close(fd)
+            _, status = os.waitpid(pid, 0)
+        shown = screen.decode("utf-8", "replace").replace("\r\n", "\n")
+        print(_indent(shown))
+        if not answered or os.waitstatus_to_exitcode(status) != 0:
+            raise DemoFailed(f"`oms {shlex.join(args)}` at the terminal did not approve:\n{shown}")
+        return shown
 
 
-POLICY = """version = 1
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.rstrip("\n").splitlines())
 
-[[checks]]
-name = "unit"
-cmd = ["/usr/bin/python3", "-m", "unittest", "-q"]
-timeout_s = 60
 
-[[transfer.autopilot]]
-name = "small-docs"
-destinations = ["anthropic:claude-sonnet"]
-max_bytes = 65536
-context = ["paths"]
-require_clean_pushed = true
-"""
+def fake_cloud_key() -> str:
+    # Built at run time so that no scanner finds a key in this file.
+    return "AKIA" + "".join(secrets.choice(string.ascii_uppercase + "234567") for _ in range(16))
+
+
+CALC = "def add(a, b):\n    return a + b\n"
 TESTS = """import unittest
 
 from calc import add
@@ -81,14 +127,7 @@ class TestCalc(unittest.TestCase):
     def test_add(self):
         self.assertEqual(add(2, 3), 5)
 """
-
-
-VERDICT = ("decision", "reasons", "commit", "evidence_seq")
-
-
-def fake_cloud_key() -> str:
-    # Built at run time so that no scanner finds a key in this file.
-    return "AKIA" + "".join(secrets.choice(string.ascii_uppercase + "234567") for _ in range(16))
+LOCK = "# the tests use only the standard library: nothing to pin\n"
 
 
 def make_sample_repo(d: Demo) -> None:
@@ -97,19 +136,15 @@ def make_sample_repo(d: Demo) -> None:
     d.sh("git", "config", "user.email", "demo@example.invalid")
     d.sh("git", "config", "user.name", "oms demo")
     d.sh("git", "config", "commit.gpgsign", "false")
-    (d.repo / "oms.toml").write_text(POLICY)
-    (d.repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (d.repo / "calc.py").write_text(CALC)
     (d.repo / "test_calc.py").write_text(TESTS)
+    (d.repo / "requirements.lock").write_text(LOCK)
     d.sh("git", "add", "-A")
     d.sh("git", "commit", "-q", "-m", "sample project")
-    # A local bare repository as origin, so the demo can show a clean-pushed state.
-    origin = d.work / "origin.git"
-    d.sh("git", "init", "-q", "--bare", str(origin))
-    d.sh("git", "remote", "add", "origin", str(origin))
-    d.sh("git", "push", "-q", "-u", "origin", "main")
+    print(f"A sample Python project (calc.py, a unittest suite) in {d.repo}")
 
 
-def candidate(d: Demo, branch: str, files: dict[str, str], message: str) -> None:
+def agent_commit(d: Demo, branch: str, files: dict[str, str], message: str) -> None:
     """An agent-like commit on its own branch from main."""
     d.sh("git", "checkout", "-q", "-b", branch, "main")
     for name, text in files.items():
@@ -117,31 +152,52 @@ def candidate(d: Demo, branch: str, files: dict[str, str], message: str) -> None
     d.sh("git", "add", "-A")
     d.sh("git", "commit", "-q", "-m", message)
     d.sh("git", "checkout", "-q", "main")
+    print(f"(an agent committed {', '.join(files)} on {branch})")
 
 
-def result_gate_demo(d: Demo) -> int:
-    d.title("3. four agent-like candidates through the result gate (policy from main)")
-    mul = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
-    candidate(d, "agent/passes", {"calc.py": mul}, "add mul")
+def setup(d: Demo) -> None:
+    d.why("oms keeps its signing key, evidence log and approvals outside the repository;"
+          " init creates them")  # fmt: skip
+    d.oms("init")
+    d.why("the result gate runs the plan in oms.toml: policy init writes a starter for"
+          " the project")  # fmt: skip
+    d.oms("policy", "init", "--template", "python")
+    # Reviewing the starter: this project's tests are unittest, not pytest.
+    policy = d.repo / "oms.toml"
+    text = policy.read_text().replace('cmd = ["python", "-m", "pytest", "-q"]',
+                                      'cmd = ["python", "-m", "unittest", "-q"]')  # fmt: skip
+    policy.write_text(text)
+    print('(reviewed: the tests are unittest, so the check runs ["python", "-m", "unittest",'
+          ' "-q"])')  # fmt: skip
+    d.why("the policy is trusted only from the default branch, never from a candidate:"
+          " commit it on main")  # fmt: skip
+    d.sh("git", "add", "oms.toml", show=True)
+    d.sh("git", "commit", "-q", "-m", "oms policy", show=True)
+    d.oms("policy", "check")
+    d.why("the sandbox has no network: the toolchain is built outside it, from the lock on"
+          " main")  # fmt: skip
+    d.oms("toolchain", "prepare")
+    d.why("doctor says whether the next gate can run: sandbox, scanners, key, evidence")
+    d.oms("doctor")
+
+
+def gates(d: Demo) -> int:
+    mul = CALC + "\n\ndef mul(a, b):\n    return a * b\n"
+    agent_commit(d, "agent/mul", {"calc.py": mul}, "add mul")
+    d.why("an agent's commit meets the gate: checks in the sandbox on an exact copy, both"
+          " scanners")  # fmt: skip
+    out = d.oms("process-result", "--candidate", "agent/mul")
+    seq = re.search(r"evidence seq (\d+)", out)
     key = fake_cloud_key()
-    candidate(d, "agent/leaks-key", {"settings.py": f'AWS_KEY = "{key}"\n'}, "add settings")
-    weak = POLICY.replace('["/usr/bin/python3", "-m", "unittest", "-q"]', '["true"]')
-    candidate(d, "agent/edits-policy", {"oms.toml": weak}, "speed up CI")
-    candidate(d, "agent/breaks-test", {"calc.py": "def add(a, b):\n    return a - b\n"}, "refactor")
-
-    def gate(branch: str, expect: int) -> dict[str, object]:
-        args = ("process-result", "--candidate", branch, "--base", "main")
-        return d.oms(*args, expect=expect, keys=VERDICT)
-
-    ready = gate("agent/passes", 0)
-    gate("agent/leaks-key", 3)
-    gate("agent/edits-policy", 3)
-    gate("agent/breaks-test", 1)
-    seq = ready.get("evidence_seq")
-    return seq if isinstance(seq, int) else -1
+    agent_commit(d, "agent/settings", {"settings.py": f'AWS_KEY = "{key}"\n'}, "add settings")
+    d.why("a commit that holds a cloud key is BLOCKED, and the key is never printed")
+    out = d.oms("process-result", "--candidate", "agent/settings", "--no-progress", expect=3)
+    if key in out:
+        raise DemoFailed("the key was printed")
+    return int(seq.group(1)) if seq else -1
 
 
-# What the contained "agent" does: its edit, then three things it must not be able to do.
+# The stand-in agent: its edit, then two things it must not be able to do ($1: oms' state).
 AGENT_SCRIPT = """echo agent: start
 printf 'def add(a, b):\\n    return a + b\\n\\n\\ndef sub(a, b):\\n    return a - b\\n' > calc.py
 test -e "$1" && echo "agent: I can read oms state" || echo "agent: oms state is not here"
@@ -151,96 +207,92 @@ echo agent: end
 """
 
 
-def agent_demo(d: Demo) -> None:
-    d.title("4. an agent contained by `oms agent run`: its own clone, no authority, no network")
-    state = d.env["OMS_HOME"]
-    out = d.oms("agent", "run", "--egress", "none", "--", "/bin/sh", "-c", AGENT_SCRIPT,
-                "agent", state, keys=("run_id", "exit_code", "stdout", "base", "candidate",
-                                      "candidate_ref", "evidence_seq"))  # fmt: skip
-    ref = out.get("candidate_ref")
-    if not isinstance(ref, str) or "oms state is not here" not in str(out.get("stdout")):
-        d.failures += 1
-        print("  the agent's edit did not come back, or it could reach oms state")
-        return
-    print("  (its edit came back as a run ref; the gate judges it from the recorded base)")
-    d.oms("process-result", "--candidate", ref, keys=VERDICT)
+def agent(d: Demo) -> None:
+    (d.repo / "agent.sh").write_text(AGENT_SCRIPT)
+    d.sh("git", "add", "agent.sh")
+    d.sh("git", "commit", "-q", "-m", "a stand-in agent")
+    print("(agent.sh, committed on main, stands in for an agent: it edits calc.py, then"
+          " tries to read oms' state and to approve a transfer)")  # fmt: skip
+    d.why("oms agent run: the agent works in its own clone, without oms' state, key or"
+          " network")  # fmt: skip
+    out = d.oms("agent", "run", "--egress", "none", "--", "/bin/sh", "agent.sh",
+                d.env["OMS_HOME"])  # fmt: skip
+    ref = re.search(r"as (refs/oms/runs/\S+)", out)
+    if ref is None or "agent: oms state is not here" not in out:
+        raise DemoFailed("the agent's edit did not come back, or it could reach oms state")
+    d.why("its edit came back as a run ref; the gate judges it from the base it recorded")
+    d.oms("process-result", "--candidate", ref.group(1), "--no-progress")
 
 
-def transfer_demo(d: Demo) -> None:
-    d.title("5. the data boundary: what would leave for a model provider, and only that")
+def transfer(d: Demo) -> None:
     notes = d.repo / "notes"
     notes.mkdir()
     key = fake_cloud_key()
     (notes / "setup.md").write_text(f"# Setup\n\nDeploy with the usual script.\nkey: {key}\n")
     d.sh("git", "add", "-A")
     d.sh("git", "commit", "-q", "-m", "setup notes")
-    d.sh("git", "push", "-q", "origin", "main")
+    print("(notes/setup.md, committed on main, holds a cloud key)")
     ask = ("transfer", "preview", "--to", "anthropic:claude-sonnet", "--purpose",
            "summarise the setup notes", "--context", "paths", "--path", "notes")  # fmt: skip
-    packet_keys = ("status", "digest", "approval_packet")
-    d.oms(*ask, expect=3, keys=packet_keys)
-    print("  (blocked: the notes hold a key; preview again with --redact)")
-    out = d.oms(*ask, "--redact", keys=packet_keys)
-    block = out.get("approval_packet", {})
-    command = block.get("copyable_text_block", "") if isinstance(block, dict) else ""
-    words = str(command).split()
-    if len(words) != 6:
-        d.failures += 1
-        print("  no approval command in the packet")
-        return
-    digest, code = words[3], words[5]
-    d.oms("transfer", "approve", digest, "--code", code, keys=("approver", "expires"))
+    d.why("before repo context leaves for a model provider, preview what would go: a key"
+          " blocks it")  # fmt: skip
+    d.oms(*ask, expect=3)
+    d.why("with --redact the line holding the key is replaced; a human approves the exact"
+          " bytes")  # fmt: skip
+    out = d.oms(*ask, "--redact")
+    found = APPROVE.search(out)
+    if found is None:
+        raise DemoFailed("the preview gave no approval command")
+    digest, code = found.groups()
+    d.why("the approval is read only from a terminal (never stdin, never an agent): type yes")
+    d.at_terminal("transfer", "approve", digest, "--code", code, answer=b"yes\n")
+    d.why("release writes exactly the approved bytes, once")
     payload = d.work / "payload.out"
-    d.oms("transfer", "release", digest, "--out", str(payload), keys=("status", "payload_bytes"))
+    d.oms("transfer", "release", digest, "--out", str(payload))
     body = payload.read_text()
-    leaked = key in body
-    print(f"  payload: {len(body)} bytes; the key is {'PRESENT' if leaked else 'not'} in it")
-    if leaked:
-        d.failures += 1
-    d.oms("transfer", "release", digest, "--out", str(d.work / "again.out"), expect=3,
-          keys=("error",))  # fmt: skip
-    print("  (a second release of the same approval is refused)")
+    if key in body:
+        raise DemoFailed("the key is in the released payload")
+    print(f"({len(body)} bytes released; the key is not in them)")
+    d.why("a second release of the same approval is refused")
+    d.oms("transfer", "release", digest, "--out", str(d.work / "again.out"), expect=3)
 
 
-def evidence_demo(d: Demo) -> None:
-    d.title("1. initialise oms for the repository (state root, key, log, checkpoint)")
-    init = d.oms("init")
-    d.oms("doctor", show=False)
-    d.title("2. append human notes to the evidence log")
-    d.oms("evidence", "note", "-m", "started reviewing the agent's work")
-    (d.work / "review.txt").write_text("looked at calc.py; fine\n")
-    d.oms("evidence", "note", "-m", "review notes attached", "--attach", str(d.work / "review.txt"))
-    ready_seq = result_gate_demo(d)
-    agent_demo(d)
-    transfer_demo(d)
-    d.title("6. audit: chain, Merkle root, signed checkpoint and witness")
+def evidence(d: Demo, ready_seq: int) -> None:
+    d.why("every step above is a signed, hash-chained evidence entry: audit checks them all")
     d.oms("evidence", "audit")
-    d.oms("evidence", "prove", "1", show=False)
-    d.title("7. the passing verdict as a DSSE envelope (in-toto Statement, SLSA VSA)")
-    env = d.oms("evidence", "export", str(ready_seq), "--dsse", show=False).get("envelope", {})
-    if isinstance(env, dict) and "payload" in env:
-        statement = json.loads(base64.b64decode(env["payload"]))
-        print(json.dumps({"payloadType": env["payloadType"], "statement": statement}, indent=2))
-    d.title("8. flip one byte of the log and audit again: the tampering is caught")
-    log = Path(d.env["OMS_HOME"]) / "repos" / str(init["repo_id"]) / "evidence" / "log.jsonl"
-    data = bytearray(log.read_bytes())
-    where = data.index(b"started")
-    data[where] ^= 0x20  # 's' -> 'S'
-    log.write_bytes(bytes(data))
-    print(f"  (changed byte {where} of {log.name}: 'started' -> 'Started')")
+    d.why("the READY verdict as a DSSE envelope (an in-toto Statement, a SLSA VSA): JSON,"
+          " as tools read it")  # fmt: skip
+    out = d.oms("evidence", "export", str(ready_seq), "--dsse", "--json", show=False)
+    env = json.loads(out).get("envelope", {})
+    statement = json.loads(base64.b64decode(env["payload"]))
+    print(_indent(json.dumps({"payloadType": env["payloadType"], "statement": statement},
+                             indent=2)))  # fmt: skip
+    d.why("flip one byte of the log and audit again: the tampering is caught")
+    logs = list((Path(d.env["OMS_HOME"]) / "repos").glob("*/evidence/log.jsonl"))
+    if len(logs) != 1:
+        raise DemoFailed(f"expected one evidence log, found {len(logs)}")
+    data = bytearray(logs[0].read_bytes())
+    where = data.index(b'"kind":"result"')
+    data[where + 1] ^= 0x20  # "kind" -> "Kind"
+    logs[0].write_bytes(bytes(data))
+    print(f"(changed byte {where + 1} of {logs[0].name})")
     d.oms("evidence", "audit", expect=3)
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="oms-demo-") as tmp:
         d = Demo(Path(tmp))
-        make_sample_repo(d)
-        evidence_demo(d)
-        print()
-        if d.failures:
-            print(f"demo: {d.failures} step(s) did not answer as expected", file=sys.stderr)
+        try:
+            make_sample_repo(d)
+            setup(d)
+            ready_seq = gates(d)
+            agent(d)
+            transfer(d)
+            evidence(d, ready_seq)
+        except DemoFailed as exc:
+            print(f"\ndemo: step {d.steps} failed: {exc}", file=sys.stderr)
             return 1
-        print("demo: every step answered as expected")
+        print("\ndemo: every step answered as expected")
         return 0
 
 

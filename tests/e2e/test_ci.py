@@ -55,8 +55,9 @@ def test_smoke_script_passes_on_this_machine() -> None:
 
 
 def test_the_demo_answers_as_expected_at_every_step(tmp_path: Path) -> None:
-    """`make demo` end to end (its own temporary OMS_HOME, work dir and sample repository):
-    every step must answer as the demo expects, the contained agent's step included."""
+    """`make demo` end to end (its own temporary OMS_HOME, work dir and sample repository,
+    from a fresh HOME): every step must answer as the demo expects, the contained agent's
+    step and the approval at a pseudo-terminal included."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMS_", "GIT_", "XDG_"))}
     env["HOME"] = str(tmp_path)  # the system temp dir stays: the sandbox uid must reach it
     proc = subprocess.run([sys.executable, str(ROOT / "ci" / "demo.py")], capture_output=True,
@@ -65,3 +66,8 @@ def test_the_demo_answers_as_expected_at_every_step(tmp_path: Path) -> None:
     assert "demo: every step answered as expected" in proc.stdout
     assert "agent: oms state is not here" in proc.stdout
     assert "oms transfer approve exited 4" in proc.stdout
+    # What a user sees: the human verdicts and the approval prompt typed at a terminal,
+    # not --json dumps or the demo's own bookkeeping.
+    assert "READY_FOR_HUMAN: " in proc.stdout and "BLOCKED: " in proc.stdout
+    assert "Approve this transfer? Type 'yes' to approve: yes" in proc.stdout
+    assert "-> exit" not in proc.stdout and '"oms_exit_code"' not in proc.stdout
