@@ -26,6 +26,7 @@ from evidence.errors import StoreUnavailable
 from evidence.state import atomic_write, ensure_private_dir
 from gatekeeper.agent.kinds import Egress, Kind
 from gatekeeper.agent.workspace import data_home, outside_state
+from gatekeeper.errors import ConfigError
 from gatekeeper.repo.fsread import FileRefused, Missing, RepoFiles
 
 MAX_BYTES = 64 * 1024  # a credential file is a few KB; anything larger is not one
@@ -122,12 +123,12 @@ def save(kind: Kind, egress: Egress, home: Path, seeded: bytes | None) -> str | 
         return "refused: not the CLI's credential file"
     if kept == seeded:
         return "unchanged"
-    stored = _stored(kind)
     try:
+        stored = _stored(kind)
         ensure_private_dir(stored.parent)
         atomic_write(stored, kept, mode=0o600)
-    except StoreUnavailable as exc:
-        return f"refused: {exc}"
+    except (StoreUnavailable, ConfigError, OSError) as exc:
+        return f"refused: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
     return "saved"
 
 
