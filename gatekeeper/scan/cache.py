@@ -60,7 +60,7 @@ CREATE INDEX IF NOT EXISTS entries_used ON entries (used);
 # a change to any of these files is a change of the scanner config.
 _SOURCES = (
     "interface.py", "pieces.py", "gitleaks.py", "detect_secrets.py", "prefilter.py",
-    "redact.py", "combined.py", "cache.py",
+    "redact.py", "combined.py", "cache.py", "benign.py",
 )  # fmt: skip
 
 

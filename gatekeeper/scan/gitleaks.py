@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gatekeeper.scan.benign import is_hash_value
 from gatekeeper.scan.interface import (
     Finding,
     ScanItem,
@@ -321,6 +322,8 @@ def _findings(
         if end_k != k:
             entangled.update(range(k, end_k + 1))
         secret = str(r.get("Secret") or r.get("Match") or "")
+        if is_hash_value(secret):  # `sha512-…`, `sha256:…`: a hash that names itself
+            continue
         f = Finding("gitleaks", str(r.get("RuleID", "?")), paths[k], number, fingerprint(secret),
                     preview(secret), end_line=end_number if end_k == k else number)  # fmt: skip
         found.setdefault((k, f.line, f.rule, f.fingerprint), f)
