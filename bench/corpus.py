@@ -285,7 +285,62 @@ def make_corpus(seed: int = 0) -> list[tuple[str, str, str]]:
         f'const sessionSecret = "{_b64(r.randbytes(33))}";',
     )
     add("high-entropy-base64-json", "data/seed.json", f'    "blob": "{_b64(r.randbytes(30))}",')
+    add(
+        "npm-lock-resolved-url-token",
+        "package-lock.json",
+        f'      "resolved": "https://ci:{pw(20)}@registry.internal.example/left-pad/-/left-pad-1.3.0.tgz",',
+    )
     return out
+
+
+# --- lockfiles: hash fields that are not secrets ------------------------------------------
+
+
+def sri(rng: random.Random, bits: int = 512) -> str:
+    """A Subresource Integrity value as npm, yarn and pnpm write it: `sha512-<base64>`."""
+    return f"sha{bits}-" + _b64(rng.randbytes(bits // 8))
+
+
+def package_lock(rng: random.Random, packages: int = 16, resolved_token: str | None = None) -> str:
+    """A package-lock.json (lockfileVersion 3) of `packages` dependencies, each with its
+    `resolved` URL and `integrity`; `resolved_token`: put into the first URL as a password."""
+    names = [f"{_ident(rng).replace('_', '-')}-{n}" for n in range(packages)]
+    entries: dict[str, object] = {"": {"name": "app", "version": "1.0.0",
+                                       "dependencies": {n: "^1.0.0" for n in names}}}  # fmt: skip
+    for k, name in enumerate(names):
+        auth = f"ci:{resolved_token}@" if resolved_token and k == 0 else ""
+        entries[f"node_modules/{name}"] = {
+            "version": "1.2.3",
+            "resolved": f"https://{auth}registry.npmjs.org/{name}/-/{name}-1.2.3.tgz",
+            "integrity": sri(rng, rng.choice((512, 512, 384, 256))),
+            "license": "MIT",
+        }
+    lock = {"name": "app", "version": "1.0.0", "lockfileVersion": 3, "requires": True,
+            "packages": entries}  # fmt: skip
+    return json.dumps(lock, indent=2) + "\n"
+
+
+def hash_field_lines(rng: random.Random) -> dict[str, str]:
+    """{path: text}: the hash fields of other lockfiles and of test fixtures, none a secret."""
+
+    def hexd(n: int) -> str:
+        return _pick(rng, HEX, n)
+
+    return {
+        "yarn.lock": f'"left-pad@^1.3.0":\n  version "1.3.0"\n  integrity {sri(rng)}\n',
+        "yarn-berry.lock": f'"left-pad@npm:^1.3.0":\n  checksum: 10c0/{hexd(128)}\n',
+        "pnpm-lock.yaml": f"  /left-pad@1.3.0:\n    resolution: {{integrity: {sri(rng)}}}\n",
+        "poetry.lock": f'files = [\n    {{file = "a.whl", hash = "sha256:{hexd(64)}"}},\n]\n',
+        "uv.lock": f'wheels = [{{ url = "https://x.example/a.whl", hash = "sha256:{hexd(64)}" }}]'
+        "\n",
+        "Cargo.lock": f'[[package]]\nname = "libc"\nchecksum = "{hexd(64)}"\n',
+        "go.sum": f"golang.org/x/net v0.1.0 h1:{_b64(rng.randbytes(32))}\n",
+        "requirements.txt": f"click==8.1.7 \\\n    --hash=sha256:{hexd(64)}\n",
+        "tests/fixtures/blobs.json": (
+            f'{{"sha": "{hexd(40)}", "digest": "{hexd(64)}", "md5": "{hexd(32)}",\n'
+            f' "sha512": "{hexd(128)}", "file_sha256": "sha256:{hexd(64)}"}}\n'
+        ),
+    }
 
 
 # --- realistic filler code ------------------------------------------------------------------
