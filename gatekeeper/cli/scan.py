@@ -40,6 +40,11 @@ def scan(paths: tuple[Path, ...], staged: bool, history: str | None, diff: str |
     return Outcome(data, code=code, lines=lines)
 
 
+REMOVE_AND_ROTATE = ("Remove each secret from the files and rotate it (a secret that was "
+                     "committed or sent is known); read it at run time from the environment "
+                     "or a secret store.")  # fmt: skip
+
+
 def _groups(data: Data) -> dict[str, list[Data]]:
     groups: dict[str, list[Data]] = {}
     for f in data["findings"]:
@@ -48,14 +53,16 @@ def _groups(data: Data) -> dict[str, list[Data]]:
 
 
 def _advice(data: Data) -> list[str]:
-    """The line that allows the findings not allowed, then what was skipped."""
+    """What to do with the findings not allowed (remove and rotate first; allowing is for a
+    false positive), then what was skipped."""
     groups = _groups(data)
     blocked = [fp for fp, found in groups.items() if not all(f["allowed"] for f in found)]
     lines: list[str] = []
     if blocked:
-        lines += ["To allow these findings, add this line under [scanners] in oms.toml and "
-                  "commit it (merge it with a list already there; a new oms.toml starts with "
-                  "`version = 1`):", *_allow_line(blocked)]  # fmt: skip
+        lines += [REMOVE_AND_ROTATE,
+                  "Only if a finding is a false positive, allow it: add this line under "
+                  "[scanners] in oms.toml and commit it (merge it with a list already there; "
+                  "a new oms.toml starts with `version = 1`):", *_allow_line(blocked)]  # fmt: skip
     return lines + _skipped(data.get("skipped", []))
 
 

@@ -16,7 +16,7 @@ def finding(file: str, line: int, scanner: str, rule: str, fp: str, allowed: boo
             "preview": "AKIA…[redacted, 20 chars]", "allowed": allowed, **extra}  # fmt: skip
 
 
-def test_findings_are_grouped_by_fingerprint_with_the_allow_line_for_those_not_allowed() -> None:
+def test_findings_are_grouped_by_fingerprint_with_remove_and_rotate_before_the_allow_line() -> None:
     data = {"blocking": 3, "skipped": [], "findings": [
         finding("a.py", 2, "gitleaks", "aws-access-token", FP1),
         finding("a.py", 2, "detect-secrets", "AWS Access Key", FP1),
@@ -31,8 +31,11 @@ def test_findings_are_grouped_by_fingerprint_with_the_allow_line_for_those_not_a
         "generic-api-key (gitleaks) [allowed]: AKIA…[redacted, 20 chars]",
         f"  fingerprint {FP2}",
         "  c.py:1",
-        "To allow these findings, add this line under [scanners] in oms.toml and commit it "
-        "(merge it with a list already there; a new oms.toml starts with `version = 1`):",
+        "Remove each secret from the files and rotate it (a secret that was committed or sent "
+        "is known); read it at run time from the environment or a secret store.",
+        "Only if a finding is a false positive, allow it: add this line under [scanners] in "
+        "oms.toml and commit it (merge it with a list already there; a new oms.toml starts "
+        "with `version = 1`):",
         f'allow_fingerprints = ["{FP1}"]',
         "3 finding(s) not allowed by policy",
     ]
