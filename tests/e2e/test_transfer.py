@@ -894,6 +894,9 @@ def test_planted_key_blocks_preview_and_approval_and_is_never_printed(
     assert m["blocked"] and m["block_reasons"]
     assert res["approval_packet"]["copyable_text_block"] == ""
     assert any(f["file"] == "config.py" and f["line"] == 2 for f in m["findings"])
+    # The human preview names the file that holds it (not the value).
+    shown = tx.preview_cli("--context", "repo", expect=3, text_mode=True)
+    assert "BLOCKED: " in shown and "secret in config.py line 2: " in shown
     refused = tx.cli("transfer", "approve", res["digest"], "--code", m["nonce"][:8], expect=3)
     assert refused["error"]["kind"] == "blocked"
     assert "blocked" in refused["error"]["message"]

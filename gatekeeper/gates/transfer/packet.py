@@ -44,6 +44,18 @@ def risk_lines(m: Manifest) -> list[str]:
     return [f"risk: {r}" for r in risks]
 
 
+SHOWN_FINDINGS = 10
+
+
+def secret_lines(m: Manifest) -> list[str]:
+    """Where each secret that blocks is: file, line, rule and fingerprint (never the value),
+    so a human knows which file to fix; the file name is neutralised with the summary."""
+    lines = [f"  secret in {f.file} line {f.line}: {f.rule} ({f.scanner}), fingerprint "
+             f"{f.fingerprint[:16]}" for f in m.findings[:SHOWN_FINDINGS]]  # fmt: skip
+    more = len(m.findings) - SHOWN_FINDINGS
+    return lines + ([f"  … and {more} more (--json lists them all)"] if more > 0 else [])
+
+
 def _destination_line(m: Manifest) -> str:
     d = m.destination
     return f"destination: {d.provider}:{d.model} ({d.kind})"
@@ -77,6 +89,7 @@ def packet(m: Manifest, digest: Sha256Digest) -> Packet:
     ]
     if m.blocked:
         summary += [f"BLOCKED: {r}" for r in m.block_reasons]
+        summary += secret_lines(m)
     if m.autopilot_rule:
         summary.append(f"autopilot rule that applies: {m.autopilot_rule}")
     command = "" if m.blocked else approval_command(m, digest)

@@ -59,3 +59,15 @@ def test_packet_names_the_digest_and_code_and_hides_the_command_when_blocked() -
     blocked = packet(manifest(blocked=True, block_reasons=["too big"]), DIGEST)
     assert blocked == Packet(blocked.summary, "")
     assert blocked.summary[-1] == "BLOCKED: too big"
+
+
+def test_a_blocked_packet_names_each_file_holding_a_secret_neutralised() -> None:
+    found = [{"scanner": "gitleaks", "rule": "aws-access-token", "file": "app/\x1b[2Jcfg.py",
+              "line": 3, "fingerprint": "ab" * 32}]  # fmt: skip
+    blocked = packet(manifest(blocked=True, block_reasons=["1 secret finding(s)"],
+                              findings=found), DIGEST)  # fmt: skip
+    assert blocked.summary[-2:] == (
+        "BLOCKED: 1 secret finding(s)",
+        "  secret in app/\\u001b[2Jcfg.py line 3: aws-access-token (gitleaks), fingerprint "
+        + "ab" * 8,
+    )
