@@ -73,6 +73,8 @@ def _write(kind: Kind, fn: Callable[..., Outcome]) -> Callable[..., Outcome]:
         for _, path in where.files:  # refused before a long gate runs, and again at writing
             check_output(path)
         root, cwd = _root(kwargs.get("repo")), Path.cwd() if kind == "scan" else None
+        if kind == "scan":  # the files written here are not the user's code to scan
+            kwargs["writes"] = tuple(path for _, path in where.files)
         try:
             outcome = fn(*args, **kwargs)
         except OmsError as exc:

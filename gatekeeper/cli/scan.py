@@ -27,10 +27,12 @@ from gatekeeper.text import sanitize
 @REPO_OPTION
 @formatted("scan")
 def scan(paths: tuple[Path, ...], staged: bool, history: str | None, diff: str | None,
-         use_stdin: bool, sarif: Path | None, repo: Path) -> Outcome:  # fmt: skip
+         use_stdin: bool, sarif: Path | None, repo: Path,
+         writes: tuple[Path, ...] = ()) -> Outcome:  # fmt: skip
     """Secrets in the repository's files, PATHs, the staged change, commits or stdin (exit 3)."""
     text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape") if use_stdin else None
-    result = secrets.scan(repo, list(paths), diff, text, sarif, staged=staged, history=history)
+    result = secrets.scan(repo, list(paths), diff, text, sarif, staged=staged, history=history,
+                          writes=writes)  # fmt: skip
     data, code = result.to_json(), result.exit_code
     view = View.detect()
     if view.rich:  # a terminal: the findings table, then how to allow them and the skips

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -82,8 +82,9 @@ def _repo(repo_dir: Path) -> Repo:
                          "or --repo DIR of a repository") from None  # fmt: skip
 
 
-def _path_batches(paths: list[Path]) -> Iterator[Batch]:
-    """PATHs (a directory: every file below it but `.git`), skipping as the repository scan does."""
+def _path_batches(paths: list[Path], own_outputs: frozenset[Path] = frozenset()) -> Iterator[Batch]:
+    """PATHs (a directory: every file below it but `.git`), skipping as the repository scan
+    does, and `own_outputs` (the files this command writes) as `oms_output`."""
     items: list[ScanItem] = []
     skipped: list[Skipped] = []
     size = 0
@@ -91,6 +92,9 @@ def _path_batches(paths: list[Path]) -> Iterator[Batch]:
         if not root.exists() and not root.is_symlink():
             raise UsageError(f"no such file: {root}")
         for f in [root] if not root.is_dir() else sorted(_walk(root)):
+            if own_outputs and _resolved(f) in own_outputs:
+                skipped.append(Skipped(str(f), "oms_output", None))
+                continue
             data = _read_path(f, skipped)
             if data is None:
                 continue
@@ -141,9 +145,16 @@ def _diff_batch(repo_dir: Path, diff: str) -> Batch:
     return Batch(scope.items, scope=scope)
 
 
+def _resolved(path: Path) -> Path:
+    """`path` absolute, its directory resolved (the file itself may not exist yet)."""
+    return path.absolute().parent.resolve() / path.name
+
+
 def _batches(repo_dir: Path, paths: list[Path], diff: str | None, stdin_text: str | None,
-             staged: bool, history: str | None) -> list[Iterable[Batch]]:  # fmt: skip
-    """Each source asked for, in order; none: the repository's files."""
+             staged: bool, history: str | None,
+             own_outputs: frozenset[Path] = frozenset()) -> list[Iterable[Batch]]:  # fmt: skip
+    """Each source asked for, in order; none: the repository's files. `own_outputs`: the
+    files this command writes, never read as the user's (worktree and PATHs only)."""
     if sum((diff is not None, staged, history is not None)) > 1:
         raise UsageError("give one of --diff, --staged and --history")
     found: list[Iterable[Batch]] = []
@@ -154,10 +165,10 @@ def _batches(repo_dir: Path, paths: list[Path], diff: str | None, stdin_text: st
     if history is not None:
         found.append(sources.history(_repo(repo_dir), history))
     if paths:
-        found.append(_path_batches(paths))
+        found.append(_path_batches(paths, own_outputs))
     if stdin_text is not None:
         found.append([Batch((ScanItem.whole("<stdin>", stdin_text),))])
-    return found or [sources.repo_files(_repo(repo_dir))]
+    return found or [sources.repo_files(_repo(repo_dir), own_outputs)]
 
 
 def scan(
@@ -169,16 +180,20 @@ def scan(
     *,
     staged: bool = False,
     history: str | None = None,
+    writes: Sequence[Path] = (),
 ) -> SecretsScan:
     """Both scanners over what was asked for (by default the repository's tracked and
-    untracked-but-not-ignored files), under the policy at HEAD, one call per batch."""
+    untracked-but-not-ignored files), under the policy at HEAD, one call per batch. The
+    files this call writes (`sarif`, and `writes`: the command's `--output` files) are not
+    read as the user's files; a later call reads them as any other."""
     loaded = _policy(repo_dir)
     located: list[tuple[Finding, str | None]] = []
     skipped: list[Skipped] = []
     infos: tuple[ScannerInfo, ...] = ()
     count = 0
-    for batch in (b for source in _batches(repo_dir, paths, diff, stdin_text, staged, history)
-                  for b in source):  # fmt: skip
+    own = frozenset(_resolved(p) for p in [*([sarif] if sarif is not None else []), *writes])
+    asked = _batches(repo_dir, paths, diff, stdin_text, staged, history, own)
+    for batch in (b for source in asked for b in source):
         skipped += batch.skipped
         if batch.items or not infos:  # one call at least: a missing scanner is never "clean"
             report = scan_with_policy(batch.items, loaded)

@@ -11,9 +11,11 @@ repository (`gatekeeper.repo.git`); worktree bytes are read through `fsread`.
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from gatekeeper.errors import UsageError
 from gatekeeper.repo.change import PATHS_LABEL, Change, ScanSet, Touched, read_commits
@@ -34,7 +36,8 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: a r
 
 @dataclass(frozen=True)
 class Skipped:
-    """A file not scanned: `reason` is too_large, binary, symlink or unreadable."""
+    """A file not scanned: `reason` is too_large, binary, symlink, unreadable, or oms_output
+    (the file this command writes, e.g. its `--sarif` report)."""
 
     path: str
     reason: str
@@ -88,16 +91,22 @@ def label_of(raw: bytes) -> str:
 # -- the repository's files ----------------------------------------------------------------
 
 
-def repo_files(repo: Repo) -> Iterator[Batch]:
-    """Tracked files and untracked files that are not ignored, as the worktree holds them."""
+def repo_files(repo: Repo, own_outputs: Iterable[Path] = ()) -> Iterator[Batch]:
+    """Tracked files and untracked files that are not ignored, as the worktree holds them;
+    but `own_outputs`, the files this very command writes (absolute, resolved paths), are
+    skipped as `oms_output`: they are about to be replaced. A later command scans them."""
     out = worktree_git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
     names = list(dict.fromkeys(p for p in out.split(b"\0") if p))  # unmerged: one per stage
+    own = _relative_bytes(own_outputs, repo.top)
     items: list[ScanItem] = []
     skipped: list[Skipped] = []
     size = 0
     with RepoFiles(repo.top) as files:
         for raw in names:
             label = label_of(raw)
+            if raw in own:
+                skipped.append(Skipped(label, "oms_output", None))
+                continue
             data = _read_worktree(files, raw.decode("utf-8", "surrogateescape"), label, skipped)
             if data is None:
                 continue
@@ -107,6 +116,12 @@ def repo_files(repo: Repo) -> Iterator[Batch]:
             items += file_items(label, data)
             size += len(data)
     yield Batch(tuple(items), tuple(skipped))
+
+
+def _relative_bytes(paths: Iterable[Path], top: Path) -> set[bytes]:
+    """Those of `paths` below `top`, as git names them."""
+    top = top.resolve()
+    return {os.fsencode(p.relative_to(top).as_posix()) for p in paths if p.is_relative_to(top)}
 
 
 def _read_worktree(files: RepoFiles, rel: str, label: str, skipped: list[Skipped]) -> bytes | None:

@@ -129,3 +129,38 @@ def test_scan_sarif_never_writes_through_a_symlink(tmp_path: Path, run_oms: RunO
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "symlink" in parse_single_json(proc)["error"]["message"]
     assert target.read_text() == "keep me\n" and link.is_symlink()
+
+
+def test_only_the_sarif_file_this_scan_writes_is_left_out_and_a_committed_one_is_found(
+    git_repo: Path, run_git: Callable[..., str], run_oms: RunOms
+) -> None:
+    key = fake_aws_key()
+    (git_repo / "cfg.py").write_text(f'KEY = "{key}"\n')
+    out_file = git_repo / "out.sarif"
+    repo = ["--repo", str(git_repo)]
+    # Twice into the worktree: the second run does not read the first run's report as code.
+    for n in range(2):
+        code, out, _ = scan_json(run_oms, ["--sarif", str(out_file), *repo])
+        assert code == 3 and {f["file"] for f in out["findings"]} == {"cfg.py"}
+        skip = {"path": "out.sarif", "reason": "oms_output", "bytes": None}
+        assert (skip in out["skipped"]) == (n == 1)
+    # Likewise `--format sarif --output FILE`, beside the first report (which is read).
+    for _ in range(2):
+        proc = run_oms(["scan", "--format", "sarif", "--output", str(git_repo / "two.sarif"),
+                        *repo])  # fmt: skip
+        assert proc.returncode == 3
+        found = json.loads((git_repo / "two.sarif").read_text())["runs"]
+        files = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                 for run in found for r in run["results"]}  # fmt: skip
+        assert files == {"cfg.py", "out.sarif"}
+    # A committed report that holds a secret is the user's file: scanned as any other.
+    (git_repo / "cfg.py").unlink()
+    (git_repo / "leaked.sarif").write_text(json.dumps({"snippet": f'KEY = "{key}"'}))
+    run_git(git_repo, "add", "leaked.sarif")
+    run_git(git_repo, "commit", "-q", "-m", "report")
+    elsewhere = git_repo.parent / "elsewhere.sarif"
+    code, out, _ = scan_json(run_oms, ["--sarif", str(elsewhere), *repo])
+    assert code == 3 and "leaked.sarif" in {f["file"] for f in out["findings"]}
+    assert all(s["reason"] != "oms_output" for s in out["skipped"])
+    # And the report a previous run left in the worktree is read by a run that writes elsewhere.
+    assert "out.sarif" in {f["file"] for f in out["findings"]}
