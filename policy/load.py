@@ -64,6 +64,7 @@ def _check_json(check: Check) -> dict[str, Any]:
 
 
 _CONDUCTOR_LATER = ("github_answer_timeout_s", "github_sync_timeout_s")
+_SCANNERS_LATER = ("exclude_paths", "allow")
 
 
 def policy_digest(policy: Policy) -> str:
@@ -86,18 +87,25 @@ def policy_digest(policy: Policy) -> str:
                 del data["conductor"][key]
     if policy.verify == VerifyPolicy():
         del data["verify"]  # a policy without `[verify]` keeps the digest it had
+    for key in _SCANNERS_LATER:  # likewise for scanner keys added later, when unset
+        if not getattr(policy.scanners, key):
+            del data["scanners"][key]
     return _digest(data)
 
 
 def policy_json(policy: Policy) -> dict[str, Any]:
     """The policy as `oms policy show` prints it: every key with its default, but a check's
-    `report` and `[verify]` only when set, so a policy without them shows as it did."""
+    `report`, `[verify]` and the later `[scanners]` keys only when set, so a policy without
+    them shows as it did."""
     data = policy.model_dump(mode="json")
     for check in data["checks"]:
         if check["report"] is None:
             del check["report"]
     if policy.verify == VerifyPolicy():
         del data["verify"]
+    for key in _SCANNERS_LATER:
+        if not getattr(policy.scanners, key):
+            del data["scanners"][key]
     return data
 
 

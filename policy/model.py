@@ -248,10 +248,26 @@ class AgentPolicy(_HostAccess):
     egress: EgressPolicy = EgressPolicy()
 
 
+PathPattern = Annotated[str, Field(min_length=1, max_length=1024)]  # see policy/paths.py
+
+
+class ScannerAllow(_Model):
+    """`[[scanners.allow]]`: findings of one rule (a scanner's own name for it, e.g.
+    "Hex High Entropy String" or "generic-api-key") in these paths do not block."""
+
+    rule: Annotated[str, Field(min_length=1, max_length=200)]
+    paths: Annotated[list[PathPattern], Field(min_length=1)]
+
+
 class ScannersPolicy(_Model):
     gitleaks_sha256: Annotated[str, Field(pattern=_SHA256_HEX)] = DEFAULT_GITLEAKS_SHA256
     allow_fingerprints: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = []
     timeout_s: Annotated[int, Field(ge=1, le=3600)] = 120
+    # Read from the trusted base's policy only, as all of it: findings in these paths
+    # (every rule) or of an allowed rule in its paths are still scanned, shown and
+    # redacted, but do not block. Left out of the digest when empty.
+    exclude_paths: list[PathPattern] = []
+    allow: list[ScannerAllow] = []
 
 
 class ProtectedPolicy(_Model):

@@ -20,7 +20,7 @@ from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.scan import Finding, ScanItem, ScannerInfo, fingerprint
-from gatekeeper.scan.policy import ScanReport, scan_with_policy
+from gatekeeper.scan.policy import ScanReport, allow_by_path, scan_with_policy
 from gatekeeper.scan.sarif import to_sarif
 from policy import LoadedPolicy, default_policy
 
@@ -199,7 +199,7 @@ def scan(
             report = scan_with_policy(batch.items, loaded)
             located += batch.located(_not_fingerprints(batch, report.findings))
             infos, count = report.scanners, count + len(batch.items)
-    findings = tuple(f for f, _ in located)
+    findings = allow_by_path((f for f, _ in located), loaded.policy.scanners)
     if sarif is not None:
         _write_sarif(sarif, ScanReport(findings, infos))
     commits = tuple(c for _, c in located) if history is not None else None

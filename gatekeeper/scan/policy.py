@@ -19,7 +19,8 @@ from gatekeeper.scan.combined import merged, scan_both, scan_both_by_item
 from gatekeeper.scan.gitleaks import verify_binary
 from gatekeeper.scan.interface import Finding, ScanItem, ScannerInfo, ScannerUnavailable
 from gatekeeper.scan.redact import redact_lines
-from policy import LoadedPolicy
+from policy import LoadedPolicy, ScannersPolicy
+from policy.paths import matches
 from sandbox import Deadline
 
 
@@ -40,6 +41,11 @@ class ScanReport:
     def only(self, keep: Callable[[Iterable[Finding]], Iterable[Finding]]) -> ScanReport:
         """The same report with the findings `keep` selects (e.g. those a change adds)."""
         return replace(self, findings=tuple(keep(self.findings)))
+
+    def allowing_paths(self, sp: ScannersPolicy) -> ScanReport:
+        """The same report with the findings the policy's path rules allow marked (see
+        `allow_by_path`); call it once findings name their repository paths."""
+        return replace(self, findings=allow_by_path(self.findings, sp))
 
 
 def scan_with_policy(
@@ -107,3 +113,25 @@ def mark_allowed(findings: Iterable[Finding], allowed: Iterable[str]) -> tuple[F
     """Each finding with `allowed` set from the fingerprints a policy allows."""
     allow = frozenset(allowed)
     return tuple(replace(f, allowed=f.fingerprint in allow) for f in findings)
+
+
+AS_BYTES = " (as bytes)"  # the label suffix of a file's other decoding (gates/sources.py)
+
+
+def allow_by_path(findings: Iterable[Finding], sp: ScannersPolicy) -> tuple[Finding, ...]:
+    """Each finding also marked allowed when its path falls under `[scanners] exclude_paths`,
+    or under the `paths` of an `[[scanners.allow]]` entry naming its rule (patterns: see
+    `policy/paths.py`). Only a path decides, never the file's content: the finding is still
+    reported, and redacted where oms redacts. The findings must name repository paths
+    (a change's findings spread to every path of their blob first)."""
+    if not sp.exclude_paths and not sp.allow:
+        return tuple(findings)
+    return tuple(replace(f, allowed=True) if not f.allowed and _path_allows(f, sp) else f
+                 for f in findings)  # fmt: skip
+
+
+def _path_allows(f: Finding, sp: ScannersPolicy) -> bool:
+    path = f.file.removesuffix(AS_BYTES)
+    if matches(path, sp.exclude_paths) is not None:
+        return True
+    return any(a.rule == f.rule and matches(path, a.paths) is not None for a in sp.allow)

@@ -105,10 +105,12 @@ class Secrets:
         say(f"scan: {len(scope.items)} item(s) with gitleaks and detect-secrets")
         report = scan_with_policy(list(scope.items), s.loaded, s.budget)
         s.clock.lap("scan")
-        say(f"scan: {len(report.only(scope.new_findings).findings)} finding(s)")
+        # the base's path rules, once each finding names every path of its blob
+        added = report.only(scope.new_findings).allowing_paths(s.loaded.policy.scanners)
+        say(f"scan: {len(added.findings)} finding(s)")
         s.scanners = tuple(ScannerUsed.of(i) for i in report.scanners)
         s.reasons.extend(canary_reasons(scope.items))
-        for f in report.only(scope.new_findings).findings:
+        for f in added.findings:
             s.findings.append(SecretFinding.of(f))
             if not f.allowed:
                 s.reasons.append(f"secret found: {f.rule} in {f.file}:{f.line} ({f.scanner})")

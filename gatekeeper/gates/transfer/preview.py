@@ -41,7 +41,7 @@ from gatekeeper.gates.transfer.visibility import visibility
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.refs import current_branch, default_base, resolve_commit
 from gatekeeper.scan import Finding, ScanItem
-from gatekeeper.scan.policy import scan_with_policy
+from gatekeeper.scan.policy import allow_by_path, scan_with_policy
 from gatekeeper.scan.redact import redact_lines
 from policy import LoadedPolicy
 
@@ -135,7 +135,12 @@ def _text(data: bytes) -> str:
 
 
 def _unallowed(items: list[ScanItem], loaded: LoadedPolicy) -> list[Finding]:
-    return list(scan_with_policy(items, loaded).blocking)
+    """The findings that block: the purpose text is not a path, so no path rule allows it."""
+    report = scan_with_policy(items, loaded)
+    files = [f for f in report.findings if f.file != PURPOSE_ITEM]
+    purpose = [f for f in report.findings if f.file == PURPOSE_ITEM]
+    found = [*allow_by_path(files, loaded.policy.scanners), *purpose]
+    return [f for f in found if not f.allowed]
 
 
 def scan_items(selected: list[Selected]) -> list[ScanItem]:

@@ -553,3 +553,37 @@ def test_bad_toolchains_are_refused_in_one_line(text: str, message: str) -> None
     with pytest.raises(PolicyError) as err:
         parse_policy(f"version = 1\n{text}".encode(), "oms.toml")
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+SCANNERS = (
+    b'version = 1\n[scanners]\nallow_fingerprints = ["' + b"ab" * 32 + b'"]\ntimeout_s = 60\n'
+)
+
+
+def test_a_scanners_section_keeps_its_digest_when_the_path_rules_are_left_unset() -> None:
+    # Pinned before `exclude_paths` and `[[scanners.allow]]` existed.
+    pinned = "sha256:b4c233f3d00206c5b4787c0b57856c066d4b3229b20130b3ff77e5a7f4486074"
+    assert parse_policy(SCANNERS, "x").digest == pinned
+    assert "exclude_paths" not in policy.policy_json(parse_policy(SCANNERS, "x").policy)["scanners"]
+    ruled = SCANNERS + b'exclude_paths = ["tests/fixtures/"]\n'
+    ruled += b'[[scanners.allow]]\nrule = "Hex High Entropy String"\npaths = ["data/*.json"]\n'
+    loaded = parse_policy(ruled, "x")
+    assert loaded.digest != pinned
+    assert loaded.policy.scanners.exclude_paths == ["tests/fixtures/"]
+    assert [(a.rule, a.paths) for a in loaded.policy.scanners.allow] == [
+        ("Hex High Entropy String", ["data/*.json"])
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[[scanners.allow]]\nrule = "r"\npaths = []\n',
+        b'[[scanners.allow]]\nrule = ""\npaths = ["a/"]\n',
+        b'[[scanners.allow]]\nrule = "r"\npaths = ["a/"]\nfingerprint = "x"\n',
+        b'[scanners]\nexclude_paths = [""]\n',
+    ],
+)
+def test_malformed_scanner_path_rules_are_refused(text: bytes) -> None:
+    with pytest.raises(PolicyError):
+        parse_policy(b"version = 1\n" + text, "x")

@@ -7,7 +7,7 @@ import random
 import corpus
 
 from gatekeeper.scan import Finding, ScanItem, fingerprint
-from gatekeeper.scan.policy import ScanReport, mark_allowed, scan_with_policy
+from gatekeeper.scan.policy import ScanReport, allow_by_path, mark_allowed, scan_with_policy
 from policy import LoadedPolicy, parse_policy
 
 
@@ -56,3 +56,27 @@ def test_mark_allowed_sets_each_flag_from_the_fingerprint() -> None:
     found = [Finding("detect-secrets", "r", "x", n, fp, "p") for n, fp in ((1, "a"), (2, "b"))]
     marked = mark_allowed(found, ["b"])
     assert [f.allowed for f in marked] == [False, True]
+
+
+def test_path_rules_allow_findings_by_path_and_by_rule_in_its_paths() -> None:
+    rules = parse_policy(
+        b'version = 1\n[scanners]\nexclude_paths = ["tests/fixtures/", "*.snap"]\n'
+        b'[[scanners.allow]]\nrule = "Hex High Entropy String"\npaths = ["data/**/*.json"]\n',
+        "test",
+    ).policy.scanners
+
+    def at(path: str, rule: str = "generic-api-key") -> Finding:
+        return Finding("gitleaks", rule, path, 1, "f" * 64, "p")
+
+    found = [
+        at("tests/fixtures/keys.py"),
+        at("src/ui/view.snap"),
+        at("tests/fixtures/keys.py (as bytes)"),
+        at("data/a/b.json", "Hex High Entropy String"),
+        at("data/a/b.json"),  # another rule in the allowed paths
+        at("src/tests/fixtures/keys.py"),  # the directory is anchored at the root
+        at("app/settings.py", "Hex High Entropy String"),
+    ]
+    allowed = [f.allowed for f in allow_by_path(found, rules)]
+    assert allowed == [True, True, True, True, False, False, False]
+    assert allow_by_path(found, policy_allowing().policy.scanners) == tuple(found)
