@@ -560,6 +560,29 @@ def test_allow_list_in_the_candidates_own_policy_does_not_help(
     assert any(r.startswith("protected path changed: oms.toml") for r in out["reasons"])
 
 
+def test_path_rules_of_the_base_policy_allow_and_the_candidates_own_do_not(
+    world: World,
+) -> None:
+    key = world.secret()
+    rules = policy_toml(scanners={"exclude_paths": ["tests/fixtures/"]})
+    world.base_with_policy("base/paths", rules)
+    world.commit("cand/fixture", {"tests/fixtures/cloud.py": f'KEY = "{key}"\n'},
+                 parent="base/paths")  # fmt: skip
+    code, out = world.gate("cand/fixture", policy_from="base/paths")
+    assert code == 0 and out["decision"] == READY, out["reasons"]
+    hits = findings_at(out, "tests/fixtures/cloud.py")
+    assert hits and all(f["allowed"] is True for f in hits)
+    # The same rule written by the candidate into its own oms.toml allows nothing.
+    world.commit(
+        "cand/own-rules", {"oms.toml": rules, "tests/fixtures/cloud.py": f'KEY = "{key}"\n'}
+    )
+    code, out = world.gate("cand/own-rules")
+    assert code == 3 and out["decision"] == BLOCKED
+    hits = findings_at(out, "tests/fixtures/cloud.py")
+    assert hits and all(f["allowed"] is False for f in hits)
+    assert any(r.startswith("secret found: ") for r in out["reasons"])
+
+
 # --------------------------------------------------------------------------------------
 # The sandbox: no network, bounded time
 # --------------------------------------------------------------------------------------
