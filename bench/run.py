@@ -13,6 +13,7 @@ BENCHES = [
     "sandbox_bench.py",
     "gate_bench.py",
     "scan_bench.py",
+    "fp_bench.py",
     "transfer_bench.py",
     "mcp_bench.py",
     "agent_bench.py",

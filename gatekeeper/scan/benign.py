@@ -1,6 +1,6 @@
 """Values that are not secrets by their exact shape: hash fields and placeholder credentials.
 
-Two detect-secrets filters, registered in `detect_secrets.py` through its settings (its
+Three detect-secrets filters, registered in `detect_secrets.py` through its settings (its
 own plug point for filters), so they run inside its per-line pipeline with the line at
 hand and a value they drop never becomes a finding; and one predicate for Gitleaks, only
 for hash formats that name themselves (its findings are never dropped for a placeholder).
@@ -11,6 +11,8 @@ docs/scanning.md lists the rules. Importing this module does not import detect-s
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Any
 from urllib.parse import unquote
@@ -37,12 +39,16 @@ _HASH_KEY = re.compile(
 _PLACEHOLDER_RULES = ("Basic Auth Credentials", "Secret Keyword")  # detect-secrets' own
 # Whole values (percent-decoded, case-folded) that stand for a password in docs and examples.
 _PLACEHOLDER = re.compile(
-    r"(?:(?:a|an|my|your|the)[ _-]?)?"
-    r"(?:pass|passwd|password|pwd|secret|changeme|changeit|example|dummy|placeholder|redacted"
-    r"|foo|bar|baz|qux)"
+    r"(?:(?:a|an|my|your|the|some|example|dummy|fake|test)[ _-]?)?"
+    r"(?:(?:client|api|app|db|database|access|admin|user|service)[ _-]?)?"
+    r"(?:pass|passwd|password|pwd|secret|token|key|changeme|changeit|example|dummy"
+    r"|placeholder|redacted|foo|bar|baz|qux)"
     r"|x{3,}|\*{3,}|\.{3,}|<[^<>]+>|\$\{[^{}]+\}|\{\{[^{}]+\}\}|\$[A-Za-z_][A-Za-z0-9_]*"
     r"|%\([a-z_]+\)s"
 )
+
+# Base64 of a sentence: five or more words of letters, spaces and plain punctuation.
+_PROSE = re.compile(r"[A-Za-z',.!?-]+(?: [A-Za-z',.!?-]+){4,}")
 
 
 def is_hash_value(secret: str) -> bool:
@@ -70,3 +76,16 @@ def is_placeholder_credential(secret: str, plugin: Any) -> bool:
         return False
     value = unquote(secret).strip("\"'`").casefold()
     return _PLACEHOLDER.fullmatch(value) is not None
+
+
+def is_encoded_prose(secret: str, plugin: Any) -> bool:
+    """detect-secrets filter: a "Base64 High Entropy String" that decodes, whole, to a
+    sentence of five or more words (letters and plain punctuation: no digits, no `:`), as
+    docs use to show base64; a key or token is random bytes and never decodes so."""
+    if getattr(plugin, "secret_type", None) != "Base64 High Entropy String":
+        return False
+    try:
+        text = base64.b64decode(secret, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return False
+    return _PROSE.fullmatch(text) is not None

@@ -7,9 +7,9 @@ file names), `is_invalid_file` and `is_non_text_file` (in a file scan they drop
 every finding for a path that is not on disk, and ours are bytes from git).
 oms drives the per-line pipeline, which does not consult file-name filters
 today; they are off anyway so that a change there cannot silently drop
-findings. The heuristic false-positive filters stay, with oms' own two (`benign.py`):
-hash fields and placeholder credentials, judged by value and key, never by file name.
-Network verification is never configured, so no secret is ever sent anywhere.
+findings. The heuristic false-positive filters stay, with oms' own (`benign.py`):
+hash fields, placeholder credentials and base64 of prose, judged by value and key,
+never by file name. Network verification is never configured, so no secret is ever sent anywhere.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ KEPT_FILTERS = (
     # oms' own, by the exact shape of a value (scan/benign.py): hash fields, placeholders
     "gatekeeper.scan.benign.is_hash_field",
     "gatekeeper.scan.benign.is_placeholder_credential",
+    "gatekeeper.scan.benign.is_encoded_prose",
 )
 # Gitleaks' own private-key pattern, so that a PEM block gets the same fingerprint from both.
 PEM_BLOCK = re.compile(

@@ -10,7 +10,12 @@ from detect_secrets.plugins.basic_auth import BasicAuthDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 from detect_secrets.plugins.keyword import KeywordDetector
 
-from gatekeeper.scan.benign import is_hash_field, is_hash_value, is_placeholder_credential
+from gatekeeper.scan.benign import (
+    is_encoded_prose,
+    is_hash_field,
+    is_hash_value,
+    is_placeholder_credential,
+)
 
 SHA512 = "sha512-" + base64.b64encode(hashlib.sha512(b"a").digest()).decode()
 SHA256_HEX = hashlib.sha256(b"a").hexdigest()
@@ -74,7 +79,8 @@ def test_values_that_are_not_hash_fields_are_kept(secret: str, line: str) -> Non
 @pytest.mark.parametrize(
     "value",
     ["pass", "password", "secret", "a%20secret", "xxx", "XXXXXX", "****", "<password>",
-     "${DB_PASSWORD}", "{{ password }}", "$PASSWORD", "changeme", "foo", "'bar'"],
+     "${DB_PASSWORD}", "{{ password }}", "$PASSWORD", "changeme", "foo", "'bar'",
+     "my-client-secret", "your_api_key", "example-password"],
 )  # fmt: skip
 def test_placeholder_passwords_are_dropped_for_basic_auth_and_keyword(value: str) -> None:
     assert is_placeholder_credential(value, BasicAuthDetector())
@@ -82,7 +88,17 @@ def test_placeholder_passwords_are_dropped_for_basic_auth_and_keyword(value: str
 
 
 @pytest.mark.parametrize(
-    "value", ["hunter2", "pass1", "s3cret", "Zx9kQ2mP7vLr4tY8", "xx", "secrets"]
+    "value",
+    [
+        "hunter2",
+        "pass1",
+        "s3cret",
+        "Zx9kQ2mP7vLr4tY8",
+        "xx",
+        "secrets",
+        "my-secret-2024",
+        "client-secret-Zx9kQ2",
+    ],
 )
 def test_other_passwords_are_kept(value: str) -> None:
     assert not is_placeholder_credential(value, BasicAuthDetector())
@@ -90,3 +106,19 @@ def test_other_passwords_are_kept(value: str) -> None:
 
 def test_placeholders_are_judged_only_for_password_rules() -> None:
     assert not is_placeholder_credential("password", Base64HighEntropyString())
+
+
+def b64(text: str | bytes) -> str:
+    return base64.b64encode(text.encode() if isinstance(text, str) else text).decode()
+
+
+def test_base64_of_a_sentence_is_dropped_and_of_keys_or_credentials_kept() -> None:
+    plugin = Base64HighEntropyString()
+    assert is_encoded_prose(b64("These aren't the droids you're looking for"), plugin)
+    assert not is_encoded_prose(b64("deploy:Zx9kQ2mP7vLr4tY8"), plugin)  # a Basic credential
+    assert not is_encoded_prose(b64("correct horse battery staple"), plugin)  # four words
+    assert not is_encoded_prose(b64("the key is 7f3a9 for prod today"), plugin)  # a digit
+    assert not is_encoded_prose(b64(hashlib.sha256(b"k").digest()), plugin)
+    assert not is_encoded_prose(
+        b64("These aren't the droids you're looking for"), KeywordDetector()
+    )
