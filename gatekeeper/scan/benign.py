@@ -62,7 +62,9 @@ def is_hash_field(secret: str, line: str) -> bool:
     of a hash-named key on its line."""
     if is_hash_value(secret):
         return True
-    if any(m.group(0).endswith(secret) for m in _SELF_DESCRIBED_IN_LINE.finditer(line)):
+    if len(secret) >= 16 and any(
+        m.group(0).endswith(secret) for m in _SELF_DESCRIBED_IN_LINE.finditer(line)
+    ):
         return True  # the hash part of one, e.g. the hex of `--hash=sha256:…`
     if _HEX_DIGEST.fullmatch(secret) is None:
         return False
