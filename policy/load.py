@@ -25,6 +25,7 @@ from .model import (
     DEFAULT_POLICY,
     Check,
     ConductorPolicy,
+    McpPolicy,
     Policy,
     RunsPolicy,
     VerifyPolicy,
@@ -90,6 +91,8 @@ def policy_digest(policy: Policy) -> str:
     for key in _SCANNERS_LATER:  # likewise for scanner keys added later, when unset
         if not getattr(policy.scanners, key):
             del data["scanners"][key]
+    if policy.mcp == McpPolicy():
+        del data["mcp"]  # likewise `[mcp]`
     return _digest(data)
 
 
@@ -106,6 +109,8 @@ def policy_json(policy: Policy) -> dict[str, Any]:
     for key in _SCANNERS_LATER:
         if not getattr(policy.scanners, key):
             del data["scanners"][key]
+    if policy.mcp == McpPolicy():
+        del data["mcp"]
     return data
 
 

@@ -331,6 +331,13 @@ class ConductorPolicy(_Model):
     github_sync_timeout_s: Annotated[int, Field(ge=1, le=3600)] = 600
 
 
+class McpPolicy(_Model):
+    """`[mcp]`: which tools `oms mcp` serves when it is not told (`--tools`): the gatekeeper's
+    eleven (`"gatekeeper"`, the default) or every tool, runs and orchestration too (`"all"`)."""
+
+    tools: Literal["gatekeeper", "all"] = "gatekeeper"
+
+
 RunsLaterKind = Literal[
     "npm-lifecycle", "npmrc", "yarnrc", "workspace-tasks", "tool-versions", "wrapper-url",
     "python-build", "make-target",
@@ -373,6 +380,7 @@ class Policy(_Model):
     runs: RunsPolicy = RunsPolicy()
     conductor: ConductorPolicy = ConductorPolicy()
     verify: VerifyPolicy = VerifyPolicy()
+    mcp: McpPolicy = McpPolicy()
 
     @field_validator("version", mode="before")
     @classmethod

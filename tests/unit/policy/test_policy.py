@@ -515,6 +515,16 @@ def test_policies_without_toolchains_keep_their_digests() -> None:
         "sha256:40529614f290560c438ea4cf92300fe0cca599a49280181eaef8aff4d0a33e2e")  # fmt: skip
 
 
+def test_the_mcp_tools_key_leaves_old_digests_alone_and_takes_two_profiles() -> None:
+    text = b'version = 1\n[[checks]]\nname = "t"\ncmd = ["x"]\n'
+    pinned = parse_policy(text, "x").digest
+    assert parse_policy(text + b'[mcp]\ntools = "gatekeeper"\n', "x").digest == pinned
+    every = parse_policy(text + b'[mcp]\ntools = "all"\n', "x")
+    assert every.policy.mcp.tools == "all" and every.digest != pinned
+    with pytest.raises(PolicyError, match=r"mcp\.tools"):
+        parse_policy(text + b'[mcp]\ntools = "some"\n', "x")
+
+
 CONDUCTOR = b'version = 1\n[conductor]\ngithub_repo = "octo/widgets"\nready_label = "go"\n'
 
 
