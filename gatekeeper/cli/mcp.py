@@ -22,17 +22,25 @@ from gatekeeper.integrations.install.entries import (
     gate_budget_s,
     mcp_server,
 )
+from gatekeeper.mcp.profile import PROFILES, Profile
 from gatekeeper.mcp.server import serve, tools_digest
+
+TOOLS_OPTION = click.option(
+    "--tools", type=click.Choice(PROFILES), default=None,
+    help="The tools served: gatekeeper (the gates and the repo gateway) or all (runs and "
+    "orchestration too). Default: the base policy's [mcp] tools, else gatekeeper.",
+)  # fmt: skip
 
 
 @click.group(invoke_without_command=True)
 @REPO_OPTION
+@TOOLS_OPTION
 @click.pass_context
-def mcp(ctx: click.Context, repo: Path) -> None:
+def mcp(ctx: click.Context, repo: Path, tools: Profile | None) -> None:
     """Serve MCP over stdio for one repository (`oms mcp`), or print client snippets."""
     if ctx.invoked_subcommand is None:
         try:
-            serve(repo)
+            serve(repo, tools)
         except OmsError as err:
             # A client started it outside a repository: one line on stderr, never a
             # traceback, and nothing on stdout (the protocol's channel).
@@ -84,8 +92,9 @@ def mcp_config(client: str, repo: Path) -> Outcome:
 
 @mcp.command("tools-digest")
 @REPO_OPTION
+@TOOLS_OPTION
 @command
-def mcp_tools_digest(repo: Path) -> Outcome:
-    """SHA-256 of the canonical tools/list result, to pin the tool definitions."""
-    digest, names = anyio.run(tools_digest, repo)
+def mcp_tools_digest(repo: Path, tools: Profile | None) -> Outcome:
+    """SHA-256 of the canonical tools/list result of one profile, to pin the tool definitions."""
+    digest, names = anyio.run(tools_digest, repo, tools)
     return Outcome({"tools_digest": digest, "tools": names}, lines=[digest])

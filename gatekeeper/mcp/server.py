@@ -25,6 +25,7 @@ from gatekeeper.mcp.inputs import Server
 from gatekeeper.mcp.listing import listed_digest
 from gatekeeper.mcp.own_runs import only_own_runs
 from gatekeeper.mcp.policy_cache import PolicyCache
+from gatekeeper.mcp.profile import Profile, keep_profile, profile_for
 from gatekeeper.mcp.tools import board, doctor, evidence, policy, repo, result, runs, transfer
 from gatekeeper.repo.git import open_repo
 
@@ -57,21 +58,24 @@ def requested_by(environ: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
     return tuple(run_subject(run_id))
 
 
-def build_server(repo_dir: Path) -> MCPServer[Any]:
-    """The server for the repository at `repo_dir`, with every tool group registered."""
+def build_server(repo_dir: Path, tools: Profile | None = None) -> MCPServer[Any]:
+    """The server for the repository at `repo_dir`, serving the tools of profile `tools`
+    (None: the one the base's policy names, else the gatekeeper's: `profile`)."""
     served = open_repo(repo_dir)
     ctx = ToolContext(repo=served, policies=PolicyCache(served.top),
                       requested_by=requested_by(os.environ))  # fmt: skip
     server = Server(name="oms", version=oms_version(), instructions=INSTRUCTIONS)
     for group in TOOL_GROUPS:
         group.register(server, ctx)
+    keep_profile(server, profile_for(served, tools))
     only_own_runs(server, ctx)
     return server
 
 
-async def tools_digest(repo_dir: Path) -> tuple[str, list[str]]:
-    """SHA-256 of the canonical `tools/list` result, so a host can pin the definitions."""
-    return await listed_digest(build_server(repo_dir))
+async def tools_digest(repo_dir: Path, tools: Profile | None = None) -> tuple[str, list[str]]:
+    """SHA-256 of the canonical `tools/list` result of one profile, so a host can pin the
+    definitions."""
+    return await listed_digest(build_server(repo_dir, tools))
 
 
 def digest_for_doctor(repo_dir: Path) -> str:
@@ -82,5 +86,5 @@ def digest_for_doctor(repo_dir: Path) -> str:
         return f"unavailable: {type(exc).__name__}"
 
 
-def serve(repo_dir: Path) -> None:
-    build_server(repo_dir).run("stdio")
+def serve(repo_dir: Path, tools: Profile | None = None) -> None:
+    build_server(repo_dir, tools).run("stdio")

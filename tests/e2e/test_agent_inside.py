@@ -248,6 +248,9 @@ def test_oms_mcp_inside_offers_the_same_tools_and_answers_from_the_repo_outside(
     assert got["inside"], "no tools through the relay"
     assert _schemas(got["inside"]) == _schemas(got["outside"])
     assert [t.name for t in got["inside"]] == [t.name for t in got["outside"]]
+    # The same profile as outside: the gatekeeper's (the base policy names no `[mcp] tools`).
+    assert "oms_process_result" in {t.name for t in got["inside"]}
+    assert "oms_status" not in {t.name for t in got["inside"]}
     read = got["read"]
     assert not read.is_error and read.structured_content["ok"] is True, read
     assert README.strip() in json.dumps(read.structured_content["data"])

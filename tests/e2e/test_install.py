@@ -225,7 +225,7 @@ def test_the_written_mcp_entry_serves_the_repository_it_is_started_in(box: Box) 
     sub = box.repo / "src"
     sub.mkdir()
     tools = asyncio.run(_tools(entry["command"], entry["args"], env, sub))
-    assert {"oms_process_result", "oms_transfer_preview", "oms_status"} <= tools
+    assert {"oms_process_result", "oms_transfer_preview", "oms_doctor"} <= tools
 
 
 def _isolated(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -124,9 +124,10 @@ class World:
         return proc.returncode, parse_single_json(proc)
 
     def params(self) -> StdioServerParameters:
+        # Every tool (`--tools all`): the default profile is pinned in test_mcp_profile.py.
         return StdioServerParameters(
             command=sys.executable,
-            args=["-m", "gatekeeper", "mcp", "--repo", str(self.repo)],
+            args=["-m", "gatekeeper", "mcp", "--repo", str(self.repo), "--tools", "all"],
             env=self.env,
             cwd=str(self.root),
         )
@@ -660,7 +661,7 @@ def test_malformed_jsonrpc_lines_leave_the_server_alive_and_answering(small: Sma
 
     async def drive() -> tuple[list[dict[str, Any]], int | None, str]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gatekeeper", "mcp", "--repo", str(w.repo),
+            sys.executable, "-m", "gatekeeper", "mcp", "--repo", str(w.repo), "--tools", "all",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=w.env, cwd=str(w.root),
         )  # fmt: skip
@@ -783,7 +784,8 @@ def _inspector(small: Small, *method: str) -> dict[str, Any]:
            "npm_config_fund": "false", "npm_config_audit": "false"}  # fmt: skip
     argv = [*runner, "--cli",
             "-e", f"OMS_HOME={w.env['OMS_HOME']}", "-e", f"HOME={w.env['HOME']}",
-            sys.executable, "-m", "gatekeeper", "mcp", "--repo", str(w.repo), *method]  # fmt: skip
+            sys.executable, "-m", "gatekeeper", "mcp", "--repo", str(w.repo), "--tools", "all",
+            *method]  # fmt: skip
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=w.root,
                               timeout=240, check=False)  # fmt: skip
@@ -821,7 +823,7 @@ class _SafePathWorld(World):
     def params(self) -> StdioServerParameters:
         return StdioServerParameters(
             command=sys.executable,
-            args=["-P", "-m", "gatekeeper", "mcp", "--repo", str(self.repo)],
+            args=["-P", "-m", "gatekeeper", "mcp", "--repo", str(self.repo), "--tools", "all"],
             env=self.env,
             cwd=str(self.cwd),
         )

@@ -73,7 +73,8 @@ class World:
 
     def params(self) -> StdioServerParameters:
         return StdioServerParameters(command=sys.executable,
-                                     args=["-m", "gatekeeper", "mcp", "--repo", str(self.repo)],
+                                     args=["-m", "gatekeeper", "mcp", "--repo", str(self.repo),
+                                           "--tools", "all"],
                                      env=self.env, cwd=str(self.root))  # fmt: skip
 
 

@@ -71,7 +71,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         rl = run_lab(root, env, external=("critic",), autopilot=("critic",))
         plan, _ = api.plan(rl.repo, "Add a feature flag")
         params = StdioServerParameters(command=sys.executable,
-                                       args=["-m", "gatekeeper", "mcp", "--repo", str(rl.repo)],
+                                       args=["-m", "gatekeeper", "mcp", "--repo", str(rl.repo),
+                                             "--tools", "all"],
                                        env=env, cwd=str(root))  # fmt: skip
         with open(root / "server.stderr", "w") as errlog, start_blocking_portal() as portal:
             with portal.wrap_async_context_manager(mcp_session(params, errlog, 120)) as session:

@@ -179,7 +179,7 @@ class Mcp:
         env = {**self.lab.env, RUN_ID_ENV: self.agent_run} if self.agent_run else self.lab.env
         params = StdioServerParameters(command=sys.executable,
                                        args=["-m", "gatekeeper", "mcp", "--repo",
-                                             str(self.lab.repo)],
+                                             str(self.lab.repo), "--tools", "all"],
                                        env=env, cwd=str(self.lab.root))  # fmt: skip
         self._session_cm = portal.wrap_async_context_manager(mcp_session(params, self._errlog, 300))
         self.session = self._session_cm.__enter__()

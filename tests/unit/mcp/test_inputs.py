@@ -49,7 +49,7 @@ def fields_of(server: MCPServer[Any]) -> list[tuple[str, str, Any]]:
 def servers(git_repo: Path) -> Iterator[dict[str, MCPServer[Any]]]:
     with initialised_work(git_repo) as work:
         conductor = new_session(work)
-    yield {"oms mcp": build_server(git_repo), "bridge": build_bridge(git_repo, conductor)}
+    yield {"oms mcp": build_server(git_repo, "all"), "bridge": build_bridge(git_repo, conductor)}
 
 
 def refusal(server: MCPServer[Any], tool: str, args: dict[str, Any]) -> str:
@@ -97,5 +97,5 @@ def test_every_field_of_every_tool_refuses_a_wrong_type_in_one_line_naming_it(
 def test_the_line_is_the_tool_then_field_and_why(
     git_repo: Path, tool: str, args: dict[str, Any], expected: str
 ) -> None:
-    got = refusal(build_server(git_repo), tool, args)
+    got = refusal(build_server(git_repo, "all"), tool, args)
     assert got == f"Error executing tool {tool}: usage: {expected}"

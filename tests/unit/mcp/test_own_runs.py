@@ -97,7 +97,7 @@ def call(server: MCPServer[Any], tool: str, args: dict[str, Any]) -> CallToolRes
 
 
 def test_the_table_is_every_tool_with_an_argument_that_addresses_a_run(lab: Lab) -> None:
-    tools = build_server(lab.repo)._tool_manager.list_tools()
+    tools = build_server(lab.repo, "all")._tool_manager.list_tools()
     addressing = {t.name for t in tools if set(ADDRESSING) & set(t.parameters["properties"])}
     assert addressing == {tool for tool, _ in CALLS}
 
@@ -115,7 +115,7 @@ def test_a_run_this_agent_run_did_not_start_is_refused_in_one_line(
     lab: Lab, tool: str, args: dict[str, Any], whose: str
 ) -> None:
     before = snapshot(lab.work)
-    got = call(build_server(lab.repo), tool, filled(args, lab, whose))
+    got = call(build_server(lab.repo, "all"), tool, filled(args, lab, whose))
     assert isinstance(got, str), (tool, whose, got)
     run = lab.runs.get(whose, MISSING)
     assert got == f"Error executing tool {tool}: {REFUSED.format(run)}: an agent acts only " \
@@ -128,13 +128,13 @@ def test_a_run_this_agent_run_did_not_start_is_refused_in_one_line(
 def test_the_run_this_agent_run_started_passes_the_check(
     lab: Lab, tool: str, args: dict[str, Any]
 ) -> None:
-    got = call(build_server(lab.repo), tool, filled(args, lab, "mine"))
+    got = call(build_server(lab.repo, "all"), tool, filled(args, lab, "mine"))
     # The tool itself may still refuse (no role to summon, no such check): not as foreign.
     assert isinstance(got, CallToolResult) or "not started by this agent run" not in got, got
 
 
 def test_the_run_this_agent_run_started_is_read_and_aborted(lab: Lab) -> None:
-    server, run = build_server(lab.repo), lab.runs["mine"]
+    server, run = build_server(lab.repo, "all"), lab.runs["mine"]
     status = call(server, "oms_status", {"run_id": run})
     assert isinstance(status, CallToolResult) and status.structured_content, status
     assert status.structured_content["data"]["run_id"] == run
@@ -149,8 +149,8 @@ def test_a_server_no_agent_run_started_acts_on_every_run(
     lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("OMS_AGENT_RUN_ID")
-    aborted = call(build_server(lab.repo), "oms_abort", {"run_id": lab.runs["other agent run"],
-                                                          "reason": "a human asked"})  # fmt: skip
+    aborted = call(build_server(lab.repo, "all"), "oms_abort",
+                   {"run_id": lab.runs["other agent run"], "reason": "a human asked"})  # fmt: skip
     assert isinstance(aborted, CallToolResult), aborted
     assert Runs(lab.work).get(lab.runs["other agent run"]).state == "aborted"
 

@@ -31,7 +31,7 @@ D1, D2, D3 = ("sha256:" + c * 64 for c in "abc")
 
 def call(repo: Path, name: str, args: dict[str, Any]) -> CallToolResult:
     async def go() -> CallToolResult:
-        got = await build_server(repo).call_tool(name, args)
+        got = await build_server(repo, "all").call_tool(name, args)
         assert isinstance(got, CallToolResult)
         return got
 
