@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 import click
@@ -270,13 +271,42 @@ def _inside(args: Sequence[str]) -> None:
     brokered(args[list(args).index(words[0]) + 1 :])
 
 
+# -- bare `oms`: the repository's state (gatekeeper/cli/overview.py) ----------------------
+
+
+def overview_args(args: Sequence[str]) -> bool:
+    """Only `--json` and `--repo DIR` (either form), no command: the overview's arguments."""
+    rest = list(args)
+    while rest:
+        flag = rest.pop(0)
+        if flag == "--repo" and rest:
+            rest.pop(0)
+        elif flag != "--json" and not flag.startswith("--repo="):
+            return False
+    return True
+
+
+def _bare(args: list[str]) -> list[str]:
+    """What bare `oms` runs. At a terminal with nothing else: the conductor when the base's
+    policy defines its role, else the overview; in a pipe, the help (as git and cargo do),
+    unless `--json` or `--repo` asks for the overview. The overview exits here."""
+    terminal = not args and sys.stdin.isatty() and sys.stdout.isatty()
+    if not args and not terminal:
+        return args
+    from gatekeeper.cli.overview import conductor_configured, overview
+
+    if terminal and conductor_configured(Path(".")):
+        return ["conductor", "start"]
+    overview.main(args=args, prog_name="oms", standalone_mode=False)
+    sys.exit(0)  # not reached: the overview exits with its own code
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if inside_agent_sandbox():  # one os.path.exists: `oms --help` stays fast
         _inside(args)
-    elif not args and sys.stdin.isatty() and sys.stdout.isatty():
-        # Bare `oms` at a terminal is the conductor; elsewhere (a pipe, a script) the help.
-        args = ["conductor", "start"]
+    elif overview_args(args):
+        args = _bare(list(args))
     try:
         cli.main(args=args, prog_name="oms", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -115,26 +115,33 @@ def test_a_command_conductor_runs_read_only_as_this_conductor(tmp_path: Path) ->
     assert req.conductor == CID and req.agent == "command" and req.egress == "none"
 
 
-def test_bare_oms_at_a_terminal_is_conductor_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Bare `oms` with stdin and stdout a terminal runs `oms conductor start`; anywhere
-    else it prints the help (tests/unit/cli/test_bare_groups.py holds that)."""
+def test_bare_oms_at_a_terminal_is_conductor_start_when_its_role_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bare `oms` with stdin and stdout a terminal runs `oms conductor start` when the base's
+    policy defines the conductor's role, else the overview (tests/e2e/test_overview.py);
+    anywhere else it prints the help (tests/unit/cli/test_bare_groups.py holds that)."""
     from gatekeeper.cli import main as main_mod
+    from gatekeeper.cli import overview
 
     seen: list[list[str]] = []
 
     def fake(args: list[str], prog_name: str, standalone_mode: bool) -> None:
-        seen.append(args)
+        seen.append(["overview", *args] if prog_name == "overview" else args)
 
     monkeypatch.setattr(main_mod.cli, "main", fake)
+    monkeypatch.setattr(overview.overview, "main", lambda args, **_: fake(args, "overview", False))
     monkeypatch.setattr(main_mod, "inside_agent_sandbox", lambda: False)
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
-    with pytest.raises(SystemExit):
-        main_mod.main([])
+    for configured in (True, False):
+        monkeypatch.setattr(overview, "conductor_configured", lambda _: configured)
+        with pytest.raises(SystemExit):
+            main_mod.main([])
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     with pytest.raises(SystemExit):
         main_mod.main([])
-    assert seen == [["conductor", "start"], []]
+    assert seen == [["conductor", "start"], ["overview"], []]
 
 
 def test_a_claude_conductor_goes_through_the_tunnel_with_a_subscription(tmp_path: Path) -> None:
