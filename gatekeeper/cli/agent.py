@@ -9,12 +9,12 @@ import click
 
 from gatekeeper.agent.run import AgentRunRequest
 from gatekeeper.agent.run import agent_run as run_agent
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Outcome, agent_lines, command
 from gatekeeper.errors import EXIT_FAILED
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def agent() -> None:
     """Run an agent CLI contained: its own workspace, no authority, brokered egress."""
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
+from gatekeeper.cli.options import FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.scan.cache import ScanCache, Stats, cache_dir, enabled, max_bytes
 from gatekeeper.text import sanitize
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def cache() -> None:
     """The scan-result cache: findings stored by content, so unchanged files are not rescanned."""
 

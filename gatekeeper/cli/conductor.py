@@ -8,9 +8,10 @@ import click
 from gatekeeper.cli.conductor_bridge import bridge
 from gatekeeper.cli.conductor_start import conductor_pane, start, worker_pane
 from gatekeeper.cli.conductor_wait import wait_event
+from gatekeeper.cli.options import FullHelpGroup
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def conductor() -> None:
     """The conductor: a read-only agent in tmux that routes tickets through typed tools."""
 

@@ -7,16 +7,17 @@ from typing import Any
 
 import click
 
+from gatekeeper.cli.options import FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.text import sanitize
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def events() -> None:
     """Typed events: GitHub sync into deduplicated events, pending tickets and notifications."""
 
 
-@events.group("sync")
+@events.group("sync", cls=FullHelpGroup)
 def sync() -> None:
     """One-shot syncs of an event source."""
 

@@ -10,7 +10,7 @@ import click
 
 from gatekeeper.cli import render
 from gatekeeper.cli.evidence_log import DEFAULT_LIMIT, log_rows
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import EXIT_BLOCKED
 from gatekeeper.gates import records
@@ -22,7 +22,7 @@ from gatekeeper.text import sanitize
 SEQ = click.argument("seq", type=click.IntRange(min=0))
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def evidence() -> None:
     """Evidence: audit, show, log, blob, prove, export, verify, note, acknowledge, key, repair."""
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.text import sanitize
 from gatekeeper.work import api
@@ -16,7 +16,7 @@ NONCE_OPTION = click.option(
 )
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def goal() -> None:
     """Goals: an objective, when it is done, and the tickets that serve it."""
 

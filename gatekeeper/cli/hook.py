@@ -12,12 +12,13 @@ import sys
 import click
 
 from gatekeeper.agent.inside import inside_agent_sandbox, marker
+from gatekeeper.cli.options import FullHelpGroup
 from gatekeeper.integrations.hooks import run_hook
 from gatekeeper.integrations.hooks.observe import publish_quietly
 from gatekeeper.integrations.hooks.protocol import STDIN_MAX
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def hook() -> None:
     """Agent hooks in Claude Code's and Codex's protocols: deny secrets and protected writes."""
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.integrations.install import Client, InstallRequest, Scope
 from gatekeeper.integrations.install import install as run_install
@@ -17,7 +17,7 @@ from gatekeeper.text import sanitize
 _WOULD = {"created": "would create", "updated": "would update", "removed": "would remove"}
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def install() -> None:
     """Wire oms into Claude Code or Codex: MCP server, hooks and agent instructions."""
 

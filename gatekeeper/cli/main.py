@@ -18,6 +18,7 @@ from typing import NoReturn
 import click
 
 from gatekeeper.agent.inside import SOCKET, inside_agent_sandbox
+from gatekeeper.cli.options import full_help_rows
 from gatekeeper.cli.render import emit_error
 
 # name -> ("module:attribute", short help). Sorted by name, as click lists commands.
@@ -135,6 +136,25 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
 }
 
 
+# How `oms --help` groups the table: the gates first, orchestration one step behind them.
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Gates", ("init", "doctor", "process-result", "scan", "transfer", "evidence", "policy",
+               "toolchain", "cache")),
+    ("Agents", ("agent", "sandbox", "hook", "install", "mcp")),
+    ("Orchestration", ("role", "goal", "ticket", "run", "worker", "verify", "dispatch",
+                       "conductor", "hud", "trust", "events", "reconcile", "schedule", "trace")),
+    ("Other", ("release",)),
+)  # fmt: skip
+EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("oms", "the repository's state and the next steps"),
+    ("oms init && oms policy init", "a signing key, an evidence log, a starter oms.toml"),
+    ("oms process-result --candidate BRANCH", "judge an agent's branch (never merges)"),
+    ("oms transfer list", "what was asked to leave the machine, and its state"),
+    ("oms install claude-code", "hooks and the MCP server for Claude Code"),
+    ("oms agent run -- claude", "the agent contained: no keys, no host, brokered egress"),
+)  # fmt: skip
+
+
 def load(name: str) -> click.Command:
     """Import the module behind one table entry and return its command."""
     module, _, attr = COMMANDS[name][0].partition(":")
@@ -154,19 +174,25 @@ class LazyGroup(click.Group):
         return load(cmd_name) if cmd_name in COMMANDS else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        # click's own layout, from the table's help: listing must not import every command.
-        # A bare Command per row lets click shorten the help exactly as for the real one.
-        names = self.list_commands(ctx)
-        limit = formatter.width - 6 - max(len(name) for name in names)
-        rows = [(n, click.Command(n, help=COMMANDS[n][1]).get_short_help_str(limit)) for n in names]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        # From the table's help: listing must not import every command. A bare Command per
+        # row gives each its whole first sentence, as `FullHelpGroup` does for the groups.
+        for title, names in SECTIONS:
+            rows = full_help_rows([(n, click.Command(n, help=COMMANDS[n][1])) for n in names])
+            with formatter.section(title):
+                formatter.write_dl(rows)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Examples"):
+            formatter.write_dl(EXAMPLES)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="oh-my-super-agent", prog_name="oms")
 def cli() -> None:
-    """oms: a fail-closed gatekeeper for AI coding agents."""
+    """oms: a fail-closed gatekeeper for AI coding agents.
+
+    Bare `oms` shows the repository's state and the next steps (`oms --json`: as JSON).
+    Every command takes --json and prints exactly one JSON object."""
 
 
 def _usage(args: Sequence[str], message: str) -> NoReturn:

@@ -11,7 +11,7 @@ import anyio
 import click
 
 from gatekeeper.cli import render
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.errors import OmsError
 from gatekeeper.integrations import oms_command
@@ -32,7 +32,7 @@ TOOLS_OPTION = click.option(
 )  # fmt: skip
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=FullHelpGroup, invoke_without_command=True)
 @REPO_OPTION
 @TOOLS_OPTION
 @click.pass_context

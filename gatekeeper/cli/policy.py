@@ -8,7 +8,7 @@ from typing import Any
 import click
 import tomlkit
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import EXIT_USAGE
 from gatekeeper.gates.policy_file import check_policy, init_policy, show_policy
@@ -16,7 +16,7 @@ from gatekeeper.text import sanitize
 from policy.templates import TEMPLATES
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def policy() -> None:
     """The policy file: init (a starter oms.toml), check (validate a file), show (effective)."""
 

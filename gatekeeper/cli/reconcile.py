@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.repo.git import open_repo
 from gatekeeper.text import sanitize
@@ -17,7 +17,7 @@ from gatekeeper.work.rebuild import rebuild
 from gatekeeper.work.watchdog import CATEGORIES, watchdog
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def reconcile() -> None:
     """Recovery: a watchdog pass over dead panes, stalled work, expired leases; work.db rebuilt."""
 

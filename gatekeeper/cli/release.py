@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import click
 
+from gatekeeper.cli.options import FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def release() -> None:
     """Release readiness of oms itself."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import EXIT_UNAVAILABLE, UsageError
 from gatekeeper.text import sanitize
@@ -19,7 +19,7 @@ UNATTENDED = click.option(
 )
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def role() -> None:
     """Roles from policy: provider:model, eligibility, authority; assign one to a run role."""
 

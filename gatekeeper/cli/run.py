@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import UsageError
 from gatekeeper.text import sanitize
@@ -202,7 +202,7 @@ def _ran(data_code: tuple[dict[str, Any], int],
 # -- the commands -----------------------------------------------------------------------------
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def run() -> None:
     """Runs: plan, orchestrate, consult, summon, fanout, continue, loop, reconcile, abort."""
     # (its help is the command table's, tests/unit/cli/test_lazy.py). Nothing in the group

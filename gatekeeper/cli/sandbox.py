@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Outcome, command, sandbox_lines
 from gatekeeper.errors import EXIT_FAILED
 from gatekeeper.gates import sandboxed
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def sandbox() -> None:
     """Run a command in the check sandbox."""
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.text import sanitize
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def schedule() -> None:
     """The one user-scoped schedule: GitHub sync every 60 s, the watchdog every 15 min."""
 

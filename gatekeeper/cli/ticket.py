@@ -7,14 +7,14 @@ from pathlib import Path
 import click
 
 from gatekeeper.cli.goal import NONCE_OPTION, ticket_line
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.text import sanitize
 from gatekeeper.work import api
 from gatekeeper.work.db import TICKET_STATES
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def ticket() -> None:
     """Tickets: work items of a goal, leased, dispatched, verified, held for a human."""
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.gates.toolchain import lock, manage, prepare
 from gatekeeper.text import sanitize
@@ -17,7 +17,7 @@ def _progress(line: str) -> None:
     click.echo(f"oms: {sanitize(line)}", err=True)
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def toolchain() -> None:
     """Trusted toolchains: built from the base's lockfiles, bound read-only into checks."""
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
+from gatekeeper.cli.options import FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.text import sanitize
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def trace() -> None:
     """Local tracers: the whole ticket path on a fixture, offline and non-certifying."""
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from gatekeeper.cli import render
-from gatekeeper.cli.options import DIGEST_REPO_OPTION, REPO_OPTION
+from gatekeeper.cli.options import DIGEST_REPO_OPTION, REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import EXIT_BLOCKED, UsageError
@@ -20,7 +20,7 @@ from gatekeeper.gates.transfer.state import list_transfers, manifest_digest
 from gatekeeper.gates.transfer.state import show as show_transfer
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def transfer() -> None:
     """The data boundary: preview, approve, release, show, list."""
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.text import sanitize
 from gatekeeper.work.trust import trust_report
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def trust() -> None:
     """Review of verdicts per role: closed UTC days only, built from evidence; grants nothing."""
 

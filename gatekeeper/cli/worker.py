@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from gatekeeper.cli.goal import ticket_line
-from gatekeeper.cli.options import REPO_OPTION
+from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Outcome, command
 from gatekeeper.work.dispatch import worker_result
 
 
-@click.group()
+@click.group(cls=FullHelpGroup)
 def worker() -> None:
     """Workers: the receipt a dispatched worker files when it is done."""
 

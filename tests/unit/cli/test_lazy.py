@@ -11,7 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from gatekeeper.cli.main import COMMANDS, cli, load
+from gatekeeper.cli.main import COMMANDS, EXAMPLES, SECTIONS, cli, load
 
 HEAVY = ("gatekeeper.gates", "gatekeeper.mcp", "mcp", "detect_secrets", "pydantic", "rich",
          "policy", "evidence", "sandbox", "cryptography")  # fmt: skip
@@ -85,21 +85,49 @@ def test_every_command_and_subcommand_shows_help(path: str) -> None:
     assert result.output.startswith(f"Usage: oms {path} ")
 
 
-def test_root_help_lists_every_command_with_its_help() -> None:
-    result = CliRunner().invoke(cli, ["--help"], prog_name="oms")
+def _root_help() -> str:
+    result = CliRunner().invoke(cli, ["--help"], prog_name="oms", terminal_width=200)
     assert result.exit_code == 0
-    listed = result.output.split("Commands:\n", 1)[1].splitlines()
-    assert [row.split()[0] for row in listed] == sorted(COMMANDS)
-    assert "  release         Release readiness of oms itself." in listed
+    return result.output
 
 
-def test_root_help_is_what_click_prints_with_every_command_loaded() -> None:
-    eager = click.Group(
-        cli.name, commands={n: load(n) for n in COMMANDS}, help=cli.help, params=cli.params,
-        context_settings=cli.context_settings,
-    )  # fmt: skip
-    lazy_help = CliRunner().invoke(cli, ["--help"], prog_name="oms").output
-    assert lazy_help == CliRunner().invoke(eager, ["--help"], prog_name="oms").output
+def test_root_help_groups_every_command_once_gates_first() -> None:
+    grouped = [name for _, names in SECTIONS for name in names]
+    assert sorted(grouped) == sorted(COMMANDS)
+    assert [title for title, _ in SECTIONS][:3] == ["Gates", "Agents", "Orchestration"]
+    out = _root_help()
+    listed = [row.split()[0] for row in out.split("Gates:\n", 1)[1].split("Examples:")[0]
+              .splitlines() if row.startswith("  ")]  # fmt: skip
+    assert listed == grouped
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_root_help_gives_each_command_its_whole_description(name: str) -> None:
+    # Not shortened with "...": the whole sentence, wrapped as it may be.
+    words = " ".join(_root_help().split("Gates:", 1)[1].split())
+    assert f"{name} {COMMANDS[name][1]}" in words
+    assert "..." not in words
+
+
+def test_root_help_ends_with_examples_that_are_commands() -> None:
+    examples = _root_help().split("Examples:\n", 1)[1]
+    for example, why in EXAMPLES:
+        listed = [line.split("  ")[1] for line in examples.splitlines() if line[2:3] == "o"]
+        assert example.startswith("oms") and example in listed
+        assert why in " ".join(examples.split())
+
+
+@pytest.mark.parametrize("path", [p for p in _groups() if " " not in p])
+def test_every_group_gives_its_commands_whole_descriptions(path: str) -> None:
+    cmd = load(path)
+    if not isinstance(cmd, click.Group):
+        return
+    out = CliRunner().invoke(cli, [path, "--help"], prog_name="oms", terminal_width=200).output
+    words = " ".join(out.split())
+    for sub in cmd.list_commands(click.Context(cmd)):
+        line = cmd.commands[sub].get_short_help_str(10_000)
+        if not cmd.commands[sub].hidden:
+            assert f"{sub} {line}" in words, (path, sub)
 
 
 @pytest.mark.parametrize(
