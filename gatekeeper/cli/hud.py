@@ -1,4 +1,4 @@
-"""`oms hud`: a read-only view of goals, tickets, workers, events and next actions.
+"""`oms hud`: a read-only view of verdicts, transfers, goals, tickets, workers and next actions.
 
 One frame from canonical state (`gatekeeper.work.conductor.view.snapshot`); on a terminal
 without `--once` it is redrawn every 2 s until Ctrl-C. It never writes and carries no
@@ -27,7 +27,7 @@ REFRESH_S = 2.0
 @click.option("--once", is_flag=True, help="Draw one frame and exit (also when not a terminal).")
 @command
 def hud(repo: Path, once: bool) -> Outcome:
-    """A read-only view of goals, tickets, workers, events and next actions."""
+    """A read-only view of verdicts, transfers, goals, tickets, workers and next actions."""
     from gatekeeper.work.api import opened
     from gatekeeper.work.conductor.view import snapshot
 
@@ -61,6 +61,16 @@ def _s(value: object, limit: int = 80) -> str:
     return sanitize("" if value is None else str(value), limit)
 
 
+def gate_lines(gates: Data) -> list[str]:
+    """The gates' part: evidence health, the last verdicts, the pending transfers."""
+    lines = [f"evidence: {_s(gates['evidence'], 160)}"]
+    lines += [f"verdict #{v['seq']} {_s(v['decision'])} {_s(v['commit'])} {_s(v['time'])}"
+              for v in gates["verdicts"]] or ["verdicts: none yet"]  # fmt: skip
+    lines += [f"transfer {_s(t['status'])} {_s(t['digest'])} to {_s(t['destination'])}"
+              for t in gates["pending_transfers"]] or ["pending transfers: none"]  # fmt: skip
+    return lines
+
+
 def hud_lines(data: Data) -> list[str]:
     """The frame as plain lines (not a terminal)."""
     c = data["conductor"]
@@ -70,6 +80,7 @@ def hud_lines(data: Data) -> list[str]:
              f"events: {data['events']['count']}; pending batches: "
              f"{data['batches']['pending']}; "
              f"outbox pending: {data['outbox']['pending']}"]  # fmt: skip
+    lines += gate_lines(data["gates"])
     for t in data["tickets"]:
         hold = " (human hold)" if t["human_hold"] else ""
         lines.append(f"ticket {_s(t['id'])} {_s(t['state'])}{hold}: {_s(t['title'])}")
@@ -85,7 +96,7 @@ def tables(data: Data) -> list[Any]:
     """The frame as rich tables (a terminal)."""
     from gatekeeper.cli.tables import _table, cell
 
-    head = hud_lines(data)[:3]
+    head = [*hud_lines(data)[:3], gate_lines(data["gates"])[0]]
     out: list[Any] = [cell(line) for line in head]
 
     def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
@@ -95,6 +106,13 @@ def tables(data: Data) -> list[Any]:
                 t.add_row(*(cell(_s(v)) for v in r))
             out.append(t)
 
+    gates = data["gates"]
+    table("verdicts", ("seq", "decision", "commit", "time"),
+          [(v["seq"], v["decision"], v["commit"], v["time"])
+           for v in gates["verdicts"]])  # fmt: skip
+    table("pending transfers", ("status", "digest", "destination", "bytes"),
+          [(t["status"], t["digest"], t["destination"], t["bytes"])
+           for t in gates["pending_transfers"]])  # fmt: skip
     table("goals", ("goal", "state", "objective"),
           [(g["id"], g["state"], g["objective"]) for g in data["goals"]])  # fmt: skip
     table("tickets", ("ticket", "state", "activity", "health", "title"),

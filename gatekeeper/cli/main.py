@@ -61,7 +61,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "hud": (
         "gatekeeper.cli.hud:hud",
-        "A read-only view of goals, tickets, workers, events and next actions.",
+        "A read-only view of verdicts, transfers, goals, tickets, workers and next actions.",
     ),
     "init": (
         "gatekeeper.cli.init:init",

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.oms import parse_single_json, run_oms
+from support.repos import commit_on
 from support.work import initialised_work, new_ticket, nonce
 
 from gatekeeper.work import payloads as p
@@ -61,3 +62,29 @@ def test_the_hud_shows_state_and_next_actions_and_writes_nothing(
     assert "\x1b" not in proc.stdout and "\u202e" not in proc.stdout and "\x07" not in proc.stdout
     assert "\\u001b[2J" in proc.stdout  # shown, not obeyed
     assert db_path.read_bytes() == db and log_path.read_bytes() == log
+
+
+def test_without_a_conductor_role_the_hud_shows_verdicts_and_the_gates_next_steps(
+    git_repo: Path, oms_env: dict[str, str], tmp_path: Path
+) -> None:
+    with initialised_work(git_repo):
+        pass
+    # A candidate that adds the policy file is BLOCKED before anything runs: one verdict.
+    commit_on(git_repo, "agent/x", {"oms.toml": "version = 1\n"}, env=oms_env,
+              index=tmp_path / "index")  # fmt: skip
+    judged = run_oms(["process-result", "--repo", str(git_repo), "--candidate", "agent/x",
+                      "--json"], env=oms_env, timeout=300)  # fmt: skip
+    verdict = parse_single_json(judged)
+    assert verdict["decision"] == "BLOCKED", verdict
+
+    got = parse_single_json(run_oms(["hud", "--repo", str(git_repo), "--json"], env=oms_env))
+    [shown] = got["gates"]["verdicts"]
+    assert shown["decision"] == "BLOCKED" and shown["seq"] == verdict["evidence_seq"]
+    assert got["gates"]["evidence"] == "intact" and got["conductor_role"] is False
+    commands = [n["command"] for n in got["next"]]
+    assert "oms conductor start" not in commands
+    assert any(c.startswith("oms process-result") for c in commands), commands
+    once = run_oms(["hud", "--repo", str(git_repo), "--once"], env=oms_env)
+    assert once.returncode == 0, once.stderr
+    assert f"verdict #{shown['seq']} BLOCKED {shown['commit']}" in once.stdout
+    assert "oms conductor start" not in once.stdout

@@ -1,8 +1,9 @@
 """What `oms hud` shows: one read-only snapshot of canonical state.
 
 Goals, tickets, workers, the latest conductor session, pending notification batches, the
-number of events, deliveries, and the next actions those imply — read from `work.db` in
-one read, never written. Nothing here grants or carries authority: a next action is a
+number of events, deliveries, the gates' own state (last verdicts, pending transfers,
+evidence health: `gatekeeper.gates.status`), and the next actions those imply — read from
+`work.db` in one read, never written. Nothing here grants or carries authority: a next action is a
 hint naming the oms command a human (or the conductor, through its typed tools) would
 use. Text fields are data: bounded here, sanitised where they are drawn.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gatekeeper.gates.status import repo_status
 from gatekeeper.work.conductor import sessions
 from gatekeeper.work.fence import Work
 
@@ -60,6 +62,9 @@ def snapshot(work: Work) -> dict[str, Any]:
         "events": {"count": events},
         "outbox": {"pending": outbox},
         "deliveries": deliveries,
+        # What the gates see (bare `oms` shows the same): verdicts, transfers, health.
+        "gates": repo_status(work.repo).to_json(),
+        "conductor_role": work.loaded.policy.conductor.role in work.loaded.policy.roles,
     }
     data["next"] = next_actions(data)
     return data
@@ -70,8 +75,11 @@ def next_actions(data: dict[str, Any]) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     delivered = {d["ticket"]: d["state"] for d in data["deliveries"]}
     c = data["conductor"]
-    if c is None:
+    if c is None and data.get("conductor_role"):
         out.append({"what": "no conductor session", "command": "oms conductor start"})
+    elif c is None:  # no conductor to start: the gates' own next steps
+        out += [{"what": n["why"], "command": n["command"]}
+                for n in data["gates"]["next_steps"]]  # fmt: skip
     elif c["state"] in ("dead", "stalled", "blocked"):
         out.append({"what": f"conductor {c['id']} is {c['state']}",
                     "command": "oms reconcile watchdog"})  # fmt: skip
