@@ -17,6 +17,7 @@ from typing import Any
 from evidence import Entry, Note, TamperDetected
 from evidence.export import verified_entry
 from gatekeeper.agent.payloads import AgentRunEnd, AgentRunStart, EgressRequest, TunnelConnection
+from gatekeeper.errors import UsageError
 from gatekeeper.gates.records import open_store
 from gatekeeper.gates.result.payloads import ResultRecord, ResultStart
 from gatekeeper.gates.toolchain.payloads import ToolchainPrepared
@@ -117,6 +118,20 @@ class LogRow:
                 "subject": [s.model_dump() for s in e.subject], "data": e.data}  # fmt: skip
 
 
+# The families of entry kinds oms writes; `--kind` names one of them or a kind within one.
+FAMILIES = ("agent", "genesis", "grade", "note", "repair", "result", "toolchain", "transfer",
+            "work")  # fmt: skip
+
+
+def known_kind(wanted: str) -> str:
+    """`wanted`, when it is a family or a kind within one; else a one-line usage error."""
+    if wanted.split(".", 1)[0] not in FAMILIES:
+        families = ", ".join(FAMILIES)
+        raise UsageError(f"no entry kind {wanted[:40]!r}: the kinds are {families} (a family "
+                         "takes its kinds: transfer takes transfer.preview …)")  # fmt: skip
+    return wanted
+
+
 def matches(kind: str, wanted: str | None) -> bool:
     """`--kind transfer` takes every `transfer.*` kind; `--kind result` exactly `result`
     and `result.*`."""
@@ -125,6 +140,8 @@ def matches(kind: str, wanted: str | None) -> bool:
 
 def log_rows(repo_dir: Path, kind: str | None, limit: int) -> tuple[LogRow, ...]:
     """The last `limit` (at least 1) entries (of `kind`) of the verified log, oldest first."""
+    if kind is not None:
+        known_kind(kind)
     _, store = open_store(repo_dir)
     last = verified_entry(store, store.head() - 1)  # verifies every entry up to it
     entries = [e for e in store.entries()[: last.seq + 1] if matches(e.kind, kind)]

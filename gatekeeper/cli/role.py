@@ -24,6 +24,12 @@ def role() -> None:
     """Roles from policy: provider:model, eligibility, authority; assign one to a run role."""
 
 
+NO_ROLES = (
+    "no roles: the default branch's oms.toml defines none; add a [roles.<name>] "
+    "section to it and commit it there (the gates need no role)"
+)
+
+
 @role.command("list")
 @REPO_OPTION
 @UNATTENDED
@@ -31,7 +37,8 @@ def role() -> None:
 def role_list(repo: Path, unattended: bool) -> Outcome:
     """Every role of the default branch's policy, sorted by name, with its eligibility."""
     roles = [s.to_json() for s in statuses(repo, unattended=unattended)]
-    return Outcome({"roles": roles}, lines=[line for r in roles for line in role_lines(r)])
+    lines = [line for r in roles for line in role_lines(r)] or [NO_ROLES]
+    return Outcome({"roles": roles}, lines=lines)
 
 
 @role.command("check")

@@ -93,6 +93,9 @@ def test_log_filters_by_kind_and_limits(world: World) -> None:
     assert code == 2, out
     proc = world.run("evidence", "log", "--kind", "note")
     assert proc.returncode == 0 and proc.stdout == "no entries\n"
+    proc = world.run("evidence", "log", "--kind", "nonsense")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr.count("\n") == 1 and "result, toolchain, transfer, work" in proc.stderr
 
 
 def test_log_human_lines(world: World) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from support.oms import run_oms
 from support.repos import make_repo
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
@@ -90,3 +91,6 @@ def test_role_list_of_a_policy_without_roles_is_empty(
     repo = make_repo(tmp_path / "repo", env=oms_env)
     code, out = oms_json(["role", "list", "--repo", str(repo)])
     assert code == 0 and out["roles"] == [], out
+    proc = run_oms(["role", "list", "--repo", repo], env=oms_env)
+    assert proc.returncode == 0 and proc.stdout.startswith("no roles: "), proc.stdout
+    assert "[roles.<name>]" in proc.stdout and proc.stdout.count("\n") == 1
