@@ -315,7 +315,7 @@ def result_lines(verdict: Data, view: View = PLAIN) -> list[str]:
         from gatekeeper.cli import tables  # on a terminal only (start-up time)
 
         return tables.result_lines(verdict, view, [*notes, *tests_lines(verdict)],
-                                   delivery_lines(verdict))  # fmt: skip
+                                   [*delivery_lines(verdict), *ready_lines(verdict)])  # fmt: skip
     head = (
         f"{verdict['decision']}: {verdict['commit'][:12]} (base {verdict['base'][:12]}), "
         f"evidence seq {verdict['evidence_seq']}"
@@ -326,7 +326,17 @@ def result_lines(verdict: Data, view: View = PLAIN) -> list[str]:
               for c in checks]  # fmt: skip
     for c in checks:
         lines += check_tail_lines(c) if check_status(c) != "ok" else []
-    return lines + tests_lines(verdict) + delivery_lines(verdict)
+    return lines + tests_lines(verdict) + delivery_lines(verdict) + ready_lines(verdict)
+
+
+def ready_lines(verdict: Data) -> list[str]:
+    """READY's next step: the human reviews and merges; oms never merges."""
+    if verdict["decision"] != "READY_FOR_HUMAN":
+        return []
+    return [
+        f"next: review {verdict['commit'][:12]} and merge it yourself (oms never merges); "
+        f"the record: oms evidence show {verdict['evidence_seq']}"
+    ]
 
 
 def _counted(counts: Data | None) -> str:

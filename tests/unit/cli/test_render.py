@@ -107,6 +107,13 @@ CASES: list[tuple[str, Callable[[], list[str]], list[str]]] = [
         "  - protected path changed: oms.toml",
         "  - secret\\u202e",
     ]),
+    ("process-result READY", lambda: render.result_lines({
+        "decision": "READY_FOR_HUMAN", "commit": COMMIT, "base": BASE, "evidence_seq": 13,
+        "reasons": []}), [
+        "READY_FOR_HUMAN: 0123456789ab (base fedcba987654), evidence seq 13",
+        "next: review 0123456789ab and merge it yourself (oms never merges); the record: "
+        "oms evidence show 13",
+    ]),
     ("transfer preview", lambda: render.preview_lines({"approval_packet": PACKET}),
      ["to: anthropic:claude", "bytes: 12", "", "oms ..."]),
     ("transfer approve", lambda: render.approve_lines(
