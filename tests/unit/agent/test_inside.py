@@ -58,6 +58,7 @@ REFUSED = [
     ["scan", "--stdin"],
     ["mcp", "tools-digest"],
     ["mcp", "--bogus"],
+    ["mcp", "--tools", "all"],  # the agent cannot widen its profile: the base's policy does
     ["release", "status"],
 ]
 
