@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcp.server.mcpserver import MCPServer
+
 from gatekeeper.integrations import oms_command
 from gatekeeper.mcp.bounds import hide_paths
 
@@ -72,3 +74,10 @@ class NextAction:
 
 def listed(actions: Sequence[NextAction]) -> list[dict[str, Any]]:
     return [a.to_json() for a in actions]
+
+
+def served(server: MCPServer[Any], actions: Sequence[NextAction]) -> list[NextAction]:
+    """The actions this server can serve: a tool left out of its profile (`profile`) is never
+    offered as the next call."""
+    tools = server._tool_manager
+    return [a for a in actions if a.tool is None or tools.get_tool(a.tool) is not None]

@@ -11,7 +11,7 @@ from evidence import Entry, EvidenceStore
 from gatekeeper.agent.records import recorded_base
 from gatekeeper.errors import OmsError, Unavailable
 from gatekeeper.gates.result import pipeline as result_gate
-from gatekeeper.mcp.actions import listed
+from gatekeeper.mcp.actions import listed, served
 from gatekeeper.mcp.bounds import Result, bounded, clean_error, hide_paths_in, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
 from gatekeeper.mcp.tools import READ_ONLY, RECORDS
@@ -107,7 +107,7 @@ def register(server: MCPServer[Any], ctx: ToolContext) -> None:
             # The same refusal with only what fits one result, and what to do about it.
             raise Unavailable(str(exc), data=data) from exc
         await request.report_progress(3, 3, out["decision"])
-        actions = verdict_actions(ctx.repo.top, out, asked)
+        actions = served(server, verdict_actions(ctx.repo.top, out, asked))
         # ok as on the CLI: exit 0 only for READY_FOR_HUMAN
         return bounded({**out, "next_actions": listed(actions)},
                        ok=out["decision"] == "READY_FOR_HUMAN")  # fmt: skip

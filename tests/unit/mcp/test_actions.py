@@ -11,7 +11,8 @@ import pytest
 
 from gatekeeper.errors import Unavailable
 from gatekeeper.gates.toolchain.tree import ToolchainUnavailable
-from gatekeeper.mcp.actions import NextAction, copyable, oms_argv
+from gatekeeper.mcp.actions import NextAction, copyable, oms_argv, served
+from gatekeeper.mcp.server import build_server
 from gatekeeper.mcp.tools.transfer import preview_actions
 from gatekeeper.mcp.tools.verdicts import unavailable_actions, verdict_actions
 
@@ -135,3 +136,18 @@ def test_an_unprepared_toolchain_asks_a_human_for_toolchain_prepare() -> None:
     assert rerun.tool == "oms_process_result" and rerun.action == "rerun"
     (doctor,) = unavailable_actions(TOP, Unavailable("gitleaks binary digest mismatch"), ASKED)
     assert list(doctor.argv[-3:]) == ["doctor", "--repo", str(TOP)]
+
+
+def test_a_tool_outside_the_served_profile_is_never_offered_as_the_next_call(
+    git_repo: Path,
+) -> None:
+    offered = [
+        NextAction(action="read_check_output", label="Read", description="d", owner="agent",
+                   tool="oms_read_artifact"),
+        NextAction(action="rerun", label="Rerun", description="d", owner="agent",
+                   tool="oms_process_result"),
+        NextAction(action="review", label="Review", description="d", owner="human"),
+    ]  # fmt: skip
+    kept = served(build_server(git_repo), offered)
+    assert [a.action for a in kept] == ["rerun", "review"]
+    assert served(build_server(git_repo, "all"), offered) == offered
