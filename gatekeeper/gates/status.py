@@ -18,7 +18,7 @@ from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.gates.toolchain.prepare import base_policy
 from gatekeeper.gates.transfer.state import TransferRow, list_transfers
 from gatekeeper.repo.git import Repo
-from policy import PolicyError
+from policy import PolicyError, default_policy
 
 PENDING = ("previewed", "approved")  # waiting for a human's approval, or for the release
 SHOWN_VERDICTS = 5
@@ -76,7 +76,7 @@ def policy_state(repo: Repo) -> PolicyState:
     except (OmsError, PolicyError) as exc:
         return PolicyState(present=False, problem=str(exc))
     pol = loaded.policy
-    return PolicyState(present=loaded.origin != "built-in defaults", commit=commit,
+    return PolicyState(present=loaded.origin != default_policy().origin, commit=commit,
                        digest=loaded.digest, checks=len(pol.checks),
                        conductor_role=pol.conductor.role in pol.roles)  # fmt: skip
 
@@ -140,7 +140,9 @@ def repo_status(repo: Repo, verdicts: int = SHOWN_VERDICTS) -> RepoStatus:
     """The repository's state from its base policy and its signed log (read only)."""
     pol = policy_state(repo)
     store = _store(repo)
-    health, rows, pending = "not initialised", (), ()
+    health = "not initialised"
+    rows: tuple[VerdictRow, ...] = ()
+    pending: tuple[TransferRow, ...] = ()
     if store is not None:
         health = _health(store)
         if health == "intact":  # rows read from a log that fails its audit would mislead
