@@ -329,11 +329,12 @@ def _bare(args: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    if inside_agent_sandbox():  # one os.path.exists: `oms --help` stays fast
+    inside = inside_agent_sandbox()  # one os.path.exists: `oms --help` stays fast
+    if inside:
         _inside(args)
-    elif overview_args(args):
-        args = _bare(list(args))
     try:
+        if not inside and overview_args(args):
+            args = _bare(list(args))
         cli.main(args=args, prog_name="oms", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
