@@ -116,6 +116,10 @@ def test_outside_a_repository_it_is_one_line_and_the_next_step(tmp_path: Path) -
     proc = run_oms(["--repo", tmp_path], env=env)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "then `oms init`" in proc.stderr, proc.stderr
+    (tmp_path / "a-file").write_text("x\n")
+    bad = run_oms(["--repo", tmp_path / "a-file", "--json"], env=env)
+    assert bad.returncode == 2 and parse_single_json(bad)["error"]["kind"] == "usage"
+    assert "Traceback" not in bad.stderr
 
 
 def test_bare_oms_in_a_pipe_still_prints_the_help(tmp_path: Path) -> None:
