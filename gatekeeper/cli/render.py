@@ -315,7 +315,7 @@ def result_lines(verdict: Data, view: View = PLAIN) -> list[str]:
         from gatekeeper.cli import tables  # on a terminal only (start-up time)
 
         return tables.result_lines(verdict, view, [*notes, *tests_lines(verdict)],
-                                   [*delivery_lines(verdict), *ready_lines(verdict)])  # fmt: skip
+                                   delivery_lines(verdict))  # fmt: skip
     head = (
         f"{verdict['decision']}: {verdict['commit'][:12]} (base {verdict['base'][:12]}), "
         f"evidence seq {verdict['evidence_seq']}"
@@ -326,7 +326,13 @@ def result_lines(verdict: Data, view: View = PLAIN) -> list[str]:
               for c in checks]  # fmt: skip
     for c in checks:
         lines += check_tail_lines(c) if check_status(c) != "ok" else []
-    return lines + tests_lines(verdict) + delivery_lines(verdict) + ready_lines(verdict)
+    return lines + tests_lines(verdict) + delivery_lines(verdict)
+
+
+def gate_lines(verdict: Data, view: View | None = None) -> list[str]:
+    """`oms process-result`'s human output: the verdict, and READY's next step after it (the
+    human reviews and merges; oms never merges). `oms verify` says its own (the hold)."""
+    return [*result_lines(verdict, view or View.detect()), *ready_lines(verdict)]
 
 
 def ready_lines(verdict: Data) -> list[str]:
@@ -367,7 +373,7 @@ def tests_lines(verdict: Data) -> list[str]:
 
 def refused_result_lines(data: Data) -> list[str]:
     """A refusal that carries a verdict (a refused delivery, a recorded BLOCKED): the verdict."""
-    return result_lines(data, View.detect()) if "decision" in data else []
+    return gate_lines(data) if "decision" in data else []
 
 
 def check_status(check: Data) -> str:

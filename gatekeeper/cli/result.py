@@ -9,7 +9,7 @@ import click
 from gatekeeper.agent.records import recorded_base
 from gatekeeper.cli.formats import formatted
 from gatekeeper.cli.options import REPO_OPTION
-from gatekeeper.cli.render import Outcome, View, refused_result_lines, result_lines
+from gatekeeper.cli.render import Outcome, gate_lines, refused_result_lines
 from gatekeeper.gates.result import pipeline
 from gatekeeper.repo.git import open_repo
 from gatekeeper.text import sanitize
@@ -68,4 +68,4 @@ def process_result(
         progress=_progress if progress else _silent,
     )
     data = verdict.to_json()
-    return Outcome(data, code=verdict.exit_code, lines=result_lines(data, View.detect()))
+    return Outcome(data, code=verdict.exit_code, lines=gate_lines(data))

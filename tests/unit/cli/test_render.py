@@ -107,7 +107,7 @@ CASES: list[tuple[str, Callable[[], list[str]], list[str]]] = [
         "  - protected path changed: oms.toml",
         "  - secret\\u202e",
     ]),
-    ("process-result READY", lambda: render.result_lines({
+    ("process-result READY", lambda: render.gate_lines({
         "decision": "READY_FOR_HUMAN", "commit": COMMIT, "base": BASE, "evidence_seq": 13,
         "reasons": []}), [
         "READY_FOR_HUMAN: 0123456789ab (base fedcba987654), evidence seq 13",

@@ -105,13 +105,15 @@ def test_a_refused_delivery_is_shown_beside_the_verdict() -> None:
                       delivered={"error": "branch main is checked out\nmore"})  # fmt: skip
     lines = render.result_lines(refused)
     assert lines[0].startswith("READY_FOR_HUMAN: cccccccccccc")
-    assert lines[-2] == "delivery refused: branch main is checked out"
-    assert lines[-1].startswith("next: review cccccccccccc and merge it yourself")
+    assert lines[-1] == "delivery refused: branch main is checked out"
+    gate = render.gate_lines(refused, render.PLAIN)
+    assert gate[-2] == "delivery refused: branch main is checked out"
+    assert gate[-1].startswith("next: review cccccccccccc and merge it yourself")
 
 
 def test_ready_ends_with_the_next_step_on_a_terminal_too() -> None:
     ready = verdict("READY_FOR_HUMAN", reasons=[], checks=[check("unit", 0)])
-    text = plain(render.result_lines(ready, TTY)).strip()
+    text = plain(render.gate_lines(ready, TTY)).strip()
     assert text.splitlines()[-1].startswith("next: review cccccccccccc and merge it yourself")
     assert "oms never merges" in text
 
