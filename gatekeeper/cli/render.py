@@ -373,7 +373,7 @@ def tests_lines(verdict: Data) -> list[str]:
 
 def refused_result_lines(data: Data) -> list[str]:
     """A refusal that carries a verdict (a refused delivery, a recorded BLOCKED): the verdict."""
-    return gate_lines(data) if "decision" in data else []
+    return result_lines(data, View.detect()) if "decision" in data else []
 
 
 def check_status(check: Data) -> str:

@@ -249,8 +249,6 @@ def test_a_refusal_carrying_a_verdict_shows_it_on_stdout_and_the_refusal_on_stde
     assert result.stdout.splitlines() == [
         "READY_FOR_HUMAN: cccccccccccc (base bbbbbbbbbbbb), evidence seq 7",
         "delivery refused: branch main is checked out",
-        "next: review cccccccccccc and merge it yourself (oms never merges); the record: "
-        "oms evidence show 7",
     ]
     assert result.stderr == "oms: blocked: branch main is checked out\n"
 
