@@ -498,12 +498,13 @@ class EvidenceStore:
         except ValueError:
             raise TamperDetected(f"entry {seq} is not a valid entry", seq=seq) from None
 
-    def entries(self, kind: str | Collection[str] | None = None) -> list[Entry]:
-        """Every entry (of `kind`, or of any of several kinds), in log order, each parsed and
-        validated as an Entry; one read of the log however many kinds are asked for."""
+    def entries(self, kind: str | Collection[str] | None = None, start: int = 0) -> list[Entry]:
+        """Every entry (of `kind`, or of any of several kinds) from seq `start` on, in log
+        order, each parsed and validated as an Entry; one read of the log however many kinds
+        are asked for."""
         kinds = {kind} if isinstance(kind, str) else None if kind is None else set(kind)
         out = []
-        for seq, line in enumerate(self.lines()):
+        for seq, line in enumerate(self.lines()[start:], start):
             try:
                 if kinds is not None and json.loads(line).get("kind") not in kinds:
                     continue

@@ -77,7 +77,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "policy": (
         "gatekeeper.cli.policy:policy",
-        "The policy file: init (a starter oms.toml), check (validate a file), show (effective).",
+        "The policy file: init (a starter oms.toml), check, show (effective), trust (a new tip).",
     ),
     "process-result": (
         "gatekeeper.cli.result:process_result",

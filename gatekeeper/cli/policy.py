@@ -11,14 +11,21 @@ import tomlkit
 from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import EXIT_USAGE
-from gatekeeper.gates.policy_file import check_policy, init_policy, show_policy
+from gatekeeper.gates.policy_file import (
+    TRUST_HEADER,
+    check_policy,
+    init_policy,
+    show_policy,
+    trust_policy,
+)
+from gatekeeper.gates.transfer.tty import confirm_at_terminal
 from gatekeeper.text import sanitize
 from policy.templates import TEMPLATES
 
 
 @click.group(cls=FullHelpGroup)
 def policy() -> None:
-    """The policy file: init (a starter oms.toml), check (validate a file), show (effective)."""
+    """The policy file: init (a starter oms.toml), check, show (effective), trust (a new tip)."""
 
 
 @policy.command("init")
@@ -45,12 +52,35 @@ def policy_check(file: Path | None, repo: Path) -> Outcome:
 
 @policy.command("show")
 @REPO_OPTION
-@click.option("--ref", help="A commit to read it from (default: the default branch's tip).")
+@click.option("--ref", help="A commit to read it from (default: the default branch's trusted "
+              "mark).")  # fmt: skip
 @command
 def policy_show(repo: Path, ref: str | None) -> Outcome:
-    """The effective policy the gates read (defaults filled in) and its digest."""
+    """The effective policy the gates read (defaults filled in), its digest and the mark."""
     data = show_policy(repo, ref).to_json()
     return Outcome(data, lines=show_lines(data))
+
+
+@policy.command("trust")
+@REPO_OPTION
+@command
+def policy_trust(repo: Path) -> Outcome:
+    """Trust the default branch's tip for the policy and plan, at the terminal.
+
+    Shows how oms.toml and the lock files it names changed since the trusted mark, and asks
+    for `yes` at the controlling terminal; the gates then read the policy at the tip.
+
+    \b
+    Example:
+      git commit -m "policy: add a check" oms.toml   # on the default branch
+      oms policy trust                               # read the diff, then type yes
+    """
+    data = trust_policy(repo, ask=_ask).to_json()
+    return Outcome(data, lines=trust_lines(data))
+
+
+def _ask(lines: list[str], question: bytes) -> object:
+    return confirm_at_terminal(lines, question, header=TRUST_HEADER)
 
 
 def init_lines(data: Data) -> list[str]:
@@ -67,11 +97,32 @@ def check_lines(data: Data) -> list[str]:
     return [sanitize(x) for x in [*lines, f"{len(lines)} error(s)"]]
 
 
+def trust_lines(data: Data) -> list[str]:
+    if data["seq"] is None:
+        return [sanitize(f"{data['ref']} ({data['commit'][:12]}) is the trusted mark already; "
+                         "nothing to trust")]  # fmt: skip
+    changed = ", ".join(data["changed"]) or "no policy or lock file"
+    return [sanitize(x) for x in (
+        f"trusted {data['ref']} at {data['commit'][:12]} as entry {data['seq']} "
+        f"({data['commits']} commit(s) after {data['previous'][:12]}; changed: {changed})",
+        f"the gates now read the policy there (digest {data['digest']})")]  # fmt: skip
+
+
 def show_lines(data: Data) -> list[str]:
     head = [f"# origin: {data['origin']}", f"# ref: {data['ref']} ({data['commit']})",
-            f"# digest: {data['digest']}"]  # fmt: skip
+            f"# digest: {data['digest']}", mark_line(data.get("mark"))]  # fmt: skip
     body = tomlkit.dumps(_without_none(data["policy"])).rstrip("\n").split("\n")
     return [sanitize(x) for x in [*head, *body]]
+
+
+def mark_line(mark: Data | None) -> str:
+    if mark is None:
+        return "# trusted mark: none (no evidence log; `oms init` records one)"
+    after = "" if mark["commit"] == mark["tip"] else f", tip {mark['tip'][:12]} not yet judged"
+    return (
+        f"# trusted mark: {mark['ref']} at {mark['commit'][:12]} (by {mark['by']}, "
+        f"entry {mark['seq']}{after})"
+    )
 
 
 def _without_none(value: Any) -> Any:

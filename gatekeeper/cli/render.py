@@ -308,9 +308,10 @@ def scan_lines(data: Data, view: View = PLAIN) -> list[str]:
 def result_lines(verdict: Data, view: View = PLAIN) -> list[str]:
     """The decision and its reasons, each check, the tail of each failed check's output,
     and what delivery did or why it was refused."""
-    notes = [f"  note: the candidate changes {sanitize(t['lock'])}; its checks ran with the "
-             f"base's toolchain {sanitize(t['name'])}"
-             for t in verdict.get("toolchains", ()) if t["lock_changed"]]  # fmt: skip
+    notes = [*judged_lines(verdict)]
+    notes += [f"  note: the candidate changes {sanitize(t['lock'])}; its checks ran with the "
+              f"base's toolchain {sanitize(t['name'])}"
+              for t in verdict.get("toolchains", ()) if t["lock_changed"]]  # fmt: skip
     if view.rich:
         from gatekeeper.cli import tables  # on a terminal only (start-up time)
 
@@ -343,6 +344,24 @@ def ready_lines(verdict: Data) -> list[str]:
         f"next: review {verdict['commit'][:12]} and merge it yourself (oms never merges); "
         f"the record: oms evidence show {verdict['evidence_seq']}"
     ]
+
+
+def judged_lines(verdict: Data) -> list[str]:
+    """The range judged and the trusted mark whose policy judged it; a first-run mark once."""
+    judged = verdict.get("judged")
+    if not judged:
+        return []
+    base, _, cand = judged["range"].partition("..")
+    n = judged["commits"]
+    count = "" if n is None else f", {n} commit{'' if n == 1 else 's'}"
+    m = judged["mark"]
+    lines = [
+        f"  judged {base[:12]}..{cand[:12]}{count}, by the policy at the trusted mark "
+        f"{m['commit'][:12]} on {sanitize(m['ref'])} ({m['by']}, entry {m['seq']})"
+    ]
+    if judged.get("first_run"):
+        lines.append(f"  note: {sanitize(judged['first_run'])}")
+    return lines
 
 
 def _counted(counts: Data | None) -> str:

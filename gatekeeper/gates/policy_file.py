@@ -18,12 +18,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from evidence import EvidenceStore, NotInitialised, state_root
 from gatekeeper.errors import OmsError, UsageError
+from gatekeeper.gates.mark import Mark, record_trust, trusted_mark
 from gatekeeper.gates.toolchain.inputs import input_problems
 from gatekeeper.gates.toolchain.lock import lock as make_lock
-from gatekeeper.repo.git import Repo, open_repo
+from gatekeeper.repo.git import Repo, git, open_repo
 from gatekeeper.repo.policy import read_committed_file, read_policy_at
 from gatekeeper.repo.refs import default_branch_ref, resolve_commit
+from gatekeeper.text import sanitize
 from policy import MAX_POLICY_BYTES, POLICY_FILE, Policy, PolicyError, parse_policy, policy_json
 from policy.issues import PolicyIssue, check_policy_text
 from policy.templates import TEMPLATES, Project, TemplateName, starter_text
@@ -70,6 +73,22 @@ class PolicyShown(_Result):
     commit: str
     digest: str
     policy: dict[str, Any]
+    # The default branch's trusted mark (ref, commit, seq, by, note, tip); None without an
+    # evidence log (`oms init` records one).
+    mark: dict[str, Any] | None = None
+
+
+class PolicyTrusted(_Result):
+    """`oms policy trust`: the mark moved from `previous` to `commit` (seq None: the tip
+    was the mark already, nothing was recorded)."""
+
+    ref: str
+    commit: str
+    previous: str
+    seq: int | None
+    commits: int
+    changed: tuple[str, ...]
+    digest: str
 
 
 # -- init --------------------------------------------------------------------------------
@@ -357,13 +376,78 @@ def _toolchain_issues(repo_dir: Path, policy: Policy) -> list[PolicyIssue]:
 # -- show -------------------------------------------------------------------------------
 
 
+def _store_mark(repo: Repo) -> tuple[EvidenceStore, Mark] | None:
+    try:
+        store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
+    except NotInitialised:
+        return None
+    return store, trusted_mark(store, repo)
+
+
 def show_policy(repo_dir: Path, ref: str | None) -> PolicyShown:
-    """The effective policy (defaults filled) at `ref`, else at the default branch's tip."""
+    """The effective policy (defaults filled) at `ref`, else at the default branch's trusted
+    mark (at its tip only when there is no evidence log, hence no mark, yet)."""
     repo = open_repo(repo_dir)
-    if ref is None:
-        name, commit = default_branch_ref(repo)
-    else:
+    found = _store_mark(repo)
+    mark = None if found is None else found[1]
+    if ref is not None:
         name, commit = ref, resolve_commit(repo, ref)
+    elif mark is not None:
+        name, commit = mark.ref, mark.commit
+    else:
+        name, commit = default_branch_ref(repo)
     loaded = read_policy_at(repo, commit)
     return PolicyShown(origin=loaded.origin, ref=name, commit=commit, digest=loaded.digest,
-                       policy=policy_json(loaded.policy))  # fmt: skip
+                       policy=policy_json(loaded.policy),
+                       mark=None if mark is None else mark.to_json())  # fmt: skip
+
+
+# -- trust ------------------------------------------------------------------------------
+
+TRUST_QUESTION = b"Trust the default branch's tip for the policy and plan? Type 'yes': "
+TRUST_HEADER = "oms: the default branch's tip asks to be trusted for the policy and plan"
+
+
+def _trusted_paths(repo: Repo, *commits: str) -> list[str]:
+    """oms.toml and the lock files the toolchains name, at either commit."""
+    locks = {t.lock for c in commits for t in read_policy_at(repo, c).policy.toolchains}
+    return [POLICY_FILE, *sorted(locks - {POLICY_FILE})]
+
+
+def trust_prompt(mark: Mark, count: int, diff: str) -> list[str]:
+    lines = [
+        f"default branch {mark.ref}: trusted mark {mark.commit} ({mark.by}, entry {mark.seq})",
+        f"tip {mark.tip}: {count} commit(s) after the mark, judged by no one",
+        "",
+        "What changes for the gates (oms.toml and the lock files it names):",
+        "",
+    ]
+    shown = diff.splitlines() or ["(no change to oms.toml or its lock files)"]
+    return [sanitize(x) for x in [*lines, *shown, "",
+            "From now on the gates read the policy and plan at the tip."]]  # fmt: skip
+
+
+def trust_policy(repo_dir: Path, ask: Callable[[list[str], bytes], Any]) -> PolicyTrusted:
+    """Show the policy's diff from the trusted mark to the default branch's tip at the
+    terminal (`ask`) and, on a human's yes, record a `policy.trust` entry at the tip."""
+    repo = open_repo(repo_dir)
+    found = _store_mark(repo)
+    if found is None:
+        raise NotInitialised("no evidence log for this repository; run `oms init`")
+    store, mark = found
+    loaded = read_policy_at(repo, mark.tip)  # a tip whose policy fails is refused, not trusted
+    if mark.commit == mark.tip:
+        return PolicyTrusted(ref=mark.ref, commit=mark.tip, previous=mark.commit, seq=None,
+                             commits=0, changed=(), digest=loaded.digest)  # fmt: skip
+    paths = _trusted_paths(repo, mark.commit, mark.tip)
+    diff = git(repo, "diff", "--no-color", "--no-ext-diff", "--no-textconv", mark.commit,
+               mark.tip, "--", *paths).decode("utf-8", "replace")  # fmt: skip
+    names = git(repo, "diff", "--name-only", "-z", mark.commit, mark.tip, "--", *paths)
+    count = int(git(repo, "rev-list", "--count", f"{mark.commit}..{mark.tip}"))
+    who = ask(trust_prompt(mark, count, diff), TRUST_QUESTION)  # Blocked without a yes
+    note = f"trusted at a terminal by {who.name} (uid {who.uid}) after its policy diff"
+    new = record_trust(store, repo, mark.ref, mark.tip, "terminal", note)
+    return PolicyTrusted(ref=mark.ref, commit=new.commit, previous=mark.commit, seq=new.seq,
+                         commits=count, digest=loaded.digest,
+                         changed=tuple(n.decode("utf-8", "replace")
+                                       for n in names.split(b"\0") if n))  # fmt: skip

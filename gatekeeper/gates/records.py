@@ -29,7 +29,8 @@ from evidence.keys import load_key
 from evidence.state import ensure_private_dir
 from evidence.verify import EnvelopeVerdict, public_key_from_pem, verify_exported
 from gatekeeper.digest import resolve_prefix
-from gatekeeper.errors import NotFound, UsageError
+from gatekeeper.errors import Blocked, NotFound, UsageError
+from gatekeeper.gates.mark import find_mark, record_trust
 from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.gates.result.vsa import result_predicate
 from gatekeeper.repo.git import Repo, open_repo
@@ -55,6 +56,7 @@ class Initialised(_Result):
     key_id: str
     entries: int
     default_branch: str | None
+    trusted_mark: str | None = None  # the commit the policy is read at; None: no default branch yet
 
 
 class NoteRecorded(_Result):
@@ -124,6 +126,7 @@ def init(repo_dir: Path, default_branch: str | None = None) -> Initialised:
     repo = open_repo(repo_dir)
     store, created = EvidenceStore.init(root, repo.repo_id, repo.common_dir)
     recorded = record_default_branch(repo, default_branch) if default_branch else None
+    mark = _trust_at_init(store, repo)
     return Initialised(
         created=created,
         state_root=str(root),
@@ -131,7 +134,28 @@ def init(repo_dir: Path, default_branch: str | None = None) -> Initialised:
         key_id=store.key.key_id,
         entries=store.head(),
         default_branch=recorded or _default_or_none(repo),
+        trusted_mark=mark,
     )
+
+
+INIT_NOTE = (
+    "trusted by `oms init`: the policy and plan are read here until a READY verdict "
+    "or a human at a terminal moves the mark"
+)
+
+
+def _trust_at_init(store: EvidenceStore, repo: Repo) -> str | None:
+    """The trusted mark; `oms init` records the default branch's tip when the log has none.
+    None without a default branch (the first gate records it) or when the marks in the log
+    are not on it (a human decides, with `oms policy trust`)."""
+    try:
+        found = find_mark(store, repo)
+        if found is None:
+            ref, tip = default_branch_ref(repo)
+            found = record_trust(store, repo, ref, tip, "init", INIT_NOTE)
+    except (UsageError, Blocked):
+        return None
+    return found.commit
 
 
 def _default_or_none(repo: Repo) -> str | None:

@@ -238,30 +238,31 @@ def default_branch(top: Path | Repo) -> str:
     return default_branch_ref(repo_of(top))[1]
 
 
-def default_base(top: Path | Repo, candidate: str) -> str:
-    """Merge-base of the candidate with the repository's default branch."""
-    out = git(top, "merge-base", default_branch(top), candidate, check=False).strip()
+def default_base(top: Path | Repo, candidate: str, onto: str | None = None) -> str:
+    """Merge-base of the candidate with `onto` (default: the default branch's tip)."""
+    onto = onto if onto is not None else default_branch(top)
+    out = git(top, "merge-base", onto, candidate, check=False).strip()
     if not out:
         raise UsageError("the candidate shares no history with the default branch")
     return out.decode("ascii")
 
 
-def trusted_base(repo: Repo, candidate: str, base_ref: str | None) -> tuple[str, str]:
-    """(base of the diff, commit the policy is read from) for a candidate.
+def trusted_base(repo: Repo, candidate: str, base_ref: str | None, mark: str) -> str:
+    """The base of the diff for a candidate judged by the policy at the trusted mark `mark`.
 
-    The policy always comes from the default branch's tip. `--base` only narrows the
-    diff: it must be an ancestor of the candidate and reachable from the default branch.
+    merge-base(mark, candidate): commits on the default branch after the mark were judged
+    by no one, so they are part of the range. `--base` only narrows the diff: it must be an
+    ancestor of the candidate and of the mark (trusted history).
     """
-    tip = default_branch(repo)
     if base_ref is None:
-        return default_base(repo, candidate), tip
+        return default_base(repo, candidate, mark)
     base = resolve_commit(repo, base_ref)
     if not is_ancestor(repo, base, candidate):
         raise UsageError(f"--base {base_ref[:80]!r} is not an ancestor of the candidate")
-    if not is_ancestor(repo, base, tip):
-        raise UsageError(f"--base {base_ref[:80]!r} is not reachable from the default branch; "
-                         "a base must be trusted history")  # fmt: skip
-    return base, tip
+    if not is_ancestor(repo, base, mark):
+        raise UsageError(f"--base {base_ref[:80]!r} is not an ancestor of the default branch's "
+                         "trusted mark; a base must be trusted history")  # fmt: skip
+    return base
 
 
 def write_ref(repo: Repo, ref: str, new: str, old: str | None, message: str) -> None:

@@ -10,6 +10,7 @@ its stdin stays /dev/null, so nothing an agent pipes in can answer. `at_pty` run
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import subprocess
@@ -143,3 +144,18 @@ def approve_copied(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path) ->
     words = list(argv[list(argv).index("transfer") :])
     got = oms_at_pty([*words, "--json"], b"yes\n", env=env, cwd=cwd)
     return got.code, got.out + got.err
+
+
+def trust_tip(repo: Path, *, env: Mapping[str, str]) -> None:
+    """`oms policy trust` at a pty, answered yes: the human trusts the default branch's tip
+    (a policy committed after `oms init`). Nothing is asked when the tip is the mark."""
+    shown = subprocess.run([sys.executable, "-m", "gatekeeper", "policy", "show", "--repo",
+                            str(repo), "--json"], capture_output=True, text=True, env=dict(env),
+                           cwd=repo, timeout=TIMEOUT_S, check=False)  # fmt: skip
+    mark = json.loads(shown.stdout)["mark"]
+    assert mark is not None, shown.stdout
+    if mark["commit"] == mark["tip"]:
+        return
+    got = oms_at_pty(["policy", "trust", "--repo", str(repo), "--json"], b"yes\n", env=env,
+                     cwd=repo)  # fmt: skip
+    assert got.code == 0, (got.out, got.err, got.screen)

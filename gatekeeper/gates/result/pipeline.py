@@ -32,6 +32,7 @@ from gatekeeper.errors import (
     refusal,
 )
 from gatekeeper.gates import sandboxed as sandboxing
+from gatekeeper.gates.mark import Mark, trusted_mark
 from gatekeeper.gates.result.deliver import (
     DeliveryPlan,
     DeliveryRequest,
@@ -67,6 +68,7 @@ class GateRun:
     start: ResultStart
     start_seq: int
     subject: list[dict[str, Any]]
+    mark: Mark
     verdict: Verdict | None = None  # set once: exactly one `result` entry per gate
 
     def record(self, decision: Decision) -> ResultRecord:
@@ -108,8 +110,18 @@ class GateRun:
                                    protected_changes=s.protected or (),
                                    toolchains=tuple(t.used for t in (s.toolchains or {}).values()),
                                    tests=s.tests, runs_later=s.runs_later or (),
-                                   timings_ms=dict(s.clock.laps))  # fmt: skip
+                                   timings_ms=dict(s.clock.laps),
+                                   judged=self.judged())  # fmt: skip
         return self.verdict
+
+    def judged(self) -> dict[str, Any]:
+        """What range was judged, and by the policy at which trusted mark."""
+        s, m = self.state, self.mark
+        return {"range": f"{s.base}..{s.candidate}",
+                "commits": len(s.change.commits) if s.change is not None
+                else 0 if s.base == s.candidate else None,
+                "mark": {"ref": m.ref, "commit": m.commit, "seq": m.seq, "by": m.by},
+                "first_run": m.note if m.recorded and m.by == "first-run" else None}  # fmt: skip
 
 
 def _decide(exc: Exception) -> tuple[Decision, str]:
@@ -234,8 +246,11 @@ def _begin(req: GateRequest) -> tuple[GateRun, DeliveryPlan | None]:
     store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
     candidate = resolve_commit(repo.top, req.candidate)
-    # The policy from the default branch's tip, never the candidate or a caller's base.
-    base, policy_commit = trusted_base(repo, candidate, req.base)
+    # The policy at the default branch's trusted mark, never at commits no one judged (even
+    # the tip), the candidate or a caller's base; the commits after the mark are judged.
+    mark = trusted_mark(store, repo)
+    policy_commit = mark.commit
+    base = trusted_base(repo, candidate, req.base, policy_commit)
     tree = git(repo.top, "rev-parse", f"{candidate}^{{tree}}").decode().strip()
     loaded = read_policy_at(repo.top, policy_commit)
     plan = plan_delivery(repo, req.delivery, candidate) if req.delivery.wanted else None
@@ -252,7 +267,7 @@ def _begin(req: GateRequest) -> tuple[GateRun, DeliveryPlan | None]:
     with _signals_deferred():
         entry = store.append(Draft.of(start, subject=subject, policy=loaded.digest))
     state.clock.lap("evidence")
-    return GateRun(state, start, entry.seq, subject), plan
+    return GateRun(state, start, entry.seq, subject, mark), plan
 
 
 def gate(req: GateRequest) -> Verdict:

@@ -35,12 +35,16 @@ from gatekeeper.gates.toolchain.bind import (
     with_toolchain,
 )
 from gatekeeper.repo.change import read_change, scan_set
+from gatekeeper.repo.git import is_ancestor
 from gatekeeper.scan import ScanItem
 from gatekeeper.scan.canary import canaries, canaries_in
 from gatekeeper.scan.policy import scan_with_policy
 from sandbox import Profile
 
 NOTHING_TO_VERIFY = "nothing to verify: the candidate is its base"
+AT_MARK = "nothing to verify: {c} is at the trusted mark ({m}); commits after it are judged"
+BEFORE_MARK = ("nothing to verify: {c} is already in the default branch's trusted history "
+               "(mark {m}); commits after the mark are judged")  # fmt: skip
 NOT_RUN = "checks not run: the candidate is blocked"
 NO_PLAN = "the base policy has no verification plan ([[checks]] in oms.toml)"
 
@@ -73,7 +77,9 @@ class NotItsBase:
 
     def run(self, s: GateState) -> Decision | None:
         if s.candidate == s.base:
-            s.reasons.append(NOTHING_TO_VERIFY)
+            c, m = s.candidate, s.policy_commit
+            why = AT_MARK if c == m else BEFORE_MARK if is_ancestor(s.repo, c, m) else None
+            s.reasons.append(why.format(c=c[:12], m=m[:12]) if why else NOTHING_TO_VERIFY)
             return Decision.BLOCKED
         return None
 

@@ -239,6 +239,8 @@ class Verdict(_Frozen):
     toolchains: tuple[ToolchainUsed, ...] = ()
     tests: TestsJudged | None = None
     runs_later: tuple[RunsLaterChange, ...] = ()
+    # The range judged and the trusted mark whose policy judged it (absent: not recorded).
+    judged: Mapping[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -264,4 +266,5 @@ class Verdict(_Frozen):
             **({"tests": self.tests.model_dump(mode="json")} if self.tests is not None else {}),
             **({"runs_later": [r.model_dump(mode="json") for r in self.runs_later]}
                if self.runs_later else {}),
+            **({"judged": dict(self.judged)} if self.judged is not None else {}),
         }  # fmt: skip
