@@ -12,6 +12,7 @@ import re
 from evidence import EvidenceStore, state_root
 from gatekeeper.agent.payloads import AgentRunEnd, AgentRunStart
 from gatekeeper.errors import NotFound, Tampered, UsageError
+from gatekeeper.gates.mark import trusted_mark
 from gatekeeper.repo.git import Repo, is_ancestor
 from gatekeeper.repo.refs import default_branch, read_ref
 
@@ -33,7 +34,9 @@ def recorded_base(repo: Repo, candidate_ref: str) -> str | None:
     """For a run's ref, the base its evidence recorded; None for any other ref.
 
     NotFound when the log holds no start or end of that run; Tampered when they disagree;
-    UsageError when the default branch does not contain it (the gate's rule for a named base).
+    UsageError when the default branch does not contain it (the gate's rule for a named base);
+    None too when it is on the default branch after the trusted mark: the gate's own base
+    (from the mark) then judges the commits no one judged between them as well.
     """
     run = run_of_ref(repo, candidate_ref)
     if run is None:
@@ -48,7 +51,9 @@ def recorded_base(repo: Repo, candidate_ref: str) -> str | None:
         raise Tampered(f"the evidence of agent run {run} records more than one base")
     base = bases.pop()
     # The gate takes it as a named base, which must be trusted history: say so plainly here.
-    if not is_ancestor(repo, base, default_branch(repo)):
-        raise UsageError(f"agent run {run} started from {base[:12]}, which the default branch "
-                         "does not contain; name a base on it with --base")  # fmt: skip
-    return base
+    if is_ancestor(repo, base, trusted_mark(store, repo).commit):
+        return base
+    if is_ancestor(repo, base, default_branch(repo)):
+        return None  # after the mark: the gate judges from the mark, those commits too
+    raise UsageError(f"agent run {run} started from {base[:12]}, which the default branch "
+                     "does not contain; name a base on it with --base")  # fmt: skip

@@ -65,9 +65,10 @@ from gatekeeper.agent.workspace import (
 )
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import Blocked, Unavailable, UsageError, refusal
+from gatekeeper.gates.mark import trusted_mark
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
-from gatekeeper.repo.refs import default_branch, read_ref
+from gatekeeper.repo.refs import read_ref
 from gatekeeper.scan.canary import canary_dir, canary_tokens, plant_canary
 from policy import LoadedPolicy
 from sandbox import Bwrap, SandboxError, find_bwrap
@@ -284,8 +285,8 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
     repo = open_repo(req.repo_dir)
     store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
     store.key  # noqa: B018 -- fail closed before anything runs when the key is unusable
-    # The agent profile comes from the trusted default branch, never from the agent's base.
-    loaded = read_policy_at(repo.top, default_branch(repo))
+    # The agent profile comes from the default branch's trusted mark, never the agent's base.
+    loaded = read_policy_at(repo.top, trusted_mark(store, repo).commit)
     held = provider_keys(os.environ, state_root()).held()
     egress = _egress_mode(req, held)
     require_keys(req.agent, egress, held)  # before anything is made or started

@@ -23,12 +23,19 @@ from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 from cryptography.exceptions import InvalidSignature
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evidence import Draft, Entry, EvidenceError, EvidenceStore, Payload
+from evidence import (
+    Draft,
+    Entry,
+    EvidenceError,
+    EvidenceStore,
+    NotInitialised,
+    Payload,
+    TamperDetected,
+    state_root,
+)
 from gatekeeper.errors import Blocked
-from gatekeeper.gates.result.payloads import ResultRecord
-from gatekeeper.gates.result.verdict import Decision
 from gatekeeper.repo.git import Repo, is_ancestor
 from gatekeeper.repo.refs import default_branch_ref
 
@@ -71,6 +78,19 @@ class Mark:
                 "note": self.note, "tip": self.tip}  # fmt: skip
 
 
+class VerdictSeen(BaseModel):
+    """What the mark reads of a result gate's verdict (`result`): which commit of which
+    repository, and the decision. A view, not the model: the transfer gate reads the mark
+    too and stands apart from the result gate (tests pin the names to ResultRecord's)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    KIND: ClassVar[str] = "result"
+    READY: ClassVar[str] = "READY_FOR_HUMAN"
+    repo_id: str
+    candidate: Sha
+    decision: str
+
+
 @dataclass(frozen=True)
 class _Marked:
     seq: int
@@ -84,11 +104,19 @@ def _marked(entry: Entry, repo_id: str) -> _Marked | None:
     if entry.kind == PolicyTrust.KIND:
         t = PolicyTrust.of(entry)
         return _Marked(entry.seq, t.commit, t.by, t.note) if t.repo_id == repo_id else None
-    if entry.kind == ResultRecord.KIND:
-        r = ResultRecord.of(entry)
-        if r.decision == Decision.READY and r.repo_id == repo_id:
+    if entry.kind == VerdictSeen.KIND:
+        r = _seen(entry)
+        if r.decision == VerdictSeen.READY and r.repo_id == repo_id:
             return _Marked(entry.seq, r.candidate, "ready", f"verdict {entry.seq}")
     return None
+
+
+def _seen(entry: Entry) -> VerdictSeen:
+    try:
+        return VerdictSeen.model_validate(entry.data)
+    except ValidationError:
+        raise TamperDetected(f"entry {entry.seq} (result) does not fit its model",
+                             seq=entry.seq) from None  # fmt: skip
 
 
 def _marks(store: EvidenceStore, repo_id: str, start: int = 0) -> list[_Marked]:
@@ -96,7 +124,7 @@ def _marks(store: EvidenceStore, repo_id: str, start: int = 0) -> list[_Marked]:
     return [m for m in found if m is not None]
 
 
-_KINDS = (PolicyTrust.KIND, ResultRecord.KIND)
+_KINDS = (PolicyTrust.KIND, VerdictSeen.KIND)
 
 
 def _newest(repo: Repo, tip: str, marks: Iterable[_Marked]) -> _Marked | None:
@@ -202,3 +230,14 @@ def trusted_mark(store: EvidenceStore, repo: Repo) -> Mark:
         return found
     ref, tip = default_branch_ref(repo)
     return record_trust(store, repo, ref, tip, "first-run", FIRST_RUN_NOTE)
+
+
+def policy_commit(repo: Repo) -> str:
+    """The commit the trusted policy is read at: the mark. In a repository without an
+    evidence log, the default branch's tip: no gate runs there (each needs the log), and its
+    first run records the mark."""
+    try:
+        store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
+    except NotInitialised:
+        return default_branch_ref(repo)[1]
+    return trusted_mark(store, repo).commit

@@ -23,7 +23,6 @@ import rfc8785
 from gatekeeper.agent.workspace import new_run_id, workspace_path
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import refusal
-from gatekeeper.repo.refs import default_branch_ref
 from gatekeeper.work import roles
 from gatekeeper.work.api import opened
 from gatekeeper.work.fence import Work, new_nonce
@@ -78,7 +77,7 @@ def _eligible(work: Work, name: str) -> Role:
 def _plan(work: Work, role: Role, transfer: str | None) -> DispatchPlan:
     """Where and on what the run goes: the default branch's commit (never the worktree or a
     caller's ref), a run id and workspace chosen now, so the envelope names them first."""
-    _, base = default_branch_ref(work.repo)
+    base = work.base()  # the trusted mark the policy was read at
     run_id = new_run_id()
     checks = tuple(f"check:{c.name}" for c in work.loaded.policy.checks)
     return DispatchPlan(

@@ -38,9 +38,9 @@ import rfc8785
 from evidence import Draft, EvidenceStore, state_root
 from evidence.store import utc_now
 from gatekeeper.errors import Blocked, NotFound, UsageError
+from gatekeeper.gates.mark import trusted_mark
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
-from gatekeeper.repo.refs import default_branch_ref
 from gatekeeper.work import payloads as p
 from gatekeeper.work.db import WorkDb
 from gatekeeper.work.model import (
@@ -181,7 +181,7 @@ class Work:
         repo = open_repo(repo_dir)
         store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
         store.key  # noqa: B018 -- fail closed before anything changes when the key is unusable
-        _, commit = default_branch_ref(repo)
+        commit = trusted_mark(store, repo).commit
         loaded = read_policy_at(repo, commit)
         return cls(repo, WorkDb.open(repo.repo_id), store, loaded, default_commit=commit)
 
@@ -189,7 +189,7 @@ class Work:
         """The default branch's commit this `Work` read its policy at: what a run's provider
         call is cloned at, so the policy and the workspace are of one commit."""
         if self.default_commit is None:
-            _, self.default_commit = default_branch_ref(self.repo)
+            self.default_commit = trusted_mark(self.store, self.repo).commit
         return self.default_commit
 
     def close(self) -> None:

@@ -22,9 +22,9 @@ from evidence import state_root
 from gatekeeper.agent.egress_config import KEY_ENV, Provider, provider_keys
 from gatekeeper.agent.kinds import Kind, installed_cli
 from gatekeeper.errors import ConfigError, UsageError
+from gatekeeper.gates.mark import policy_commit
 from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.policy import read_committed_file, read_policy_at
-from gatekeeper.repo.refs import default_branch
 from gatekeeper.work.providers.base import Role, RoleUnavailable
 from policy import LoadedPolicy, PolicyError, RolePolicy
 
@@ -182,9 +182,9 @@ class RoleStatus:
 
 
 def trusted_policy(repo_dir: Path) -> LoadedPolicy:
-    """The policy at the tip of the default branch: roles never come from a worktree."""
+    """The policy at the default branch's trusted mark: roles never come from a worktree."""
     repo = open_repo(repo_dir)
-    return read_policy_at(repo.top, default_branch(repo))
+    return read_policy_at(repo.top, policy_commit(repo))
 
 
 def statuses(repo_dir: Path, *, unattended: bool = False) -> list[RoleStatus]:
@@ -209,7 +209,7 @@ def schema_of(repo_dir: Path, role: Role) -> dict[str, Any] | None:
     if role.output_schema is None:
         return None
     repo = open_repo(repo_dir)
-    sha = default_branch(repo)
+    sha = policy_commit(repo)
     where = f"{sha[:12]}:{role.output_schema}"
     try:
         data = read_committed_file(repo.top, sha, role.output_schema)

@@ -332,11 +332,11 @@ def remove(home: Path, backend: Backend) -> dict[str, Any]:
 
 def for_repo(repo_dir: Path, oms: Sequence[str] | None = None) -> tuple[Job, Job]:
     """The two jobs for this repository, at the intervals of its default branch's policy."""
+    from gatekeeper.gates.mark import policy_commit
     from gatekeeper.repo.git import open_repo
     from gatekeeper.repo.policy import read_policy_at
-    from gatekeeper.repo.refs import default_branch_ref
 
     repo = open_repo(repo_dir)
-    _, commit = default_branch_ref(repo)
+    commit = policy_commit(repo)
     cp = read_policy_at(repo, commit).policy.conductor
     return jobs(oms or oms_argv(), repo.top, cp.sync_interval_s, cp.watchdog_interval_s)

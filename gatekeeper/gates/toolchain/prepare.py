@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from evidence import Draft, EvidenceStore, state_root
 from evidence.store import utc_now
 from gatekeeper.errors import UsageError
+from gatekeeper.gates.mark import policy_commit
 from gatekeeper.gates.toolchain.build import BuildRequest, build, layout_of
 from gatekeeper.gates.toolchain.identity import Spec, spec_of
 from gatekeeper.gates.toolchain.payloads import (
@@ -39,7 +40,6 @@ from gatekeeper.gates.toolchain.store import (
 from gatekeeper.gates.toolchain.tree import freeze, remove_tree, tree_digest
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
-from gatekeeper.repo.refs import default_branch
 from policy import LoadedPolicy, Toolchain
 
 Progress = Callable[[str], None]
@@ -77,8 +77,8 @@ class Prepared(BaseModel):
 
 
 def base_policy(repo: Repo) -> tuple[str, LoadedPolicy]:
-    """(policy commit, its policy): the default branch's tip, as for every gate."""
-    commit = default_branch(repo)
+    """(policy commit, its policy): the default branch's trusted mark, as for every gate."""
+    commit = policy_commit(repo)
     return commit, read_policy_at(repo, commit)
 
 

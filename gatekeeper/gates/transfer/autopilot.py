@@ -13,17 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from gatekeeper.gates.mark import policy_commit
 from gatekeeper.gates.transfer.manifest import Manifest
 from gatekeeper.repo.git import Repo
 from gatekeeper.repo.policy import read_policy_at
-from gatekeeper.repo.refs import default_branch
 from policy import AutopilotRule, LoadedPolicy, TransferPolicy
 
 
 def trusted_policy(repo: Repo) -> LoadedPolicy:
-    """Transfer limits and autopilot rules come from the default branch, not the worktree
-    or the current branch, which an agent could edit."""
-    return read_policy_at(repo.top, default_branch(repo.top))
+    """Transfer limits and autopilot rules come from the default branch's trusted mark, not
+    the worktree, the current branch or commits no one judged, which an agent could write."""
+    return read_policy_at(repo.top, policy_commit(repo))
 
 
 class Check(Protocol):

@@ -25,15 +25,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evidence import EvidenceStore, NotInitialised, state_root
+from evidence import state_root
 from evidence.state import atomic_write, ensure_private_dir
 from gatekeeper.errors import OmsError, UsageError
-from gatekeeper.gates.mark import trusted_mark
+from gatekeeper.gates.mark import policy_commit
 from gatekeeper.gates.result.pipeline import process_result
 from gatekeeper.gates.result.stages import NO_PLAN
 from gatekeeper.gates.result.verdict import CheckResult, Decision
 from gatekeeper.integrations.hooks.checks import Session, load_policy, set_up
-from gatekeeper.repo.git import Repo, open_repo
+from gatekeeper.repo.git import open_repo
 from gatekeeper.repo.refs import default_base, resolve_commit
 from gatekeeper.scan.interface import ScanItem
 from gatekeeper.scan.policy import redacted
@@ -131,17 +131,8 @@ def _head_and_base(top: str) -> tuple[str, str] | None:
         head = resolve_commit(repo.top, "HEAD")
     except UsageError:
         return None  # no commit yet
-    base = default_base(repo, head, _mark(repo))
+    base = default_base(repo, head, policy_commit(repo))
     return None if base == head else (head, base)
-
-
-def _mark(repo: Repo) -> str | None:
-    """The trusted mark's commit; None without an evidence log (the gate then says why)."""
-    try:
-        store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
-    except NotInitialised:
-        return None
-    return trusted_mark(store, repo).commit
 
 
 def stop_decision(session: Session, session_id: str, stop_hook_active: bool) -> StopOutcome:

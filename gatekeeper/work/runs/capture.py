@@ -20,7 +20,6 @@ from gatekeeper.errors import UsageError
 from gatekeeper.gates import sandboxed
 from gatekeeper.gates.result.verdict import TAIL_CHARS
 from gatekeeper.gates.toolchain.bind import ready_toolchains, with_toolchain
-from gatekeeper.repo.refs import default_branch_ref
 from gatekeeper.work.fence import Work
 from gatekeeper.work.runs.api import Out, checked_text, opened_runs, shown
 from gatekeeper.work.runs.model import Run
@@ -43,8 +42,7 @@ def workspace(work: Work, run: Run) -> tuple[str, str]:
     """(commit, what it is): the run's candidate when it has a ticket, else the default
     branch's commit. An implement run with no receipt yet has nothing to capture on."""
     if run.ticket is None:
-        _, base = default_branch_ref(work.repo)
-        return base, "default_branch"
+        return work.base(), "default_branch"
     rows = work.db.read("SELECT commit_sha FROM receipts WHERE ticket = ? "
                         "ORDER BY created DESC, rowid DESC LIMIT 1", run.ticket)  # fmt: skip
     if not rows or not rows[0]["commit_sha"]:
@@ -60,7 +58,7 @@ def run_check(work: Work, check: Check, commit: str) -> RunResult:
     profile = sandboxed.profile_for(repo, loaded, timeout_s=check.timeout_s)
     links: tuple[tuple[str, str], ...] = ()
     if check.toolchain is not None:
-        _, policy_commit = default_branch_ref(repo)
+        policy_commit = work.base()
         never = [state_root(), repo.top, repo.common_dir]
         tool = ready_toolchains(repo, work.store, loaded, policy_commit, [check.toolchain],
                                 never, lambda _line: None)[check.toolchain]  # fmt: skip

@@ -46,6 +46,7 @@ def test_init_note_and_key_keep_their_keys_in_order() -> None:
                        default_branch=None)  # fmt: skip
     assert list(init.to_json()) == [
         "created", "state_root", "repo_id", "key_id", "entries", "default_branch",
+        "trusted_mark",
     ]  # fmt: skip
     note = NoteRecorded(seq=3, kind="note", time="t", blobs=("a" * 64,))
     assert note.to_json() == {"seq": 3, "kind": "note", "time": "t", "blobs": ["a" * 64]}
