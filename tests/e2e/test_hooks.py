@@ -184,6 +184,21 @@ def test_stop_blocks_on_a_failed_candidate_and_allows_after_the_fix(
     assert done.returncode == 0 and "READY_FOR_HUMAN" in json.loads(done.stdout)["systemMessage"]
 
 
+def test_stop_on_the_default_branch_judges_the_commits_after_the_trusted_mark(
+    hook: Hook, repo: Path, run_git: Any
+) -> None:
+    run_git(repo, "checkout", "-q", "main")
+    commit(run_git, repo, {"mod.py": "def add(a, b):\n    return a - b\n"}, "broken on main")
+    reason = block_reason(hook("claude-code", "Stop", {"session_id": "on-main"}))
+    assert "FAILED" in reason and "unit" in reason
+    commit(run_git, repo, {"mod.py": MOD}, "fixed on main")
+    done = hook("claude-code", "Stop", {"session_id": "on-main"})
+    assert "READY_FOR_HUMAN" in json.loads(done.stdout)["systemMessage"]
+    # READY moved the mark to HEAD: nothing is left to judge.
+    quiet = hook("claude-code", "Stop", {"session_id": "on-main"})
+    assert (quiet.returncode, quiet.stdout) == (0, ""), quiet.stderr
+
+
 def test_stop_blocks_a_bounded_number_of_times_per_session(
     hook: Hook, repo: Path, run_git: Any
 ) -> None:
