@@ -27,9 +27,9 @@ def _silent(_line: str) -> None:
 @REPO_OPTION
 @click.option("--candidate", required=True, help="The agent's commit (any ref).")
 @click.option("--base", help="Narrow the diff to BASE..CANDIDATE (an ancestor of the candidate "
-              "on the default branch; default: their merge-base). The policy and plan always "
-              "come from the default branch's tip. For refs/oms/runs/<id>: the "
-              "base that agent run recorded.")  # fmt: skip
+              "and of the default branch's trusted mark; default: the candidate's merge-base "
+              "with the mark). The policy and plan always come from the trusted mark. For "
+              "refs/oms/runs/<id>: the base that agent run recorded.")  # fmt: skip
 @click.option("--ticket", help="Ticket id, recorded in evidence.")
 @click.option("--attempt", type=click.IntRange(min=1), help="Attempt number, recorded.")
 @click.option("--deliver-branch", help="On READY_FOR_HUMAN: create or fast-forward this branch.")
