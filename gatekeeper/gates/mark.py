@@ -41,6 +41,7 @@ from gatekeeper.repo.refs import default_branch_ref
 
 POINTER_FILE = "trusted-mark.json"
 MAX_POINTER_BYTES = 4096
+POINTER_DOMAIN = b"oms trusted-mark pointer v1\n"
 FIRST_RUN_NOTE = (
     "no trusted mark in the evidence log (set up before oms kept one): the default "
     "branch's tip at this first run is trusted; later commits are judged"
@@ -151,7 +152,9 @@ def _pointer(store: EvidenceStore) -> Path:
 
 
 def _signed_body(tip: str, seq: int, scanned: int) -> bytes:
-    return json.dumps({"tip": tip, "seq": seq, "scanned": scanned}, sort_keys=True).encode()
+    # Its own prefix: a pointer's signature can never be read as a checkpoint's.
+    doc = json.dumps({"tip": tip, "seq": seq, "scanned": scanned}, sort_keys=True)
+    return POINTER_DOMAIN + doc.encode()
 
 
 def _cached(store: EvidenceStore, repo: Repo, tip: str) -> tuple[_Marked, int] | None:
@@ -175,17 +178,16 @@ def _cached(store: EvidenceStore, repo: Repo, tip: str) -> tuple[_Marked, int] |
 
 def _remember(store: EvidenceStore, tip: str, seq: int, scanned: int) -> None:
     """Write the pointer atomically; one that cannot be written costs a read of the log."""
-    body = _signed_body(tip, seq, scanned)
-    doc = {"tip": tip, "seq": seq, "scanned": scanned,
-           "sig": store.key.private.sign(body).hex()}  # fmt: skip
     path = _pointer(store)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        sig = store.key.private.sign(_signed_body(tip, seq, scanned)).hex()
+        doc = {"tip": tip, "seq": seq, "scanned": scanned, "sig": sig}
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(json.dumps(doc).encode())
         os.replace(tmp, path)
-    except OSError:
+    except (OSError, EvidenceError):
         return
 
 

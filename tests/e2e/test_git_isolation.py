@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from support.markers import MarkerScripts
 from support.oms import parse_single_json, run_oms
+from support.pty import trust_tip
 from support.repos import git, make_repo
 from support.secrets import fake_aws_key
 
@@ -394,6 +395,11 @@ def test_the_default_branch_is_the_one_oms_init_recorded(lab: Lab) -> None:
     lab.git("checkout", "-q", "main")
     code, out = lab.oms("init", "--repo", str(lab.repo), "--default-branch", "trunk")
     assert code == 0 and out["default_branch"] == "refs/heads/trunk", out
+    # trunk's policy came after the mark `oms init` first recorded (main's tip): until a
+    # human trusts it, the gate reads main's plan there (/bin/true).
+    code, out = lab.oms("process-result", "--repo", str(lab.repo), "--candidate", "cand")
+    assert code == 3 and any("oms.toml" in r for r in out["reasons"]), out
+    trust_tip(lab.repo, env=lab.env)
     code, out = lab.oms("process-result", "--repo", str(lab.repo), "--candidate", "cand")
     # trunk's plan runs /bin/false: the candidate fails under trunk's policy, not main's.
     assert code == 1 and out["decision"] == "FAILED", out

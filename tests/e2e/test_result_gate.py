@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from support.env import clean_env
 from support.oms import parse_single_json, run_oms
+from support.pty import trust_tip
 from support.repos import Keep, commit_on, make_repo
 from support.secrets import fake_aws_key
 
@@ -185,7 +186,8 @@ class World:
         **kw: Any,
     ) -> tuple[int, dict[str, Any]]:
         """The gate; `policy_from` makes that branch the default one (oms init
-        --default-branch) for this call only: the policy always comes from there."""
+        --default-branch) and a human trusts its tip (`oms policy trust` at a pty) for this
+        call only: the policy always comes from the default branch's trusted mark."""
         args = ["process-result", "--repo", str(self.repo), "--candidate", candidate]
         args += ["--base", base] if base else []
         if policy_from is None:
@@ -199,6 +201,7 @@ class World:
     def set_default_branch(self, branch: str) -> None:
         code, out = self.json("init", "--repo", str(self.repo), "--default-branch", branch)
         assert code == 0 and out["default_branch"] == f"refs/heads/{branch}", out
+        trust_tip(self.repo, env=self.env)
 
     def show(self, seq: int) -> dict[str, Any]:
         code, out = self.json("evidence", "show", str(seq), "--repo", str(self.repo))
@@ -699,14 +702,16 @@ def test_secret_behind_hostile_file_names_is_found_and_names_are_sanitised(world
     by_file = {f["file"] for f in out["findings"]}
     assert by_file == {"--output=x", "evil\nname.txt", "esc\x1b[2Jname.txt"}
     assert all(f["fingerprint"] == fp(key) and f["line"] == 1 for f in out["findings"])
-    # The human text: one line per reason plus the heading, no raw newline or escape.
+    # The human text: the heading, one line per reason and the range judged, no raw newline
+    # or escape.
     proc = world.run("process-result", "--repo", str(world.repo), "--candidate", "cand/hostile")
     assert proc.returncode == 3
     assert "\x1b" not in proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"{BLOCKED}: ")
-    assert len(lines) == 1 + len(out["reasons"])
-    assert all(line.startswith("  - ") for line in lines[1:])
+    assert len(lines) == 2 + len(out["reasons"])
+    assert all(line.startswith("  - ") for line in lines[1:-1])
+    assert lines[-1].startswith("  judged ") and "1 commit, by the policy at" in lines[-1]
     assert any("evil\\u000aname.txt:1" in line for line in lines)
     assert any("esc\\u001b[2Jname.txt:1" in line for line in lines)
     _no_file_named_x(world)
@@ -818,35 +823,38 @@ def test_missing_sandbox_is_unavailable_and_no_check_runs(
     assert entry.kind == "result" and entry.data["decision"] == UNAVAILABLE
 
 
-def test_unknown_policy_key_in_base_refuses_before_anything_runs(
+def test_unknown_policy_key_at_the_trusted_mark_refuses_before_anything_runs(
     in_process: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world = in_process
-    world.base_with_policy("base/bad", BASE_POLICY + "\n[scanners]\nbogus = 1\n")
-    world.commit("cand/bad", {"README.md": "bad\n"}, parent="base/bad")
-    before = world.audit()["entries"]
-    code, out = world.gate("cand/bad", policy_from="base/bad")
+    # `oms init` trusted the tip the bad policy was committed on (`oms policy trust` refuses
+    # a policy that does not load, so only a repository's first mark can hold one).
+    bad = BASE_POLICY + "\n[scanners]\nbogus = 1\n"
+    top = make_repo(world.root / "bad-repo", {"oms.toml": bad, "mod.py": MOD}, env=world.env)
+    code, init = world.json("init", "--repo", str(top))
+    assert code == 0 and init["trusted_mark"] is not None, init
+    commit_on(top, "cand/bad", {"README.md": "bad\n"}, env=world.env,
+              index=world.root / "index-bad")  # fmt: skip
+    store = EvidenceStore.open(world.oms_home, init["repo_id"])
+    before = store.head()
+    code, out = world.json("process-result", "--repo", str(top), "--candidate", "cand/bad")
     assert code == 2 and out["ok"] is False
     assert (
         out["error"]["kind"] == "policy"
         and "scanners.bogus: unknown key" in out["error"]["message"]
     )
     assert "decision" not in out and "evidence_seq" not in out
-    assert world.audit()["entries"] == before
+    assert store.head() == before
     # In-process, with spies on the scanners and the sandbox: none is reached.
     called: list[str] = []
     nothing = ScanReport((), ())
     monkeypatch.setattr(stages, "scan_with_policy", lambda *a: called.append("scan") or nothing)
     monkeypatch.setattr(gs, "ready", lambda *a: called.append("ready"))
     monkeypatch.setattr(gs, "run_in_scratch", lambda *a: called.append("run"))
-    world.set_default_branch("base/bad")
-    try:
-        with pytest.raises(PolicyError):
-            rg.process_result(world.repo, "cand/bad")
-    finally:
-        world.set_default_branch("main")
+    with pytest.raises(PolicyError):
+        rg.process_result(top, "cand/bad")
     assert called == []
-    assert world.store().head() == before
+    assert store.head() == before
 
 
 # --------------------------------------------------------------------------------------
@@ -873,7 +881,9 @@ def _one_result_follows_start(world: World, seq: int, decision: str, reason: str
 def test_candidate_equal_to_its_base_is_blocked_as_nothing_to_verify(world: World) -> None:
     code, out = world.gate("main", base="main")
     assert code == 3 and out["decision"] == BLOCKED
-    assert out["reasons"] == ["nothing to verify: the candidate is its base"]
+    main = world.git("rev-parse", "main").strip()
+    assert out["reasons"] == [f"nothing to verify: {main[:12]} is at the trusted mark "
+                              f"({main[:12]}); commits after it are judged"]  # fmt: skip
     assert out["checks"] == [] and out["findings"] == []
     _one_result_follows_start(world, out["evidence_seq"], BLOCKED, "nothing to verify")
 

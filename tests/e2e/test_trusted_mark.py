@@ -155,6 +155,10 @@ def test_policy_trust_at_a_terminal_moves_the_mark_and_refuses_without_one(repo:
     code, shown = repo.oms("policy", "show")
     assert code == 0 and shown["policy"]["checks"][0]["timeout_s"] == 90
     trust_tip(repo.top, env=repo.env)  # the tip is the mark: nothing is asked
+    repo.commit_main({"oms.toml": POLICY + "bogus = 1\n"}, "a policy that does not load")
+    code, out = repo.oms("policy", "trust")
+    assert code == 2 and "bogus: unknown key" in out["error"]["message"], out
+    assert repo.mark()["commit"] == tip
 
 
 def test_a_log_without_marks_trusts_the_tip_at_its_first_run_and_says_so(
@@ -177,6 +181,10 @@ def test_a_log_without_marks_trusts_the_tip_at_its_first_run_and_says_so(
     first = repo.text("process-result", "--candidate", "agent", "--no-progress")
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.count("the default branch's tip at this first run is trusted") == 1
+    assert (
+        f"judged {tip[:12]}..{agent[:12]}, 1 commit, by the policy at the trusted mark "
+        f"{tip[:12]} on refs/heads/main (first-run, entry"
+    ) in first.stdout
     mark = repo.mark()
     assert (mark["commit"], mark["by"]) == (tip, "first-run")
     assert "set up before oms kept one" in mark["note"]
