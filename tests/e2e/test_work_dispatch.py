@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from support.oms import OMS, parse_single_json, run_oms
+from support.pty import trust_tip
 from support.repos import commit_on, git, make_repo
 from support.work import dump
 
@@ -482,6 +483,7 @@ def test_a_ticket_that_used_every_attempt_is_refused(lab: Lab, oms_env: dict[str
     # The default branch now allows one attempt; the retryable ticket can still be leased.
     commit_on(lab.repo, "main", {"oms.toml": policy(max_attempts=1)}, env=oms_env,
               index=lab.repo.parent / "index")  # fmt: skip
+    trust_tip(lab.repo, env=oms_env)  # a human trusts it at a terminal
     token = lab.lease(t["id"])
     _refused(lab, 3, "blocked", "has used all 1 attempts", *_dispatch_args(t["id"], token))
 

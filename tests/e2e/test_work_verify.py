@@ -24,6 +24,7 @@ import pytest
 from support.env import use_clean_git_here
 from support.oms import OMS, parse_single_json, run_oms
 from support.planted import PlantedSecrets
+from support.pty import trust_tip
 from support.repos import commit_on, git, make_repo
 
 import evidence.store as evidence_store
@@ -142,6 +143,7 @@ class Lab:
         self.n += 1
         commit_on(self.repo, "main", {"oms.toml": text}, env=self.env,
                   index=self.root / f"index-{self.n}", message="policy")  # fmt: skip
+        trust_tip(self.repo, env=self.env)  # a human trusts it at a terminal
 
     def verifying(self, files: dict[str, str | bytes | None], title: str = "Add sub") -> str:
         """A ticket at `verifying`: leased, dispatched to `impl`, its run's commit `files`

@@ -29,6 +29,7 @@ from gatekeeper.gates.records import init
 from support.env import clean_env, use_clean_git_here
 from support.mcp_session import session as mcp_session
 from support.mcp_session import text_of
+from support.pty import trust_tip
 from support.repos import commit_on, make_repo
 
 PY = "/usr/bin/python3"
@@ -120,7 +121,8 @@ TEST_MOD = ("import unittest\n\n\nclass T(unittest.TestCase):\n"
 
 @dataclass
 class RunLab:
-    """A repository for runs: `set_policy` commits a new `oms.toml` to main."""
+    """A repository for runs: `set_policy` commits a new `oms.toml` to main and trusts it
+    (`oms policy trust` at a pty)."""
 
     root: Path
     repo: Path
@@ -131,6 +133,7 @@ class RunLab:
         self.n += 1
         commit_on(self.repo, "main", {"oms.toml": text}, env=self.env,
                   index=self.root / f"index-{self.n}", message="policy")  # fmt: skip
+        trust_tip(self.repo, env=self.env)  # a human trusts it at a terminal
 
 
 def run_lab(tmp_path: Path, env: dict[str, str], **policy_args: Any) -> RunLab:
