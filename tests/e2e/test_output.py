@@ -108,9 +108,14 @@ def test_a_refused_delivery_still_shows_the_ready_verdict(gate: Gate) -> None:
     assert proc.returncode != 0
     lines = proc.stdout.splitlines()
     assert lines and lines[0].startswith("READY_FOR_HUMAN: "), (proc.stdout, proc.stderr)
-    assert re.fullmatch(r"  check unit: ok in \d+\.\d s", lines[1])
-    assert lines[2] == "  note: tests not inventoried (no report declared): unit"
-    assert lines[-1].startswith("delivery refused: ") and len(lines) == 4
+    judged = (
+        r"  judged [0-9a-f]{12}\.\.[0-9a-f]{12}, 1 commit, by the policy at the trusted "
+        r"mark [0-9a-f]{12} on refs/heads/main \(init, entry \d+\)"
+    )
+    assert re.fullmatch(judged, lines[1])
+    assert re.fullmatch(r"  check unit: ok in \d+\.\d s", lines[2])
+    assert lines[3] == "  note: tests not inventoried (no report declared): unit"
+    assert lines[-1].startswith("delivery refused: ") and len(lines) == 5
     assert proc.stderr.startswith("oms: ") and proc.stderr.count("\n") == 1
     as_json = parse_single_json(gate.process("cand/ready", *deliver, "--json"))
     assert as_json["decision"] == "READY_FOR_HUMAN" and as_json["delivered"]["error"]
