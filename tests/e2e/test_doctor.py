@@ -87,7 +87,8 @@ CASES: dict[str, tuple[bool, Callable[..., dict[str, str]] | None, str, str]] = 
     "policy-invalid": (True, _policy_invalid, "repo", "policy invalid: "),
     "gitleaks-mismatched": (True, _gitleaks_mismatched, "repo", "digest mismatch"),
     "gitleaks-missing": (True, _gitleaks_missing, "repo", "gitleaks unusable"),
-    "evidence-not-intact": (True, _evidence_tampered, "repo", "evidence not intact at seq 1"),
+    # seq 2: after the genesis entry and the trusted mark `oms init` records.
+    "evidence-not-intact": (True, _evidence_tampered, "repo", "evidence not intact at seq 2"),
     "key-missing": (True, _key_missing, "repo", "signing key unusable"),
 }
 
@@ -186,7 +187,8 @@ def test_mcp_doctor_reports_evidence_not_intact(
     assert doctor.structured_content is not None
     data = doctor.structured_content["data"]
     assert data["ready"] is False
-    assert any(p.startswith("evidence not intact at seq 1") for p in data["problems"]), data
+    # seq 2: after the genesis entry and the trusted mark `oms init` records.
+    assert any(p.startswith("evidence not intact at seq 2") for p in data["problems"]), data
     audit = asyncio.run(_mcp_call(params, "oms_evidence_audit"))
     assert audit.structured_content is not None
-    assert audit.structured_content["data"]["first_bad_seq"] == 1
+    assert audit.structured_content["data"]["first_bad_seq"] == 2
