@@ -131,7 +131,7 @@ def test_cli_init_creates_the_store_and_is_idempotent(
     code, first = oms_json(["init", "--repo", git_repo])
     assert code == EXIT_OK, first
     assert first["created"] is True
-    assert first["entries"] == 1  # the genesis entry
+    assert first["entries"] == 2  # the genesis entry, and the trusted mark at main's tip
     assert first["repo_id"] == repo_id_for(git_repo / ".git")
     assert first["state_root"] == str(oms_home)
     store = EvidenceStore.open(oms_home, first["repo_id"])
@@ -148,7 +148,7 @@ def test_cli_init_creates_the_store_and_is_idempotent(
     assert again["created"] is False
     assert again["repo_id"] == first["repo_id"]
     assert again["key_id"] == first["key_id"]
-    assert again["entries"] == 2
+    assert again["entries"] == 3  # no second mark: the log has one
     assert key_file.read_bytes() == key_before
     assert log_bytes(store) == log_before
     assert store.checkpoint_path.read_bytes() == checkpoint_before
@@ -280,8 +280,8 @@ def test_a_fresh_store_with_no_entries_audits_intact(git_repo: Path, oms_json: O
     code, out = oms_json(["evidence", "audit", "--repo", git_repo])
     assert code == EXIT_OK, out
     assert out["intact"] is True
-    assert out["entries"] == 1  # the genesis entry, signed
-    assert out["checkpoint_size"] == 1 and out["witness_size"] == 1
+    assert out["entries"] == 2  # the genesis entry and the trusted mark, signed
+    assert out["checkpoint_size"] == 2 and out["witness_size"] == 2
 
 
 def _first_line_of_second_chunk(data: bytes) -> int:
@@ -1104,10 +1104,11 @@ def test_worktrees_and_subdirectories_share_one_log(
     assert oms_json(["init", "--repo", sub])[1]["repo_id"] == repo.repo_id
 
     assert oms_json(["evidence", "note", "-m", "from main", "--repo", repo.path])[0] == EXIT_OK
-    assert oms_json(["evidence", "audit", "--repo", worktree])[1]["entries"] == 2
+    # The genesis entry, the trusted mark `oms init` found missing, the note.
+    assert oms_json(["evidence", "audit", "--repo", worktree])[1]["entries"] == 3
     assert oms_json(["evidence", "note", "-m", "from worktree", "--repo", worktree])[0] == EXIT_OK
     code, out = oms_json(["evidence", "audit", "--repo", repo.path])
-    assert code == EXIT_OK and out["entries"] == 3
+    assert code == EXIT_OK and out["entries"] == 4
 
 
 def test_separate_repositories_get_separate_logs(
