@@ -104,7 +104,7 @@ class Demo:
         shown = screen.decode("utf-8", "replace").replace("\r\n", "\n")
         print(_indent(shown))
         if not answered or os.waitstatus_to_exitcode(status) != 0:
-            raise DemoFailed(f"`oms {shlex.join(args)}` at the terminal did not approve:\n{shown}")
+            raise DemoFailed(f"`oms {shlex.join(args)}` at the terminal was not accepted:\n{shown}")
         return shown
 
 
@@ -166,13 +166,17 @@ def setup(d: Demo) -> None:
     policy = d.repo / "oms.toml"
     text = policy.read_text().replace('cmd = ["python", "-m", "pytest", "-q"]',
                                       'cmd = ["python", "-m", "unittest", "-q"]')  # fmt: skip
+    text = text.replace('report = "pytest"', 'report = "unittest"')
     policy.write_text(text)
     print('(reviewed: the tests are unittest, so the check runs ["python", "-m", "unittest",'
-          ' "-q"])')  # fmt: skip
+          ' "-q"] and reports as unittest)')  # fmt: skip
     d.why("the policy is trusted only from the default branch, never from a candidate:"
           " commit it on main")  # fmt: skip
     d.sh("git", "add", "oms.toml", show=True)
     d.sh("git", "commit", "-q", "-m", "oms policy", show=True)
+    d.why("a commit on main is not trusted by being there (an agent could make it): a human"
+          " trusts it at the terminal, after reading its diff")  # fmt: skip
+    d.at_terminal("policy", "trust", answer=b"yes\n")
     d.oms("policy", "check")
     d.why("the sandbox has no network: the toolchain is built outside it, from the lock on"
           " main")  # fmt: skip

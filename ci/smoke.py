@@ -30,10 +30,13 @@ def main() -> int:
         repo = Path(tmp) / "repo"
         repo.mkdir()
         env = {**os.environ, "OMS_HOME": str(Path(tmp) / "home")}
+        # A plan on the default branch: without one the doctor says not ready.
+        (repo / "oms.toml").write_text('version = 1\n\n[[checks]]\nname = "unit"\ncmd = ["true"]\n')
         for argv in (
             ["git", "init", "-q"],
+            ["git", "add", "oms.toml"],
             ["git", "-c", "user.name=s", "-c", "user.email=s@example.invalid",
-             "commit", "-q", "--allow-empty", "-m", "smoke"],
+             "commit", "-q", "-m", "smoke"],
         ):  # fmt: skip
             subprocess.run(argv, cwd=repo, check=True, env=env)
         oms(env, repo, "init")

@@ -411,9 +411,25 @@ def _plan(repo: Repo, p: _Problems) -> None:
         commit, loaded = base_policy(repo)
     except (OmsError, PolicyError):
         return  # no default branch yet, or its policy is invalid: said elsewhere
-    if not loaded.policy.checks:
-        p.add(f"the default branch's policy ({commit[:12]}) has no verification plan: every "
-              "candidate would be BLOCKED", NO_PLAN_REMEDY)  # fmt: skip
+    if loaded.policy.checks:
+        return
+    if _tip_has_plan(repo, commit):
+        p.add(f"the policy at the trusted mark ({commit[:12]}) has no verification plan; the "
+              "default branch's tip has one that no human trusted yet",
+              "`oms policy trust` at a terminal (it shows the diff, then asks)")  # fmt: skip
+        return
+    p.add(f"the default branch's policy ({commit[:12]}) has no verification plan: every "
+          "candidate would be BLOCKED", NO_PLAN_REMEDY)  # fmt: skip
+
+
+def _tip_has_plan(repo: Repo, mark: str) -> bool:
+    """Whether the default branch's tip, past the trusted mark, holds a plan (the human
+    committed one and has yet to trust it)."""
+    try:
+        _, tip = default_branch_ref(repo)
+        return tip != mark and bool(read_policy_at(repo, tip).policy.checks)
+    except (OmsError, PolicyError):
+        return False
 
 
 def _inputs(repo: Repo, p: _Problems) -> bool:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from evidence import EvidenceStore, NotInitialised, state_root
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.gates.mark import Mark, record_trust, trusted_mark
+from gatekeeper.gates.result.inventory import report_problem
 from gatekeeper.gates.toolchain.inputs import input_problems
 from gatekeeper.gates.toolchain.lock import lock as make_lock
 from gatekeeper.repo.git import Repo, git, open_repo
@@ -211,7 +212,8 @@ def next_steps(top: Path, s: Starter) -> tuple[str, ...]:
                if s.project.template != "go" else "oms policy check")  # fmt: skip
     return (*make_lock,
             f"review {path}, then commit it on the default branch (the gates read it there)",
-            prepare, "oms process-result --candidate BRANCH")  # fmt: skip
+            "oms policy trust   # at a terminal: shows the policy's diff; yes moves the "
+            "trusted mark to it", prepare, "oms process-result --candidate BRANCH")  # fmt: skip
 
 
 def write_starter(top: Path, s: Starter, force: bool) -> PolicyWritten:
@@ -348,12 +350,20 @@ def check_policy(file: Path | None, repo_dir: Path) -> PolicyChecked:
         issues += report.issues
         digest = report.loaded.digest if report.loaded is not None else None
         if report.loaded is not None:
+            issues += _report_issues(report.loaded.policy)
             issues += _toolchain_issues(repo_dir, report.loaded.policy)
     return PolicyChecked(
         file=str(path), valid=not issues,
         errors=tuple(CheckedIssue(**i.to_json(), line=i.line(origin)) for i in issues),
         digest=digest if not issues else None,
     )  # fmt: skip
+
+
+def _report_issues(policy: Policy) -> list[PolicyIssue]:
+    """A check whose `report` its `cmd` cannot give (the gate would BLOCK on it)."""
+    return [PolicyIssue(f"checks[{i}].report", problem)
+            for i, c in enumerate(policy.checks)
+            if c.report and (problem := report_problem(c.report, c.cmd))]  # fmt: skip
 
 
 def _toolchain_issues(repo_dir: Path, policy: Policy) -> list[PolicyIssue]:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from support.env import clean_env
+from support.pty import at_pty
 from support.secrets import fake_aws_key
 
 import gatekeeper
@@ -166,21 +167,137 @@ def test_the_test_tools_are_not_installed_for_a_user(built: Built, venv: Path) -
     assert DISTRIBUTION in names and "pytest" not in names and "pre-commit" not in names
 
 
-def test_pipx_install_of_the_checkout_gives_a_working_oms(built: Built) -> None:
+@dataclass(frozen=True)
+class Pipx:
+    env: dict[str, str]  # built.env with pipx's folders, its bin dir and pipx on PATH
+    oms: Path
+
+
+@pytest.fixture(scope="module")
+def pipx(built: Built) -> Pipx:
+    """`pipx install .` as the README says, in the (copied) checkout; pipx itself from PyPI."""
     tools = built.elsewhere.parent / "pipx-venv"
     made = run([sys.executable, "-m", "venv", str(tools)], built.env, built.elsewhere)
     assert made.returncode == 0, made.stderr
     proc = run([str(tools / "bin" / "pip"), "install", "pipx"], built.env, built.elsewhere,
                timeout=INSTALL_TIMEOUT)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    bin_dir = tools.parent / "pipx-bin"
+    bin_dir.mkdir()
+    (bin_dir / "pipx").symlink_to(tools / "bin" / "pipx")  # on PATH, as a user's pipx is
     env = {**built.env, "PIPX_HOME": str(tools.parent / "pipx-home"),
-           "PIPX_BIN_DIR": str(tools.parent / "pipx-bin"),
-           "PIPX_MAN_DIR": str(tools.parent / "pipx-man")}  # fmt: skip
-    # `pipx install .` as the README says, in the (copied) checkout.
-    proc = run([str(tools / "bin" / "pipx"), "install", "--python", sys.executable, "."], env,
-               built.source, timeout=INSTALL_TIMEOUT)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    oms = Path(env["PIPX_BIN_DIR"]) / "oms"
+           "PIPX_BIN_DIR": str(bin_dir), "PIPX_MAN_DIR": str(tools.parent / "pipx-man"),
+           "PIPX_DEFAULT_PYTHON": sys.executable,
+           "PATH": f"{bin_dir}:{built.env['PATH']}"}  # fmt: skip
+    return Pipx(env, bin_dir / "oms")
+
+
+# The README's "Use it on your repository" block, run line by line as printed. What a line
+# needs from the human is typed at a pseudo-terminal: the answer to each prompt, by the
+# line's first words. The comment line that stands for the agent's work is done here.
+README = SOURCE / "README.md"
+PROMPTS = {"oms init": (b"write oms.toml? [y/N]", b"y\n"),
+           "oms policy trust": (b"Type 'yes'", b"yes\n")}  # fmt: skip
+AGENT_WORK = "agent works and commits on a branch, here agent-work"
+PROJECT = {
+    "pyproject.toml": '[project]\nname = "calc"\nversion = "0.1"\nrequires-python = ">=3.11"\n'
+    'dependencies = []\n\n[project.optional-dependencies]\ntest = ["pytest"]\n',
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+}
+
+
+def readme_walk() -> list[str]:
+    section = README.read_text().split("## Use it on your repository", 1)[1].split("\n## ")[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def _commit(repo: Path, env: Mapping[str, str], files: Mapping[str, str], message: str) -> None:
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    for argv in (["add", "-A"], ["commit", "-q", "-m", message]):
+        proc = run(["git", *argv], env, repo)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_the_readme_path_runs_as_printed_from_a_fresh_home(built: Built, pipx: Pipx) -> None:
+    """pipx install -> init (a starter policy and its lock) -> commit and trust the policy ->
+    prepare -> install the hooks -> an agent's branch is READY; then a planted key on another
+    branch is BLOCKED and the installed Read hook denies `.env`. PyPI is reached through pip,
+    pipx and uv only (the package registries)."""
+    env = {**pipx.env, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.invalid",
+           "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.invalid"}  # fmt: skip
+    home = Path(env["HOME"])
+    repo = home / "src" / "your-repo"
+    repo.mkdir(parents=True)
+    assert run(["git", "init", "-q", "-b", "main"], env, repo).returncode == 0
+    _commit(repo, env, PROJECT, "a small Python project")
+    cwd = built.source  # where `pipx install .` is typed: the checkout
+    lines = readme_walk()
+    assert lines[0].startswith("pipx install .") and any(AGENT_WORK in x for x in lines), lines
+    shown: dict[str, str] = {}
+    for line in lines:
+        if line.startswith("cd "):
+            proc = run(["bash", "-c", f"{line} && pwd"], env, cwd)
+            assert proc.returncode == 0, (line, proc.stderr)
+            cwd = Path(proc.stdout.strip())
+            continue
+        if line.startswith("#"):
+            assert AGENT_WORK in line, line
+            assert run(["git", "checkout", "-q", "-b", "agent-work"], env, repo).returncode == 0
+            _commit(repo, env, {"calc.py": PROJECT["calc.py"] + "\n\ndef mul(a, b):\n"
+                                "    return a * b\n",
+                                "tests/test_mul.py": "from calc import mul\n\n\n"
+                                "def test_mul():\n    assert mul(2, 3) == 6\n"},
+                    "add mul")  # fmt: skip
+            assert run(["git", "checkout", "-q", "main"], env, repo).returncode == 0
+            continue
+        prompt = next((p for k, p in PROMPTS.items() if line.startswith(k)), None)
+        if prompt is None:
+            proc = run(["bash", "-c", line], env, cwd, timeout=INSTALL_TIMEOUT)
+            code, out = proc.returncode, proc.stdout + proc.stderr
+        else:
+            seen = at_pty(["-c", "import os, sys; os.execvp('bash', ['bash', '-c', sys.argv[1]])",
+                           line], prompt[1], env=env, cwd=cwd, prompt=prompt[0],
+                          stdio=True)  # fmt: skip
+            code, out = seen.code, seen.screen + seen.err
+        assert code == 0, (line, out[-3000:])
+        shown[line.split("#")[0].strip()] = out
+    verdict = shown["oms process-result --candidate agent-work"]
+    assert "READY_FOR_HUMAN" in verdict, verdict[-3000:]
+    assert (repo / "requirements.lock").is_file() and "--hash=sha256:" in (
+        repo / "requirements.lock").read_text()  # fmt: skip
+    # The installed oms is pipx's, not the checkout's.
+    assert os.path.realpath(pipx.oms).startswith(env["PIPX_HOME"])
+
+    # A planted key on another branch: BLOCKED, and the value never shows.
+    assert run(["git", "checkout", "-q", "-b", "agent-key", "main"], env, repo).returncode == 0
+    _commit(repo, env, {"settings.py": f'AWS_KEY = "{fake_aws_key()}"\n'}, "settings")
+    assert run(["git", "checkout", "-q", "main"], env, repo).returncode == 0
+    blocked = run(["oms", "process-result", "--candidate", "agent-key"], env, repo)
+    assert blocked.returncode == 3 and "BLOCKED" in blocked.stdout, blocked.stdout + blocked.stderr
+    assert fake_aws_key()[4:] not in blocked.stdout + blocked.stderr
+
+    # The hook `oms install claude-code` wrote, run as Claude Code runs it: Read .env denied.
+    (repo / ".env").write_text(f"AWS_ACCESS_KEY_ID={fake_aws_key()}\n")
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    (command,) = [h["command"] for group in settings["hooks"]["PreToolUse"]
+                  for h in group["hooks"] if "oms" in h["command"]]  # fmt: skip
+    body = {"hook_event_name": "PreToolUse", "session_id": "s1", "cwd": str(repo),
+            "tool_name": "Read", "tool_input": {"file_path": str(repo / ".env")}}  # fmt: skip
+    denied = run(["bash", "-c", command], env, repo, input=json.dumps(body))
+    assert "deny" in denied.stdout + denied.stderr or denied.returncode == 2, denied
+    assert fake_aws_key()[4:] not in denied.stdout + denied.stderr
+
+
+def test_pipx_install_of_the_checkout_gives_a_working_oms(built: Built, pipx: Pipx) -> None:
+    oms = pipx.oms
+    if not oms.exists():  # the README's own walk installs it; alone, this test does
+        proc = run(["pipx", "install", "."], pipx.env, built.source, timeout=INSTALL_TIMEOUT)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    env = pipx.env
     shown = run([str(oms), "--version"], env, built.elsewhere)
     assert shown.returncode == 0 and "oms" in shown.stdout, shown.stderr
     scan = run([str(oms), "scan", "--stdin", "--json"], env, built.elsewhere,

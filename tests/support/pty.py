@@ -146,13 +146,16 @@ def approve_copied(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path) ->
     return got.code, got.out + got.err
 
 
-def trust_tip(repo: Path, *, env: Mapping[str, str]) -> None:
+def trust_tip(repo: Path, *, env: Mapping[str, str], required: bool = True) -> None:
     """`oms policy trust` at a pty, answered yes: the human trusts the default branch's tip
-    (a policy committed after `oms init`). Nothing is asked when the tip is the mark."""
+    (a policy committed after `oms init`). Nothing is asked when the tip is the mark, nor
+    (`required=False`) when oms has no mark for the repository yet."""
     shown = subprocess.run([sys.executable, "-m", "gatekeeper", "policy", "show", "--repo",
                             str(repo), "--json"], capture_output=True, text=True, env=dict(env),
                            cwd=repo, timeout=TIMEOUT_S, check=False)  # fmt: skip
-    mark = json.loads(shown.stdout)["mark"]
+    mark = json.loads(shown.stdout).get("mark")
+    if mark is None and not required:
+        return
     assert mark is not None, shown.stdout
     if mark["commit"] == mark["tip"]:
         return

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from support.env import clean_env
+from support.pty import trust_tip
 
 IDENTITY = (
     ("user.name", "Test User"),
@@ -126,8 +127,12 @@ PLAN_POLICY = 'version = 1\n\n[[checks]]\nname = "unit"\ncmd = ["true"]\n'
 
 def commit_policy(repo: Path, *, env: Mapping[str, str] | None = None,
                   text: str = PLAN_POLICY) -> str:  # fmt: skip
-    """Write `oms.toml` and commit it on the current branch; the new commit."""
+    """Write `oms.toml` and commit it on the current branch; the new commit. In a repository
+    oms already has a trusted mark for, the human then trusts the new tip at a pty (`oms
+    policy trust`), as the README's path does: a committed policy is read only once trusted."""
     write_files(repo, {"oms.toml": text})
     git(repo, "add", "oms.toml", env=env)
     git(repo, "commit", "-q", "-m", "oms policy", env=env)
+    if env is not None:
+        trust_tip(repo, env=env, required=False)
     return git(repo, "rev-parse", "HEAD", env=env).strip()

@@ -102,6 +102,17 @@ _NODE_VALUED = frozenset(
 )
 
 
+def report_problem(report: str, argv: Sequence[str]) -> str | None:
+    """Why a check's `report` cannot be read from its `cmd` (an unknown kind, a bad path, a
+    runner the argv does not run), or None: said before anything runs, never mid-gate."""
+    try:
+        spec = ReportSpec.parse(report)
+        shape_argv(spec, argv, report_inside="/r/report.xml", reporter_inside="/r/reporter.py")
+    except ValueError as exc:
+        return f"report = {sanitize(report, 200)!r}: {exc}"
+    return None
+
+
 def shape_argv(
     spec: ReportSpec, argv: Sequence[str], *, report_inside: str, reporter_inside: str
 ) -> list[str]:

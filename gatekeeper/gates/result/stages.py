@@ -18,6 +18,7 @@ from evidence import state_root
 from gatekeeper.gates import sandboxed as sandboxing
 from gatekeeper.gates.result import runs_later as runs_later_module
 from gatekeeper.gates.result.integrity import judge_tests
+from gatekeeper.gates.result.inventory import report_problem
 from gatekeeper.gates.result.protected import protected_changes
 from gatekeeper.gates.result.reported import run_reported, with_reporter
 from gatekeeper.gates.result.state import GateState
@@ -150,6 +151,12 @@ class Plan:
     def run(self, s: GateState) -> Decision | None:
         if not s.loaded.policy.checks:
             s.reasons.append(NO_PLAN)
+            return Decision.BLOCKED
+        bad = [f"the base policy's check {c.name!r} declares {problem}: fix oms.toml on the "
+               "default branch" for c in s.loaded.policy.checks
+               if c.report and (problem := report_problem(c.report, c.cmd))]  # fmt: skip
+        if bad:
+            s.reasons.extend(bad)
             return Decision.BLOCKED
         return None
 

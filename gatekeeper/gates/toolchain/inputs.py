@@ -53,10 +53,17 @@ def _one(repo: Repo, branch: str, commit: str | None, tc: Toolchain, path: str,
         where = f"in the worktree nor on {branch}" if worktree else f"on {branch}"
         return f"{path} is missing ({'neither ' if worktree else ''}{where}); " + _remedy(tc, path)
     data = committed if committed is not None else here
-    if tc.kind == "python-venv" and path == tc.lock and data and HASH_PIN not in data:
+    if tc.kind == "python-venv" and path == tc.lock and _pins(data) and HASH_PIN not in data:
         return (f"{path} pins no --hash=sha256 (python-venv installs hash-checked only); "
                 "make one with `oms toolchain lock`")  # fmt: skip
     return None
+
+
+def _pins(data: bytes | None) -> bool:
+    """Whether a requirements lock names anything (a line that is not blank or a comment):
+    a lock of comments alone pins nothing, and needs no hash."""
+    lines = (line.strip() for line in (data or b"").splitlines())
+    return any(line and not line.startswith(b"#") for line in lines)
 
 
 def input_problems(repo: Repo, policy: Policy, branch: str, commit: str | None,

@@ -16,7 +16,13 @@ import pytest
 from support.env import clean_env
 
 from gatekeeper.gates.result import inventory as inv
-from gatekeeper.gates.result.inventory import Limits, Outcome, ReportError, ReportSpec
+from gatekeeper.gates.result.inventory import (
+    Limits,
+    Outcome,
+    ReportError,
+    ReportSpec,
+    report_problem,
+)
 
 P, F, S, E = Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR
 REPORT = "/workspace/.oms-report/report.xml"
@@ -683,3 +689,25 @@ def test_compare_pairs_moves_one_to_one() -> None:
 def test_a_test_with_no_digest_is_never_taken_as_moved() -> None:
     delta = inv.compare([_tc("a")], [_tc("b")], body_of=lambda c, side: None)
     assert (delta.removed, delta.added, delta.moved) == (("a",), ("b",), ())
+
+
+@pytest.mark.parametrize(
+    ("report", "argv", "said"),
+    [
+        ("pytest", ["python", "-m", "unittest", "-q"], "does not run pytest"),
+        ("unittest", ["python", "-m", "pytest"], "does not run unittest"),
+        ("nonsense", ["python", "-m", "pytest"], "unknown report"),
+        ("junit:../out.xml", ["make", "test"], "report path"),
+    ],
+)
+def test_a_report_its_argv_cannot_give_is_named_before_anything_runs(
+    report: str, argv: list[str], said: str
+) -> None:
+    problem = report_problem(report, argv)
+    assert problem is not None and said in problem and problem.startswith(f"report = {report!r}")
+
+
+def test_a_report_its_argv_gives_is_no_problem() -> None:
+    assert report_problem("pytest", ["python", "-m", "pytest", "-q"]) is None
+    assert report_problem("unittest", ["python", "-m", "unittest", "-q"]) is None
+    assert report_problem("junit:out/report.xml", ["make", "test"]) is None
