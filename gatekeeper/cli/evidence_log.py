@@ -119,8 +119,8 @@ class LogRow:
 
 
 # The families of entry kinds oms writes; `--kind` names one of them or a kind within one.
-FAMILIES = ("agent", "genesis", "grade", "note", "repair", "result", "toolchain", "transfer",
-            "work")  # fmt: skip
+FAMILIES = ("agent", "genesis", "grade", "note", "policy", "repair", "result", "toolchain",
+            "transfer", "work")  # fmt: skip
 
 
 def known_kind(wanted: str) -> str:

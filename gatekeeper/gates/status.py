@@ -18,6 +18,7 @@ from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.gates.toolchain.prepare import base_policy
 from gatekeeper.gates.transfer.state import TransferRow, list_transfers
 from gatekeeper.repo.git import Repo
+from gatekeeper.repo.refs import default_branch_ref
 from policy import PolicyError, default_policy
 
 PENDING = ("previewed", "approved")  # waiting for a human's approval, or for the release
@@ -34,10 +35,12 @@ class PolicyState:
     checks: int = 0
     conductor_role: bool = False  # the role `[conductor] role` names is defined
     problem: str | None = None  # no default branch yet, or a policy oms refuses
+    tip_ahead: bool = False  # the default branch has commits after the trusted mark
 
     def to_json(self) -> dict[str, Any]:
         return {"present": self.present, "commit": self.commit, "digest": self.digest,
-                "checks": self.checks, "problem": self.problem}  # fmt: skip
+                "checks": self.checks, "problem": self.problem,
+                "tip_ahead": self.tip_ahead}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,12 +76,14 @@ class RepoStatus:
 def policy_state(repo: Repo) -> PolicyState:
     try:
         commit, loaded = base_policy(repo)
-    except (OmsError, PolicyError) as exc:
+        _, tip = default_branch_ref(repo)
+    except (OmsError, PolicyError, EvidenceError) as exc:
         return PolicyState(present=False, problem=str(exc))
     pol = loaded.policy
     return PolicyState(present=loaded.origin != default_policy().origin, commit=commit,
                        digest=loaded.digest, checks=len(pol.checks),
-                       conductor_role=pol.conductor.role in pol.roles)  # fmt: skip
+                       conductor_role=pol.conductor.role in pol.roles,
+                       tip_ahead=commit != tip)  # fmt: skip
 
 
 def _store(repo: Repo) -> EvidenceStore | None:
@@ -124,7 +129,11 @@ def _next_steps(top: str, initialised: bool, pol: PolicyState, pending: bool) ->
     steps = []
     if not initialised:
         steps.append(NextStep(f"oms init --repo {repo}", "create the signing key and the log"))
-    if not pol.present or pol.checks == 0:
+    if pol.tip_ahead:
+        steps.append(NextStep(f"oms policy trust --repo {repo}", "the default branch has "
+                              "commits after the trusted mark: read the policy's diff, then "
+                              "trust it (at a terminal)"))  # fmt: skip
+    elif not pol.present or pol.checks == 0:
         why = "a starter oms.toml with a verification plan; commit it on the default branch"
         steps.append(NextStep(f"oms policy init --repo {repo}", why))
     if pending:

@@ -26,6 +26,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from support.env import use_clean_git_here
 from support.planted import PlantedSecrets
+from support.pty import trust_tip
 from support.repos import commit_on, git, make_repo
 from werkzeug import Request, Response
 
@@ -297,8 +298,11 @@ def test_not_ready_or_no_remote_is_refused_with_nothing_changed(lab: Lab) -> Non
     with pytest.raises(Blocked, match="not completed") as exc:
         lab.deliver(pending)
     assert exc.value.exit_code == 3
+    assert lab.state() == before
     commit_on(lab.repo, "main", {"oms.toml": policy(remote=None)}, env=lab.env,
               index=lab.root / "index-p", message="policy")  # fmt: skip
+    trust_tip(lab.repo, env=lab.env)  # the human trusts the new policy on main
+    before = lab.state()  # with the human's policy.trust entry
     with pytest.raises(UsageError, match=r"\[conductor\] remote"):
         lab.deliver(pending)
     assert lab.state() == before and lab.gh.requests == []

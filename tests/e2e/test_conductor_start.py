@@ -34,7 +34,8 @@ from gatekeeper.work.conductor.tmux import Tmux, session_for, socket_for
 from gatekeeper.work.fence import Work, new_nonce
 
 pytestmark = NEEDS_TMUX
-POLICY = COMMAND_CONDUCTOR
+# A plan too: conductor start asks the doctor, which is not ready without one.
+POLICY = COMMAND_CONDUCTOR + '\n[[checks]]\nname = "unit"\ncmd = ["true"]\n'
 
 
 @pytest.fixture

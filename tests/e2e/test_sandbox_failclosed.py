@@ -238,7 +238,7 @@ def test_doctor_reports_ready_with_system_bwrap_and_passing_probe(
     env = cli_env(state)
     code, _ = run_cli_json(oms("init", "--repo", str(repo), "--json"), env)
     assert code == 0
-    commit_plan(repo)  # a plan: without one the doctor is not ready
+    commit_plan(repo, env=env)  # a plan (trusted at a pty): without one, not ready
     code, report = run_cli_json(oms("doctor", "--repo", str(repo), "--json"), env)
     assert code == 0, report
     assert report["ready"] is True
@@ -259,7 +259,7 @@ def test_doctor_warns_but_stays_ready_when_kernel_memory_cannot_be_capped(
 ) -> None:
     code, _ = run_cli_json(oms("init", "--repo", str(repo), "--json"), cli_env(state))
     assert code == 0
-    commit_plan(repo)  # a plan: without one the doctor is not ready
+    commit_plan(repo, env=cli_env(state))  # a plan (trusted at a pty): without one, not ready
     no_cgroup = cgroup.Support(None, "no cgroup v2 with memory delegated (test)")
     monkeypatch.setattr(doctor_mod, "cgroup_support", lambda: no_cgroup)
     monkeypatch.setattr(cgroup, "support", lambda: no_cgroup)

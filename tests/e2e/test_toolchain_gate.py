@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from support.env import clean_env
 from support.oms import parse_single_json, run_oms
+from support.pty import trust_tip
 from support.repos import commit_on, git, make_repo
 from support.toolchains import python_lock
 
@@ -243,6 +244,7 @@ def test_a_toolchain_of_an_older_lockfile_is_stale(tmp_path: Path, pip_cache: Pa
     assert w.prepare()[0] == 0
     new_main = w.commit("main", {"requirements.lock": python_lock() + "# relocked\n"})
     git(w.repo, "reset", "-q", "--hard", new_main, env=w.env)
+    trust_tip(w.repo, env=w.env)  # the human trusts the new lock on main
     cand = w.commit("c", {"tests/test_x.py": "def test_x():\n    pass\n"})
     code, out = w.gate(cand)
     assert (code, out["decision"]) == (4, UNAVAILABLE), out
@@ -263,6 +265,7 @@ def test_prepare_refuses_an_unknown_name_and_a_missing_lock(
     assert code == 2 and "no toolchain named 'nope'" in out["error"]["message"], out
     new_main = w.commit("main", {"requirements.lock": None})
     git(w.repo, "reset", "-q", "--hard", new_main, env=w.env)
+    trust_tip(w.repo, env=w.env)  # the human trusts main without its lock
     code, out = w.prepare()
     assert code == 2 and "requirements.lock does not exist" in out["error"]["message"], out
     assert not any(p for p in w.toolchains.glob("*") if not p.name.startswith("."))
