@@ -53,7 +53,8 @@ def _one(repo: Repo, branch: str, commit: str | None, tc: Toolchain, path: str,
         where = f"in the worktree nor on {branch}" if worktree else f"on {branch}"
         return f"{path} is missing ({'neither ' if worktree else ''}{where}); " + _remedy(tc, path)
     data = committed if committed is not None else here
-    if tc.kind == "python-venv" and path == tc.lock and _pins(data) and HASH_PIN not in data:
+    unhashed = data is not None and _pins(data) and HASH_PIN not in data
+    if tc.kind == "python-venv" and path == tc.lock and unhashed:
         return (f"{path} pins no --hash=sha256 (python-venv installs hash-checked only); "
                 "make one with `oms toolchain lock`")  # fmt: skip
     return None
