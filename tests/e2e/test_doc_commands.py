@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 from support.env import clean_env
+from support.readme import readme_walk
 from support.repos import git, make_repo
 from support.sandbox import NEEDS_BWRAP_AND_PYTHON, PY, traversable_dir
 
@@ -67,11 +68,7 @@ WALKED = {("docs/toolchains.md", 'git add requirements.lock && git commit -m "om
 def walked(cmd: DocCommand) -> bool:
     if (cmd.file, cmd.text) in WALKED:
         return True
-    if cmd.file != "README.md":
-        return False
-    section = (ROOT / "README.md").read_text().split("## Use it on your repository", 1)[1]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
-    return cmd.text in [line.strip() for line in block.splitlines()]
+    return cmd.file == "README.md" and cmd.text in (line.strip() for line in readme_walk())
 
 
 # Written here, not by `oms policy init`: its python starter needs a hash-pinned lock and a

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from support.env import clean_env
 from support.pty import at_pty
+from support.readme import readme_walk
 from support.secrets import fake_aws_key
 
 import gatekeeper
@@ -195,7 +196,6 @@ def pipx(built: Built) -> Pipx:
 # The README's "Use it on your repository" block, run line by line as printed. What a line
 # needs from the human is typed at a pseudo-terminal: the answer to each prompt, by the
 # line's first words. The comment line that stands for the agent's work is done here.
-README = SOURCE / "README.md"
 PROMPTS = {"oms init": (b"write oms.toml? [y/N]", b"y\n"),
            "oms policy trust": (b"Type 'yes'", b"yes\n")}  # fmt: skip
 AGENT_WORK = "agent works and commits on a branch, here agent-work"
@@ -205,12 +205,6 @@ PROJECT = {
     "calc.py": "def add(a, b):\n    return a + b\n",
     "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
 }
-
-
-def readme_walk() -> list[str]:
-    section = README.read_text().split("## Use it on your repository", 1)[1].split("\n## ")[0]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
-    return [line for line in block.splitlines() if line.strip()]
 
 
 def _commit(repo: Path, env: Mapping[str, str], files: Mapping[str, str], message: str) -> None:
