@@ -13,21 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from support.repos import commit_policy
+from support.toolchains import VENV_POLICY
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 RunOms = Callable[..., subprocess.CompletedProcess[str]]
 NO_KEYS = {"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": ""}
-VENV_POLICY = """version = 1
-[[toolchains]]
-name = "py"
-kind = "python-venv"
-lock = "requirements.lock"
-
-[[checks]]
-name = "tests"
-cmd = ["python", "-m", "pytest"]
-toolchain = "py"
-"""
 
 
 def _init(oms_json: OmsJson, repo: Path) -> None:

@@ -9,21 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from support.repos import make_repo
-from support.toolchains import python_lock
+from support.toolchains import VENV_POLICY, python_lock
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
-VENV_POLICY = """version = 1
-[[toolchains]]
-name = "py"
-kind = "python-venv"
-lock = "requirements.lock"
-
-[[checks]]
-name = "tests"
-cmd = ["python", "-m", "pytest"]
-toolchain = "py"
-report = "pytest"
-"""
 PYPROJECT = '[project]\nname = "demo"\nversion = "0.1"\ndependencies = ["iniconfig"]\n'
 
 

@@ -205,6 +205,21 @@ wheels = [
 """
 
 
+# A python-venv toolchain from `requirements.lock` and a pytest check that reports.
+VENV_POLICY = """version = 1
+[[toolchains]]
+name = "py"
+kind = "python-venv"
+lock = "requirements.lock"
+
+[[checks]]
+name = "tests"
+cmd = ["python", "-m", "pytest"]
+toolchain = "py"
+report = "pytest"
+"""
+
+
 def python_lock() -> str:
     """A hash-pinned requirements.lock: pytest and its deps, six, idna (wheels exist)."""
     return PYTHON_LOCK
