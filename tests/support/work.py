@@ -144,6 +144,16 @@ def new_ticket(work: Work, title: str = "a ticket") -> Walk:
     return Walk(work, work.add_ticket(goal.id, title, None, nonce()))
 
 
+def tamper_db(work: Work, sql: str, *args: object) -> None:
+    """Change work.db behind oms' back, in a transaction of its own (a tampering user)."""
+    conn = sqlite3.connect(work.db.path)
+    try:
+        with conn:
+            conn.execute(sql, args)
+    finally:
+        conn.close()
+
+
 def tables(conn: sqlite3.Connection) -> list[str]:
     rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
     return [r[0] for r in rows]

@@ -5,12 +5,20 @@ that never committed (oms stopped in between) is an interrupted transition, and 
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.work import Clock, Walk, facts, initialised_work, new_ticket, nonce, snapshot
+from support.work import (
+    Clock,
+    Walk,
+    facts,
+    initialised_work,
+    new_ticket,
+    nonce,
+    snapshot,
+    tamper_db,
+)
 
 from evidence import Draft
 from gatekeeper.gates.records import init
@@ -36,15 +44,6 @@ def work(walk: Walk) -> Work:
     return walk.work
 
 
-def _tamper(work: Work, sql: str, *args: object) -> None:
-    conn = sqlite3.connect(work.db.path)
-    try:
-        with conn:
-            conn.execute(sql, args)
-    finally:
-        conn.close()
-
-
 def test_an_untouched_db_and_log_agree(work: Work) -> None:
     found = consistency(work)
     assert found.ok and found.mismatches == () and found.interrupted == ()
@@ -54,7 +53,7 @@ def test_an_untouched_db_and_log_agree(work: Work) -> None:
 
 def test_a_deleted_transitions_row_is_a_mismatch_at_its_seq(work: Work) -> None:
     seq = work.transitions()[2]["seq"]
-    _tamper(work, "DELETE FROM transitions WHERE seq = ?", seq)
+    tamper_db(work, "DELETE FROM transitions WHERE seq = ?", seq)
     found = consistency(work)
     assert not found.ok and [m.seq for m in found.mismatches] == [seq]
     assert "in the log but not in transitions" in found.mismatches[0].problem
@@ -63,7 +62,7 @@ def test_a_deleted_transitions_row_is_a_mismatch_at_its_seq(work: Work) -> None:
 
 def test_a_changed_kind_is_a_mismatch_at_its_seq(work: Work) -> None:
     seq = work.transitions()[2]["seq"]
-    _tamper(work, "UPDATE transitions SET kind = 'work.ticket.add' WHERE seq = ?", seq)
+    tamper_db(work, "UPDATE transitions SET kind = 'work.ticket.add' WHERE seq = ?", seq)
     found = consistency(work)
     assert [m.seq for m in found.mismatches] == [seq]
     assert "is work.ticket.add in transitions but work.ticket.lease in the log" in (
@@ -72,8 +71,8 @@ def test_a_changed_kind_is_a_mismatch_at_its_seq(work: Work) -> None:
 
 def test_a_changed_nonce_is_a_mismatch(work: Work) -> None:
     row = work.transitions()[1]
-    _tamper(work, "INSERT INTO nonces (nonce, op, created) VALUES ('forged-nonce-1', 'x', 'y')")
-    _tamper(work, "UPDATE transitions SET nonce = 'forged-nonce-1' WHERE seq = ?", row["seq"])
+    tamper_db(work, "INSERT INTO nonces (nonce, op, created) VALUES ('forged-nonce-1', 'x', 'y')")
+    tamper_db(work, "UPDATE transitions SET nonce = 'forged-nonce-1' WHERE seq = ?", row["seq"])
     found = consistency(work)
     assert [m.seq for m in found.mismatches] == [row["seq"]]
     assert "another nonce" in found.mismatches[0].problem
@@ -81,7 +80,7 @@ def test_a_changed_nonce_is_a_mismatch(work: Work) -> None:
 
 def test_a_row_whose_seq_is_not_in_the_log_is_a_mismatch(work: Work) -> None:
     row = work.transitions()[1]
-    _tamper(work, "UPDATE transitions SET seq = 9999 WHERE seq = ?", row["seq"])
+    tamper_db(work, "UPDATE transitions SET seq = 9999 WHERE seq = ?", row["seq"])
     found = consistency(work)
     # the row now names a seq the log lacks, and its entry has no row
     assert sorted(m.seq for m in found.mismatches) == [row["seq"], 9999]
@@ -89,7 +88,7 @@ def test_a_row_whose_seq_is_not_in_the_log_is_a_mismatch(work: Work) -> None:
 
 
 def test_a_row_naming_a_non_work_entry_is_a_mismatch(work: Work) -> None:
-    _tamper(work, "UPDATE transitions SET seq = 0 WHERE seq = ?", work.transitions()[0]["seq"])
+    tamper_db(work, "UPDATE transitions SET seq = 0 WHERE seq = ?", work.transitions()[0]["seq"])
     found = consistency(work)
     assert any(m.seq == 0 and "genesis in the log" in m.problem for m in found.mismatches)
 
@@ -130,7 +129,7 @@ def test_the_doctor_section_is_absent_without_a_work_db(git_repo: Path, oms_home
 
 def test_the_doctor_section_names_each_mismatch(work: Work) -> None:
     seq = work.transitions()[1]["seq"]
-    _tamper(work, "DELETE FROM transitions WHERE seq = ?", seq)
+    tamper_db(work, "DELETE FROM transitions WHERE seq = ?", seq)
     found = doctor_check(work.repo)
     assert found is not None and found.name == "work" and found.section["ok"] is False
     (problem,) = found.problems

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.work import Clock, Walk, dump, initialised_work, new_ticket, nonce, outcome
+from support.work import (
+    Clock,
+    Walk,
+    dump,
+    initialised_work,
+    new_ticket,
+    nonce,
+    outcome,
+    tamper_db,
+)
 
 from evidence import Draft
 from gatekeeper.work import payloads as p
@@ -36,15 +45,6 @@ def failed(git_repo: Path, oms_home: Path) -> Iterator[Walk]:
         walk = new_ticket(w).leased().running().ran().verifying()
         w.finish_verify(w.begin_verify(walk.id, nonce()), outcome("FAILED"))
         yield walk
-
-
-def _sql(work: Work, sql: str, *args: object) -> None:
-    conn = sqlite3.connect(work.db.path)
-    try:
-        with conn:
-            conn.execute(sql, args)
-    finally:
-        conn.close()
 
 
 def _vid(work: Work, ticket: str) -> str:
@@ -144,7 +144,7 @@ def test_the_doctor_remembers_its_fold_and_refuses_a_forged_memo(failed: Walk) -
     kept = json.loads(memo.read_text())
     assert json.loads(kept["body"])["seq"] == work.store.head() - 1
     # edit a row and forge the memo to agree with it: the signature fails, the fold is redone
-    _sql(work, "UPDATE tickets SET state = 'completed' WHERE id = ?", failed.id)
+    tamper_db(work, "UPDATE tickets SET state = 'completed' WHERE id = ?", failed.id)
     body = json.loads(kept["body"])
     body["rows"] = {k: "0" * 64 for k in body["rows"]}
     memo.write_text(json.dumps({"body": json.dumps(body), "sig": kept["sig"]}))
@@ -159,7 +159,7 @@ def test_the_fold_goes_on_from_the_memo(failed: Walk) -> None:
     Walk(work, work.ticket(failed.id)).leased()  # one more transition after the memo
     extra = doctor_check(work.repo)
     assert extra is not None and not extra.tampered, extra.problems
-    _sql(work, "UPDATE leases SET expires = 1 WHERE state = 'active'")
+    tamper_db(work, "UPDATE leases SET expires = 1 WHERE state = 'active'")
     extra = doctor_check(work.repo)
     assert extra is not None and extra.tampered
 
@@ -186,7 +186,7 @@ def test_a_log_of_legacy_entries_audits_as_before(
         assert found.ok and found.tampered == () and found.legacy_rows > 0, found
         Walk(work, work.ticket(walk.id)).leased()  # the first version-2 entry
         assert consistency(work).ok
-        _sql(work, "UPDATE tickets SET state = 'completed' WHERE id = ?", walk.id)
+        tamper_db(work, "UPDATE tickets SET state = 'completed' WHERE id = ?", walk.id)
         assert [t.object for t in consistency(work).tampered] == [f"tickets {walk.id}"]
 
 
@@ -212,7 +212,7 @@ def test_work_db_is_rebuilt_from_the_log(failed: Walk, how: str) -> None:
     work.db.close()
     path = work.db.path
     if how == "tampered":
-        _sql(work, "UPDATE tickets SET state = 'completed' WHERE id = ?", failed.id)
+        tamper_db(work, "UPDATE tickets SET state = 'completed' WHERE id = ?", failed.id)
     elif how == "damaged":
         path.write_bytes(b"not a database" * 100)
     else:
