@@ -9,7 +9,7 @@ raised: the overview is the one place a user goes when something is wrong.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, state_root
@@ -51,8 +51,7 @@ class VerdictRow:
     time: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"seq": self.seq, "decision": self.decision, "commit": self.commit,
-                "time": self.time}  # fmt: skip
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ class NextStep:
     why: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"command": self.command, "why": self.why}
+        return asdict(self)
 
 
 def _next_steps(top: str, initialised: bool, pol: PolicyState, pending: bool) -> list[NextStep]:
