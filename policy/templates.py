@@ -21,9 +21,10 @@ class Project:
 
 
 HEADER = """\
-# oms policy. The gates read this file from the tip of the default branch, never from
-# a candidate commit or the worktree: commit it there directly. Unknown keys are errors;
-# `oms policy check` lists every one, `oms policy show` prints what the gates will use.
+# oms policy. The gates read this file from the default branch at its trusted mark, never
+# from a candidate commit or the worktree: commit it there, then `oms policy trust` (at a
+# terminal, after its diff). Unknown keys are errors; `oms policy check` lists every one,
+# `oms policy show` prints what the gates will use.
 version = 1
 """
 

@@ -65,6 +65,10 @@ def _branch(offer: Offer) -> str:
     return offer.branch.removeprefix("refs/heads/") if offer.branch else "main"
 
 
+# A policy committed after `oms init` is read only once a human trusts it (the mark).
+TRUST = "oms policy trust   # at a terminal: read the policy's diff, type yes"
+
+
 def next_steps(offer: Offer, policy: Data) -> tuple[str, ...]:
     """What to run after `oms init`, for the state its policy section says."""
     state = policy["state"]
@@ -75,7 +79,7 @@ def next_steps(offer: Offer, policy: Data) -> tuple[str, ...]:
     if state == "undetected":
         return ("oms policy init --template python   # or node, go: a starter oms.toml",
                 "git add oms.toml && git commit -m 'oms policy'   # on the default branch",
-                *tail)  # fmt: skip
+                TRUST, *tail)  # fmt: skip
     if state in ("not_asked", "declined"):
         return ("oms init --write-policy   # or `oms init` at a terminal: write the starter",
                 *tail)  # fmt: skip
@@ -87,7 +91,7 @@ def next_steps(offer: Offer, policy: Data) -> tuple[str, ...]:
     )
     commit = f"git add {' '.join(files)} && git commit -m 'oms policy'   # on {_branch(offer)}"
     prepare = "oms toolchain prepare   # build the toolchains it names"
-    return (*make, commit, *([prepare] if policy["toolchain_kind"] else []), *tail)
+    return (*make, commit, TRUST, *([prepare] if policy["toolchain_kind"] else []), *tail)
 
 
 def guide_lines(offer: Offer, data: Data) -> list[str]:

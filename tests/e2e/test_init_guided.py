@@ -36,6 +36,7 @@ def test_at_a_terminal_yes_writes_the_starter_and_says_what_to_commit(
     assert "git add oms.toml && git commit -m 'oms policy'   # on main" in screen
     assert "oms trusts a policy only from main" in screen
     assert "oms process-result --candidate BRANCH" in screen.split("next:")[1]
+    assert "oms policy trust" in screen.split("git commit -m 'oms policy'")[1]  # after it
 
 
 def test_at_a_terminal_no_writes_nothing(tmp_path: Path, oms_env: dict[str, str]) -> None:
