@@ -4,8 +4,10 @@
 terminal; our terminal is put in raw mode (restored on every way out) and bytes are
 relayed both ways as script(1) does, window size included (SIGWINCH). TIOCSTI inside
 is denied by seccomp and could only reach the agent's own pty anyway. `pipes`:
-`--new-session`, our stdin/stdout/stderr inherited. `capture`: `--new-session`, stdin
-/dev/null opened read-only, stdout/stderr captured as `oms sandbox run` does.
+`--new-session`, our stdin/stdout/stderr inherited. `output`: as `pipes`, but stdin /dev/null
+(a CLI that reads a non-terminal stdin gets nothing, and nobody's keys reach it: a worker
+pane that only shows the agent's output). `capture`: `--new-session`, stdin /dev/null opened
+read-only, stdout/stderr captured as `oms sandbox run` does.
 
 Limits: the wall deadline kills bwrap's process group (and with it the pid namespace);
 RLIMIT_NPROC/NOFILE/CORE; no RLIMIT_AS (V8 and the codex binary reserve huge virtual
@@ -44,7 +46,7 @@ from .runner import (
     stop,
 )
 
-Mode = Literal["pty", "pipes", "capture"]
+Mode = Literal["pty", "pipes", "output", "capture"]
 StdIO = int | IO[bytes] | None
 
 
@@ -237,11 +239,16 @@ def run_agent(
     deadline = started + profile.limits.wall_s
     if mode == "pty":
         return _run_pty(profile, bw, workspace, run_dir, cmd, pass_fds, started)
-    if mode == "pipes":
-        with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
-                    stdio=(None, None, None), pass_fds=pass_fds) as r:  # fmt: skip
-            timed_out = _wait(r.proc, deadline)
-            code, sig, duration = outcome(r, timed_out, started)
+    if mode in ("pipes", "output"):
+        null = _stdin_fd(None) if mode == "output" else None
+        try:
+            with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
+                        stdio=(null, None, None), pass_fds=pass_fds) as r:  # fmt: skip
+                timed_out = _wait(r.proc, deadline)
+                code, sig, duration = outcome(r, timed_out, started)
+        finally:
+            if null is not None:
+                os.close(null)
         return AgentResult(code, sig, timed_out, duration, None, None)
     if mode != "capture":
         raise ProfileError(f"unknown agent run mode {mode!r}")

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import gatekeeper
 from evidence import Draft, EvidenceStore, Payload, state_root
-from gatekeeper.agent import inside, logins
+from gatekeeper.agent import codex_sessions, inside, logins
 from gatekeeper.agent.collect_deadline import CollectTimeout
 from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
 from gatekeeper.agent.egress_config import Provider
@@ -76,7 +76,7 @@ from sandbox.agent import AgentProfile, agent_profile, oms_install_paths, oms_ma
 from sandbox.agent_probe import AgentProbe, probe_agent
 from sandbox.agent_runner import AgentResult, run_agent
 
-Mode = Literal["pty", "pipes", "capture"]
+Mode = Literal["pty", "pipes", "output", "capture"]
 _CONDUCTOR_ID = re.compile(r"^c-[0-9a-f]{12}$")  # gatekeeper.work.conductor.model's
 # The source of oms itself: the relay runs from it as a file (`python -I`, stdlib only).
 SOURCE = Path(gatekeeper.__file__).resolve().parent.parent
@@ -106,6 +106,11 @@ class AgentRunRequest:
     # worker pane this run is (its hooks' observations are recorded for that worker).
     conductor: str | None = None
     worker: str | None = None
+    # A worker pane's non-interactive CLI (`codex exec`): its stdin /dev/null, its output the
+    # pane's. `codex_sessions`: the owner-only store (under $OMS_HOME) of one ticket's Codex
+    # session, seeded into the run's CODEX_HOME and saved back after (agent/codex_sessions.py).
+    no_input: bool = False
+    codex_sessions: Path | None = None
 
 
 class EgressCounts(BaseModel):
@@ -221,6 +226,8 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
                 finally:  # a refreshed login is kept however the agent ended
                     run.login = logins.save(req.agent, run.egress, run.run_dir / "home",
                                             run.login_seed)  # fmt: skip
+                    if req.agent == "codex" and req.codex_sessions is not None:
+                        codex_sessions.save(req.codex_sessions, run.run_dir / "home")
                 collected = _collect(run)
         except BaseException as exc:  # Ctrl-C included: the end entry is written on every way out
             end_seq = _record_end(run, result, _stop_egress(run), None, failure=exc)
@@ -318,6 +325,8 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
     stack.callback(_unless_started, run)
     run.canary = plant_canary(run_id)
     run.login_seed = logins.seed(req.agent, egress, run_dir / "home")
+    if req.agent == "codex" and req.codex_sessions is not None:
+        codex_sessions.seed(req.codex_sessions, run_dir / "home")
     return run
 
 
@@ -448,6 +457,8 @@ def _commit_subject(repo: Repo, sha: str) -> list[dict[str, Any]]:
 def _mode(req: AgentRunRequest) -> Mode:
     if req.capture:
         return "capture"
+    if req.no_input:
+        return "output"
     if sys.stdin.isatty() and sys.stdout.isatty():
         return "pty"
     return "pipes"

@@ -12,7 +12,10 @@ produced the argv.
 
 A worker pane runs `oms conductor worker` (this very oms, from its own source), which runs
 the executor the same way: a `command:` provider's policy argv, or the CLI with a fixed
-prompt naming `$OMS_TASK_FILE`; the task text itself is never argv.
+prompt naming `$OMS_TASK_FILE`; the task text itself is never argv. A Codex worker with an
+API key (or no auth) runs `codex exec`, which ends by itself, and a later attempt of its
+ticket resumes the ticket's session (`codex exec resume`); a subscription one keeps the
+attended TUI.
 """
 
 from __future__ import annotations
@@ -22,13 +25,20 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from evidence import state_root
+from evidence.state import ensure_private_dir
+from gatekeeper.agent.codex_sessions import stored_session
 from gatekeeper.agent.kinds import INSIDE_OMS
 from gatekeeper.agent.payloads import AgentKind, EgressMode
 from gatekeeper.agent.run import SOURCE, AgentRunRequest
-from gatekeeper.errors import Blocked
+from gatekeeper.errors import Blocked, UsageError
+from gatekeeper.repo.git import open_repo
 from gatekeeper.work.conductor.sessions import checked_id
-from gatekeeper.work.model import Dispatch
+from gatekeeper.work.conductor.tokens import conductor_dir
+from gatekeeper.work.model import TICKET_ID_RE, Dispatch
 from gatekeeper.work.providers.base import Role, RoleUnavailable
+from gatekeeper.work.providers.codex_cli import EGRESS, exec_argv
+from gatekeeper.work.roles import UNATTENDED_AUTH
 
 CONDUCTOR_TOOLS = ("propose_goal", "prepare_dispatch", "advise_dispatch", "propose_dispatch",
                    "manage_worker", "start_team", "process_result")  # fmt: skip
@@ -137,12 +147,37 @@ def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker
         cmd: tuple[str, ...] = ("claude", "--model", role.model, WORKER_PROMPT)
         agent = "claude-code"
     elif role.provider == "codex-cli":
+        if role.auth in UNATTENDED_AUTH:
+            return codex_worker_request(role, top, d, document, worker_id, timeout_s)
+        # A subscription login never runs unattended: its TUI waits for a human at the pane.
         cmd, agent = ("codex", "--model", role.model, WORKER_PROMPT), "codex"
     else:
         raise RoleUnavailable(f"role {role.name}: no worker launch for {role.provider}")
     return AgentRunRequest(repo_dir=top, cmd=cmd, agent=agent, egress=_egress(role),
                            base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
                            timeout_s=timeout_s, worker=worker_id)  # fmt: skip
+
+
+def codex_store(top: Path, ticket: str) -> Path:
+    """The ticket's Codex session store, owner-only under `$OMS_HOME` (never the repo's)."""
+    if not TICKET_ID_RE.fullmatch(ticket):
+        raise UsageError(f"not a ticket id: {ticket[:40]!r}")
+    store = conductor_dir(open_repo(top).repo_id) / "codex" / ticket
+    ensure_private_dir(store, state_root())
+    return store
+
+
+def codex_worker_request(role: Role, top: Path, d: Dispatch, document: bytes, worker_id: str,
+                         timeout_s: int) -> AgentRunRequest:  # fmt: skip
+    """An api-key (or no-auth) Codex worker: `codex exec` with the exec provider's flags,
+    ending by itself, its stdin /dev/null and its text output in the pane; a later attempt of
+    the same ticket resumes that ticket's stored session (`codex exec resume`)."""
+    store = codex_store(top, d.ticket)
+    cmd = exec_argv(role, events=False, prompt=WORKER_PROMPT, resume=stored_session(store))
+    return AgentRunRequest(repo_dir=top, cmd=cmd, agent="codex", egress=EGRESS[role.auth],
+                           base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
+                           timeout_s=timeout_s, worker=worker_id, no_input=True,
+                           codex_sessions=store)  # fmt: skip
 
 
 def _egress(role: Role) -> EgressMode:

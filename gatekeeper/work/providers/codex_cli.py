@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gatekeeper.agent.codex_sessions import SESSION_RE
 from gatekeeper.agent.inside import SCHEMA_FILE
 from gatekeeper.agent.payloads import EgressMode
 from gatekeeper.agent.run import AgentRunRequest, agent_run
@@ -46,10 +47,27 @@ def codex_argv(role: Role, *, schema: bool) -> tuple[str, ...]:
     """`codex exec` for `role`: nothing of the document, only the model and fixed flags."""
     if role.provider != "codex-cli" or role.transport != "exec":
         raise RoleUnavailable(f"role {role.name}: the codex-cli adapter runs exec roles only")
-    argv = [CODEX, "exec", "--json", "--skip-git-repo-check", f"--model={role.model}"]
+    return exec_argv(role, schema=schema)
+
+
+def exec_argv(role: Role, *, schema: bool = False, events: bool = True, prompt: str = "-",
+              resume: str | None = None) -> tuple[str, ...]:  # fmt: skip
+    """`codex exec [resume SESSION]` with oms' fixed flags, the role's model and a fixed
+    `prompt` (`-`: stdin); `events`: the JSONL stream (`--json`), else Codex's own text.
+    A session id is a UUID, checked here: whatever is stored never becomes a flag."""
+    argv = [CODEX, "exec"]
+    if resume is not None:
+        if not SESSION_RE.fullmatch(resume):
+            raise RoleUnavailable(f"role {role.name}: not a Codex session id: {resume[:40]!r}")
+        argv.append("resume")
+    if events:
+        argv.append("--json")
+    argv += ["--skip-git-repo-check", f"--model={role.model}"]
     if schema:
         argv += ["--output-schema", SCHEMA_FILE]
-    return (*argv, "-")  # the prompt: stdin
+    if resume is not None:
+        argv.append(resume)
+    return (*argv, prompt)
 
 
 def codex_request(req: ProviderRequest) -> AgentRunRequest:

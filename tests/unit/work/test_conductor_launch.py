@@ -8,23 +8,32 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from support.npm import fake_npm
 
+from gatekeeper.agent import codex_sessions
 from gatekeeper.agent.kinds import prepare_kind
 from gatekeeper.agent.run import AgentRunRequest, _mcp_args, inside_oms_argv
 from gatekeeper.errors import Blocked, UsageError
 from gatekeeper.work.conductor.launch import (
     CONDUCTOR_TOOLS,
+    WORKER_PROMPT,
     check_launch,
+    codex_store,
     conductor_argv,
     conductor_request,
     conductor_settings,
+    executor_request,
 )
 from gatekeeper.work.conductor.tmux import Tmux, pane_env, socket_dir
+from gatekeeper.work.model import Dispatch
 from gatekeeper.work.providers.base import Role, RoleUnavailable
+from gatekeeper.work.providers.codex_cli import exec_argv
 
 CID = "c-0123456789ab"
 
@@ -184,3 +193,64 @@ def test_the_socket_directory_must_be_private_and_a_pane_command_never_one_word(
     assert passed["GIT_CONFIG_GLOBAL"] == os.devnull
     argv = tm.argv("kill-server")
     assert argv[1:5] == ["-S", str(runtime / "oms" / "x.sock"), "-f", os.devnull]
+
+
+# -- the Codex worker ---------------------------------------------------------------------
+
+TICKET = "t-0123456789ab"
+SESSION = "01a23caa-6929-7f50-baac-57d31c93ea47"
+
+
+def _dispatch(ticket: str = TICKET) -> Dispatch:
+    fields = {"ticket": ticket, "run_id": "20261201T150000Z-0a1b2c3d",
+              "envelope": SimpleNamespace(base="a" * 40)}  # fmt: skip
+    return cast(Dispatch, SimpleNamespace(**fields))
+
+
+def _worker(git_repo: Path, r: Role, ticket: str = TICKET) -> AgentRunRequest:
+    return executor_request(r, git_repo, _dispatch(ticket), b"{}", "w-0123456789ab", 60)
+
+
+def test_an_api_key_codex_worker_runs_codex_exec_with_no_input_and_its_tickets_store(
+    git_repo: Path,
+) -> None:
+    r = role(provider="codex-cli", auth="api-key", billing="usage", model="gpt-5.5")
+    req = _worker(git_repo, r)
+    assert req.cmd == ("codex", "exec", "--skip-git-repo-check", "--model=gpt-5.5",
+                       WORKER_PROMPT)  # fmt: skip
+    assert req.no_input and req.egress == "api" and req.agent == "codex"
+    assert req.task_file == b"{}" and b"{}" not in "".join(req.cmd).encode()
+    assert req.codex_sessions == codex_store(git_repo, TICKET)
+    assert req.codex_sessions.parts[-2:] == ("codex", TICKET)
+    assert stat.S_IMODE(req.codex_sessions.stat().st_mode) == 0o700
+    assert git_repo not in req.codex_sessions.parents
+    assert _worker(git_repo, replace(r, auth="none")).egress == "none"
+
+
+def test_a_later_attempt_resumes_its_own_tickets_session_never_another(git_repo: Path) -> None:
+    r = role(provider="codex-cli", auth="api-key", billing="usage", model="gpt-5.5")
+    home = git_repo.parent / "run-home"
+    sessions = home / ".codex" / "sessions" / "2026" / "12" / "03"
+    sessions.mkdir(parents=True)
+    (sessions / f"rollout-2026-12-03T16-08-50-{SESSION}.jsonl").write_text("{}\n")
+    assert codex_sessions.save(codex_store(git_repo, TICKET), home) == SESSION
+    again = _worker(git_repo, r)
+    assert again.cmd == ("codex", "exec", "resume", "--skip-git-repo-check", "--model=gpt-5.5",
+                         SESSION, WORKER_PROMPT)  # fmt: skip
+    other = _worker(git_repo, r, "t-ba9876543210")
+    assert "resume" not in other.cmd and SESSION not in other.cmd
+    with pytest.raises(UsageError, match="not a ticket id"):
+        _worker(git_repo, r, "../t-0123456789ab")
+
+
+def test_a_stored_session_id_never_becomes_a_flag() -> None:
+    r = role(provider="codex-cli", auth="api-key", billing="usage")
+    for bad in ("--last", "-c", "model=x", SESSION.upper()):
+        with pytest.raises(RoleUnavailable, match="not a Codex session id"):
+            exec_argv(r, resume=bad)
+
+
+def test_a_subscription_codex_worker_keeps_the_attended_tui(git_repo: Path) -> None:
+    req = _worker(git_repo, role(provider="codex-cli", model="gpt-5.5"))
+    assert req.cmd == ("codex", "--model", "gpt-5.5", WORKER_PROMPT)
+    assert req.egress == "tunnel" and not req.no_input and req.codex_sessions is None
