@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,13 +143,11 @@ def _run_worker(work: Work, d: Dispatch, monkeypatch: pytest.MonkeyPatch, comman
 
 
 def _until_exited(work: Work, wid: str) -> None:
-    from time import monotonic, sleep
-
-    end = monotonic() + 240  # a bound on waiting, never an assertion on time
+    end = time.monotonic() + 240  # a bound on waiting, never an assertion on time
     while workers.get(work, wid).state not in ("exited", "dead", "stopped"):
-        if monotonic() > end:
+        if time.monotonic() > end:
             raise AssertionError(f"the worker never ended: {workers.get(work, wid)}")
-        sleep(0.2)
+        time.sleep(0.2)
 
 
 def _texts(body: dict[str, object]) -> str:
