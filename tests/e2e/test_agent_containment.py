@@ -321,6 +321,28 @@ print("exit", r.exit_code, r.stdout)
     assert "got:hello" in proc.stdout and "exit 3 None" in proc.stdout, proc.stderr
 
 
+def test_output_mode_shows_the_agents_output_but_never_gives_it_our_stdin(box: Box) -> None:
+    """A worker pane's `codex exec`: what is typed at the pane never reaches the agent."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO_ROOT)!r})
+from pathlib import Path
+from sandbox import find_bwrap
+from sandbox.agent import AgentLimits, agent_profile
+from sandbox.agent_runner import run_agent
+prof = agent_profile(AgentLimits(30, 1024, 256, 64, 4096), [], {ENV!r}, [], {{}})
+r = run_agent(prof, find_bwrap(), workspace=Path({str(box.workspace)!r}),
+              run_dir=Path({str(box.run_dir)!r}), mode="output",
+              cmd=["/bin/sh", "-c", "echo @start; read x; echo got:$x:; echo @end; exit 3"])
+print("exit", r.exit_code, r.stdout)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], input="typed at the pane\n",
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert "@start" in proc.stdout and "@end" in proc.stdout, proc.stderr
+    assert "got::" in proc.stdout and "typed" not in proc.stdout
+    assert "exit 3 None" in proc.stdout
+
+
 def test_capture_mode_bounds_output(box: Box) -> None:
     small = AgentLimits(wall_s=30, memory_mb=1024, max_procs=256, tmpfs_mb=64, output_bytes=4096)
     result = run(box, [SH, "-c", "echo @start; head -c 200000 /dev/zero; echo @end"],
