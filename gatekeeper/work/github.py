@@ -5,7 +5,9 @@ loopback server: GitHub itself is not reachable there). The token comes from
 `$GITHUB_TOKEN`, `$GH_TOKEN`, or `gh auth token`; it is sent only to that root, never logged,
 never put in argv or evidence. A `Link: rel="next"` outside the root is not followed.
 A 5xx, a network failure or a rate limit raises (exit 4): a sync that raises advances no
-watermark, so the next one starts where this one did.
+watermark, so the next one starts where this one did. Such a failure that asking again may
+cure (a 5xx, a reset connection) is `Transient`; a caller that wants it (delivery) wraps a
+step in `gatekeeper.retry.retried`, a bounded number of tries with backoff.
 
 Time is bounded twice: each answer (connect to last byte) by `answer_s`, and every answer
 of one client by `until` (a `time.monotonic()` instant: the sync's deadline). Both are
@@ -42,6 +44,10 @@ REPO_RE = re.compile(r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")
 
 class GitHubUnavailable(Unavailable):
     """GitHub answered with a server error, could not be reached, or refused the token."""
+
+
+class Transient(GitHubUnavailable):
+    """A 5xx answer or a connection that failed: asking again may well succeed."""
 
 
 class TooSlow(GitHubUnavailable):
@@ -167,7 +173,10 @@ class GitHub:
         except httpx.HTTPError as exc:
             if self._deadline.passed():
                 raise self._too_slow(what, by_sync) from None
-            raise GitHubUnavailable(f"GitHub {method} failed: {type(exc).__name__}") from None
+            # A reset or refused connection is worth asking again; a time-out is not.
+            cls = Transient if isinstance(exc, (httpx.NetworkError, httpx.RemoteProtocolError)) \
+                else GitHubUnavailable  # fmt: skip
+            raise cls(f"GitHub {method} failed: {type(exc).__name__}") from None
         finally:
             self._deadline.at = None
         code = resp.status_code
@@ -178,7 +187,7 @@ class GitHub:
                 reset = int(time.time()) + after
             raise RateLimited(f"GitHub rate limit reached (resets at {reset})", reset)
         if code >= 500:
-            raise GitHubUnavailable(f"GitHub answered {code} to {method} {urlsplit(url).path}")
+            raise Transient(f"GitHub answered {code} to {method} {urlsplit(url).path}")
         if code in (401, 403):
             raise GitHubUnavailable(f"GitHub refused the token ({code})")
         if not (200 <= code < 300 or code == 304):  # a 3xx too: a moved repository is not data

@@ -126,6 +126,8 @@ KINDS = {
     # hardening, third pass (issue 29)
     "CollectTimeout": "blocked", "PatchError": "usage", "CannotRebuild": "unavailable",
     "SyncRunning": "unavailable", "ForeignRun": "blocked", "TooSlow": "unavailable",
+    # delivery resumes (issue 31)
+    "Transient": "unavailable", "DeliveryStopped": "unavailable", "GhTransient": "unavailable",
 }  # fmt: skip
 
 

@@ -7,20 +7,36 @@ remote whose URL oms does not push to, or `--draft-pr` without a GitHub push and
 are refused with nothing run and nothing recorded. The branch is written by oms itself
 and the push runs from oms' own repository with oms' transport rules: no hook or config
 of the user's repository runs.
+
+Asked again for the same commit (the same `oms process-result` command), a delivery
+resumes: the branch is unchanged, a remote branch already at the commit takes no push, and
+the branch's open draft PR is found (`gh pr list`), not opened twice; a PR whose head is
+another commit is refused. `gh`'s failures on a 5xx from GitHub are asked again within
+`gatekeeper.retry`'s bound, never a 4xx.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 from gatekeeper.errors import Blocked, Unavailable, UsageError
 from gatekeeper.gates.result.verdict import BranchDelivery, Delivery, PushDelivery
 from gatekeeper.repo.git import Repo, git_env, is_ancestor
 from gatekeeper.repo.refs import checked_out_branches, read_ref, valid_refname, write_ref
 from gatekeeper.repo.remote import push, remote_url
+from gatekeeper.retry import RETRY, Retry, retried
+
+_GH_5XX = re.compile(r"\bHTTP 5[0-9][0-9]\b")
+MAX_URL = 300
+
+
+class GhTransient(Unavailable):
+    """`gh` failed on a 5xx answer from GitHub: asking again may succeed."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +61,7 @@ class DeliveryPlan:
     remote: str | None = None
     gh: str | None = None  # the `gh` binary, for a draft PR
     github_repo: str | None = None  # OWNER/NAME of the pushed-to remote
+    retry: Retry = RETRY  # for `gh`'s 5xx failures
 
 
 def _branch_ref(name: str) -> str:
@@ -108,17 +125,60 @@ def deliver(repo: Repo, sha: str, plan: DeliveryPlan) -> Delivery:
 
 
 def _draft_pr(repo: Repo, sha: str, plan: DeliveryPlan) -> str:
+    """The branch's open PR (found, else opened as a draft), read back at `sha`."""
+
+    def once() -> tuple[str, str | None]:
+        found = _open_pr(repo, plan)
+        if found is None:  # a lost answer to an earlier try may have opened it: look first
+            _gh(repo, plan, "pr", "create", "--draft", "--head", plan.branch,
+                "--title", f"oms: verified {sha[:12]}",
+                "--body", f"READY_FOR_HUMAN by oms for {sha}.")  # fmt: skip
+            found = _open_pr(repo, plan)
+        if found is None:
+            raise Unavailable(f"gh pr create succeeded but no open PR for {plan.branch} reads back")
+        return found
+
+    resume = (f"resume with: oms process-result --candidate {sha} --deliver-branch "
+              f"{plan.branch} --push {plan.remote} --draft-pr")  # fmt: skip
+    try:
+        url, head = retried(plan.retry, once, GhTransient)
+    except Unavailable as exc:
+        raise Unavailable(f"{exc.message}; {resume}"[:400]) from None
+    if head != sha:
+        raise Blocked(f"the open pull request for {plan.branch} has head "
+                      f"{str(head)[:12]}, not {sha[:12]}; oms opens no second one")  # fmt: skip
+    return url
+
+
+def _open_pr(repo: Repo, plan: DeliveryPlan) -> tuple[str, str | None] | None:
+    """(url, head commit) of the branch's open PR, read fresh; GitHub's answer is data."""
+    out = _gh(repo, plan, "pr", "list", "--head", plan.branch, "--state", "open",
+              "--json", "url,headRefOid,headRefName", "--limit", "5")  # fmt: skip
+    try:
+        rows: Any = json.loads(out)
+    except ValueError:
+        raise Unavailable("gh pr list answered with something that is not JSON") from None
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, dict) and row.get("headRefName") == plan.branch:
+            url, head = row.get("url"), row.get("headRefOid")
+            if not (isinstance(url, str) and url.startswith("https://") and url.isprintable()
+                    and len(url) <= MAX_URL):  # fmt: skip
+                raise Unavailable("gh pr list named a pull request with no usable URL")
+            return url, head if isinstance(head, str) else None
+    return None
+
+
+def _gh(repo: Repo, plan: DeliveryPlan, *args: str) -> str:
+    """One `gh` call on the plan's repository; GhTransient on GitHub's 5xx."""
     assert plan.gh is not None and plan.github_repo is not None
     # gh is told the repository, and runs outside the user's one: it must not run git
     # under that repository's configuration either.
-    proc = subprocess.run(
-        [plan.gh, "pr", "create", "--draft", "--repo", plan.github_repo, "--head", plan.branch,
-         "--title", f"oms: verified {sha[:12]}",
-         "--body", f"READY_FOR_HUMAN by oms for {sha}."],
-        cwd=repo.mirror, env=git_env(repo), capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    proc = subprocess.run([plan.gh, *args, "--repo", plan.github_repo], cwd=repo.mirror,
+                          env=git_env(repo), capture_output=True, text=True,
+                          check=False)  # fmt: skip
     if proc.returncode != 0:
-        raise Unavailable(f"gh pr create failed: {proc.stderr.strip()[:200]}")
+        why = f"gh {args[0]} {args[1]} failed: {proc.stderr.strip()[:200]}"
+        raise GhTransient(why) if _GH_5XX.search(proc.stderr) else Unavailable(why)
     return proc.stdout.strip()
 
 

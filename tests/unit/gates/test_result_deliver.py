@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from support.repos import git
 
 from gatekeeper.errors import Blocked, OmsError, Unavailable, UsageError
-from gatekeeper.gates.result.deliver import DeliveryPlan, DeliveryRequest, plan_delivery
+from gatekeeper.gates.result.deliver import DeliveryPlan, DeliveryRequest, deliver, plan_delivery
 from gatekeeper.repo.git import open_repo
+from gatekeeper.retry import Retry
 
 
 def _head(repo: Path, env: dict[str, str]) -> str:
@@ -80,3 +83,99 @@ def test_draft_pr_needs_gh_and_a_github_remote(
         plan_delivery(repo, DeliveryRequest("v", "local", draft_pr=True), sha)
     plan = plan_delivery(repo, DeliveryRequest("v", "gh", draft_pr=True), sha)
     assert plan.gh == str(fake) and plan.github_repo == "owner/name"
+
+
+FAKE_GH = '''#!/usr/bin/python3
+"""A stand-in for the GitHub CLI (GitHub itself is not reachable here): `pr list` and
+`pr create` over a JSON file of pull requests; `create` first fails with GitHub's 5xx
+(or 4xx) as many times as the file says."""
+import json, sys
+STATE = {state!r}
+s = json.load(open(STATE))
+args = sys.argv[1:]
+s["calls"].append(args[:2])
+head = args[args.index("--head") + 1]
+if args[:2] == ["pr", "list"]:
+    print(json.dumps([p for p in s["pulls"] if p["headRefName"] == head]))
+elif args[:2] == ["pr", "create"]:
+    if s["fail"] > 0:
+        s["fail"] -= 1
+        json.dump(s, open(STATE, "w"))
+        sys.stderr.write(s["error"] + "\\n")
+        sys.exit(1)
+    n = len(s["pulls"]) + 1
+    s["pulls"].append({{"url": "https://github.com/owner/name/pull/%d" % n,
+                       "headRefOid": s["sha"], "headRefName": head}})
+json.dump(s, open(STATE, "w"))
+'''
+
+
+def _gh_world(tmp: Path, repo_dir: Path, env: dict[str, str], fail: int,
+              error: str = "HTTP 502: Bad Gateway (https://api.github.com/graphql)",
+              ) -> tuple[Path, DeliveryPlan, list[float], str]:  # fmt: skip
+    """A bare remote on disk, the fake `gh`, and a plan for a draft PR; sleeps recorded."""
+    sha = _head(repo_dir, env)
+    bare = tmp / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], env=env, check=True)
+    git(repo_dir, "remote", "add", "origin", str(bare), env=env)
+    state = tmp / "gh-state.json"
+    state.write_text(json.dumps({"pulls": [], "calls": [], "fail": fail, "error": error,
+                                 "sha": sha}))  # fmt: skip
+    fake = tmp / "gh"
+    fake.write_text(FAKE_GH.format(state=str(state)))
+    fake.chmod(0o755)
+    slept: list[float] = []
+    plan = DeliveryPlan("v", "refs/heads/v", "origin", str(fake), "owner/name",
+                        Retry(sleep=slept.append))  # fmt: skip
+    return state, plan, slept, sha
+
+
+def test_gh_5xx_is_retried_and_a_second_delivery_finds_the_pr_not_a_second_one(
+    git_repo: Path, oms_env: dict[str, str], tmp_path: Path
+) -> None:
+    state, plan, slept, sha = _gh_world(tmp_path, git_repo, oms_env, fail=1)
+    repo = open_repo(git_repo)
+    first = deliver(repo, sha, plan)
+    assert first.draft_pr == "https://github.com/owner/name/pull/1" and slept == [1.0]
+    again = deliver(repo, sha, plan)  # the same command again: resumes, changes nothing
+    assert again.draft_pr == first.draft_pr and again.branch.action == "unchanged"
+    s = json.loads(state.read_text())
+    assert len(s["pulls"]) == 1
+    assert s["calls"] == [["pr", "list"], ["pr", "create"], ["pr", "list"], ["pr", "create"],
+                          ["pr", "list"], ["pr", "list"]]  # fmt: skip
+
+
+def test_gh_5xx_past_the_bound_says_how_to_resume_and_a_4xx_is_not_retried(
+    git_repo: Path, oms_env: dict[str, str], tmp_path: Path
+) -> None:
+    state, plan, slept, sha = _gh_world(tmp_path, git_repo, oms_env, fail=3)
+    repo = open_repo(git_repo)
+    with pytest.raises(Unavailable, match="resume with: oms process-result --candidate") as exc:
+        deliver(repo, sha, plan)
+    assert f"--candidate {sha} --deliver-branch v --push origin --draft-pr" in exc.value.message
+    assert slept == [1.0, 3.0] and json.loads(state.read_text())["pulls"] == []
+    assert deliver(repo, sha, plan).draft_pr == "https://github.com/owner/name/pull/1"
+
+
+def test_a_gh_4xx_failure_is_not_retried(
+    git_repo: Path, oms_env: dict[str, str], tmp_path: Path
+) -> None:
+    state, plan, slept, sha = _gh_world(tmp_path, git_repo, oms_env, fail=1,
+                                        error="HTTP 422: Validation Failed")  # fmt: skip
+    with pytest.raises(Unavailable, match="HTTP 422"):
+        deliver(open_repo(git_repo), sha, plan)
+    assert slept == [] and json.loads(state.read_text())["calls"] == [["pr", "list"],
+                                                                     ["pr", "create"]]  # fmt: skip
+
+
+def test_an_open_pr_at_another_commit_is_refused_not_duplicated(
+    git_repo: Path, oms_env: dict[str, str], tmp_path: Path
+) -> None:
+    state, plan, _, sha = _gh_world(tmp_path, git_repo, oms_env, fail=0)
+    s = json.loads(state.read_text())
+    s["pulls"].append({"url": "https://github.com/owner/name/pull/7", "headRefOid": "f" * 40,
+                       "headRefName": "v"})  # fmt: skip
+    state.write_text(json.dumps(s))
+    with pytest.raises(Blocked, match="opens no second one"):
+        deliver(open_repo(git_repo), sha, plan)
+    assert len(json.loads(state.read_text())["pulls"]) == 1
