@@ -1,4 +1,5 @@
-"""`oms ticket add|show|list|lease`: tickets, their immutable bodies and fenced leases."""
+"""`oms ticket add|show|list|lease|deliver`: tickets, their immutable bodies, fenced leases
+and the delivery of a verified one."""
 
 from __future__ import annotations
 
@@ -71,6 +72,20 @@ def ticket_lease(repo: Path, ticket_id: str, expected_version: int, nonce: str,
     lease = data["lease"]
     return Outcome(data, lines=[ticket_line(data["ticket"]),
                                 f"lease {lease['token']} until {lease['expires']}"])  # fmt: skip
+
+
+@ticket.command("deliver")
+@REPO_OPTION
+@click.argument("ticket_id")
+@NONCE_OPTION
+@command
+def ticket_deliver(repo: Path, ticket_id: str, nonce: str | None) -> Outcome:
+    """Deliver a READY ticket as a draft PR, or resume its delivery from where it stopped."""
+    d = api.deliver(repo, ticket_id, nonce)["delivery"]
+    pr = f"draft PR #{d['pr']} {sanitize(d['pr_url'] or '')}".rstrip() if d["pr"] else "no PR"
+    return Outcome({"delivery": d},
+                   lines=[f"delivery {d['ticket']} {d['state']} ({d['action']}): "
+                          f"{sanitize(d['branch'])} at {d['commit']}, {pr}"])  # fmt: skip
 
 
 def show_lines(t: Data) -> list[str]:

@@ -77,6 +77,14 @@ def list_tickets(repo_dir: Path, state: str | None, goal: str | None) -> dict[st
         return {"tickets": [t.to_json() for t in work.tickets(state, goal)]}
 
 
+def deliver(repo_dir: Path, ticket: str, nonce: str | None) -> dict[str, Any]:
+    """A completed ticket's delivery, started or resumed from where it stopped."""
+    from gatekeeper.work.conductor.deliver import deliver_ticket
+
+    with opened(repo_dir) as work:
+        return deliver_ticket(work, ticket, nonce or new_nonce())
+
+
 def lease(repo_dir: Path, ticket: str, expected_version: int, nonce: str,
           ttl_s: int | None) -> dict[str, Any]:  # fmt: skip
     with opened(repo_dir) as work:

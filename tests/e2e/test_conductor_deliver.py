@@ -7,8 +7,11 @@ few REST calls oms makes (`GET /repos/{o}/{n}/pulls?head=`, `POST .../pulls`, `G
 .../pulls/{n}`) the way GitHub does stands in for it.
 
 Each test brings its own ticket to `completed` through the fence (lease, dispatch, the run's
-commit, receipt, the real gate's verdict, `finish_verify`), then calls `deliver_ticket` in
-process; one test runs nothing but refusals before the remote is touched.
+commit, receipt, the real gate's verdict, `finish_verify`: what `oms verify` does), then
+calls `deliver_ticket` in process, the real `oms ticket deliver`, or the bridge's
+`process_result`; one test runs nothing but refusals before the remote is touched. GitHub's
+5xx answers come from `support.github_server.Flaky` in front of the stand-in; the retries'
+sleeps are recorded, not slept.
 """
 
 from __future__ import annotations
@@ -24,17 +27,29 @@ from typing import Any
 
 import pytest
 from pytest_httpserver import HTTPServer
+from support.bridge import new_session
 from support.env import use_clean_git_here
+from support.github_server import Flaky
+from support.oms import parse_single_json, run_oms
 from support.planted import PlantedSecrets
 from support.pty import trust_tip
 from support.repos import commit_on, git, make_repo
+from support.work import tamper_db
 from werkzeug import Request, Response
 
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.errors import Blocked, UsageError
 from gatekeeper.gates.records import init
-from gatekeeper.work.conductor.deliver import DeliveryFailed, deliver_ticket, github_repo_of
-from gatekeeper.work.fence import NonceReplayed, Work, new_nonce
+from gatekeeper.retry import Retry
+from gatekeeper.work.conductor import bridge
+from gatekeeper.work.conductor.deliver import (
+    DeliveryFailed,
+    DeliveryStopped,
+    deliver_ticket,
+    github_repo_of,
+)
+from gatekeeper.work.conductor.view import snapshot
+from gatekeeper.work.fence import NonceReplayed, Work, WrongState, new_nonce
 from gatekeeper.work.model import DispatchPlan, RunFacts, VerifyOutcome
 from gatekeeper.work.verify import judge
 
@@ -121,7 +136,9 @@ class Lab:
     bare: Path
     env: dict[str, str]
     gh: FakeGitHub
+    flaky: Flaky
     n: int = 0
+    slept: list[float] = field(default_factory=list)
 
     def work(self) -> Work:
         return Work.open(self.repo)
@@ -164,7 +181,8 @@ class Lab:
     def deliver(self, ticket: str, nonce: str | None = None) -> dict[str, Any]:
         work = self.work()
         try:
-            return deliver_ticket(work, ticket, nonce or new_nonce())["delivery"]
+            retry = Retry(sleep=self.slept.append)
+            return deliver_ticket(work, ticket, nonce or new_nonce(), retry)["delivery"]
         finally:
             work.close()
 
@@ -206,9 +224,12 @@ def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
     git(repo, "remote", "add", "origin", str(bare), env=oms_env)
     init(repo)
     gh = FakeGitHub()
-    httpserver.expect_request(re.compile(r"^/.*")).respond_with_handler(gh)
+    flaky = Flaky(gh)
+    httpserver.expect_request(re.compile(r"^/.*")).respond_with_handler(flaky)
     _BARE.append(bare)
-    yield Lab(tmp_path, repo, bare, {**oms_env, "OMS_WORK_DIR": str(work_dir)}, gh)
+    env = {**oms_env, "OMS_WORK_DIR": str(work_dir), "GITHUB_TOKEN": "test-token",
+           "OMS_GITHUB_API_URL": httpserver.url_for("/").rstrip("/")}  # fmt: skip
+    yield Lab(tmp_path, repo, bare, env, gh, flaky)
     _BARE.remove(bare)
 
 
@@ -306,6 +327,122 @@ def test_not_ready_or_no_remote_is_refused_with_nothing_changed(lab: Lab) -> Non
     with pytest.raises(UsageError, match=r"\[conductor\] remote"):
         lab.deliver(pending)
     assert lab.state() == before and lab.gh.requests == []
+
+
+PULLS = f"/repos/{GH_REPO}/pulls"
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["refused", "answer-lost"])
+def test_a_502_on_the_pr_post_is_asked_again_and_the_delivery_confirms_one_pr(
+    lab: Lab, lost: bool
+) -> None:
+    """`lost`: GitHub opened the PR but its answer was a 502; the retry finds it."""
+    ticket, sha = lab.completed()
+    lab.flaky.lost = lost
+    lab.flaky.fail[("POST", PULLS)] = (1, 502)
+    got = lab.deliver(ticket)
+    assert got["state"] == "confirmed" and got["pr"] == 1 and got["commit"] == sha
+    assert lab.flaky.failed == 1 and lab.slept == [1.0]
+    assert len(lab.gh.pulls) == 1 and lab.gh.pulls[0]["head"]["sha"] == sha
+
+
+def _stopped_at_pushed(lab: Lab) -> tuple[str, str]:
+    """A ticket whose delivery stopped at `pushed`: GitHub answered 502 past the bound."""
+    ticket, sha = lab.completed()
+    lab.flaky.fail[("POST", PULLS)] = (3, 502)
+    with pytest.raises(DeliveryStopped, match=f"resume with: oms ticket deliver {ticket}") as exc:
+        lab.deliver(ticket)
+    assert exc.value.exit_code == 4 and lab.slept == [1.0, 3.0] and lab.gh.pulls == []
+    deliveries, outbox, _ = lab.state()
+    assert [(r[2], r[3]) for r in deliveries] == [("pushed", sha)] and outbox == []
+    assert lab.remote_sha(f"oms/{ticket}") == sha
+    return ticket, sha
+
+
+def _no_more_pushes(lab: Lab) -> None:
+    """The remote refuses every push from now on: a resume must not push again."""
+    hook = lab.bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho no more pushes >&2\nexit 1\n")
+    hook.chmod(0o755)
+
+
+def test_past_the_bound_it_stops_at_pushed_and_oms_ticket_deliver_resumes_it_once(
+    lab: Lab,
+) -> None:
+    ticket, sha = _stopped_at_pushed(lab)
+    work = lab.work()
+    try:
+        nexts = {n["what"]: n["command"] for n in snapshot(work)["next"]}
+    finally:
+        work.close()
+    assert nexts[f"{ticket}: READY_FOR_HUMAN, delivery pushed"] == f"oms ticket deliver {ticket}"
+    _no_more_pushes(lab)
+    proc = run_oms(["ticket", "deliver", ticket, "--repo", lab.repo, "--json"], env=lab.env)
+    out = parse_single_json(proc)
+    assert proc.returncode == 0, out
+    d = out["delivery"]
+    assert (d["state"], d["action"], d["commit"], d["pr"]) == ("confirmed", "delivered", sha, 1)
+    assert len(lab.gh.pulls) == 1 and lab.gh.pulls[0]["head"]["sha"] == sha
+    assert [r[2] for r in lab.state()[0]] == ["confirmed"]
+    again = run_oms(["ticket", "deliver", ticket, "--repo", lab.repo], env=lab.env)
+    assert again.returncode == 0 and "confirmed (unchanged)" in again.stdout
+    assert len(lab.gh.pulls) == 1
+
+
+def test_a_ticket_completed_without_delivery_is_delivered_by_oms_ticket_deliver(
+    lab: Lab,
+) -> None:
+    """What `oms verify` leaves (completed on hold, nothing delivered) is not stranded."""
+    ticket, sha = lab.completed()
+    work = lab.work()
+    try:
+        nexts = {n["what"]: n["command"] for n in snapshot(work)["next"]}
+    finally:
+        work.close()
+    assert nexts[f"{ticket}: READY_FOR_HUMAN, not delivered"] == f"oms ticket deliver {ticket}"
+    proc = run_oms(["ticket", "deliver", ticket, "--repo", lab.repo], env=lab.env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"delivery {ticket} confirmed (delivered): oms/{ticket} at {sha}" in proc.stdout
+    assert lab.remote_sha(f"oms/{ticket}") == sha and len(lab.gh.pulls) == 1
+
+
+def test_the_bridges_process_result_on_a_stopped_delivery_resumes_it(lab: Lab) -> None:
+    """The intent row stands in for a dispatch through this conductor's bridge (that path
+    has its own e2e in test_conductor_bridge); the delivery here is the real one."""
+    ticket, sha = _stopped_at_pushed(lab)
+    work = lab.work()
+    try:
+        conductor = new_session(work)
+        t = work.ticket(ticket)
+        tamper_db(work, "INSERT INTO intents (id, conductor, goal, ticket, version, state, role, "
+                        "body_blob, digest, created, updated) VALUES (?, ?, ?, ?, 1, 'accepted', "
+                        "'impl', 'x', 'x', 't', 't')", "i-" + "1" * 12, conductor, t.goal,
+                  ticket)  # fmt: skip
+        _no_more_pushes(lab)
+        out = bridge.call(work, conductor, "process_result", {"ticket": ticket,
+                                                              "nonce": new_nonce()})  # fmt: skip
+        assert out == {"ticket": ticket, "state": "completed", "decision": "READY_FOR_HUMAN",
+                       "delivery": "confirmed"}  # fmt: skip
+        with pytest.raises(WrongState):  # confirmed: nothing left to resume
+            bridge.call(work, conductor, "process_result", {"ticket": ticket,
+                                                            "nonce": new_nonce()})  # fmt: skip
+    finally:
+        work.close()
+    assert len(lab.gh.pulls) == 1 and lab.gh.pulls[0]["head"]["sha"] == sha
+
+
+def test_a_resume_whose_remote_branch_moved_elsewhere_is_refused(lab: Lab) -> None:
+    ticket, sha = _stopped_at_pushed(lab)
+    other = commit_on(lab.repo, "elsewhere", {"x.txt": "not the verified work\n"}, env=lab.env,
+                      index=lab.root / "index-x")  # fmt: skip
+    git(lab.repo, "push", "-q", "-f", str(lab.bare), f"{other}:refs/heads/oms/{ticket}",
+        env=lab.env)  # fmt: skip
+    proc = run_oms(["ticket", "deliver", ticket, "--repo", lab.repo, "--json"], env=lab.env)
+    out = parse_single_json(proc)
+    assert proc.returncode == 3 and out["error"]["kind"] == "blocked", out
+    assert "never forces" in out["error"]["message"]
+    assert lab.remote_sha(f"oms/{ticket}") == other and lab.gh.pulls == []
+    assert [(r[2], r[3]) for r in lab.state()[0]] == [("failed", sha)]
 
 
 @pytest.mark.parametrize(("url", "repo"), [("https://github.com/octo/demo.git", "octo/demo"),

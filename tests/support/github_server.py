@@ -15,6 +15,12 @@ reads. The API is small:
     gh.stall["/repos/o/n/issues"] = 3      # page 3 sets gh.stalled, then waits for
                                            # gh.release (at most 30 s) before answering
 
+`Flaky(handler)` wraps any handler (this server's, or a test's own) to answer GitHub's 5xx
+a number of times for one method and path: before the request reaches the handler, or
+after it (`lost=True`: the request took effect, its answer was lost on the way back):
+
+    flaky = Flaky(handler); flaky.fail[("POST", "/repos/o/n/pulls")] = (2, 502)
+
 A path with no pages answers `[]`. Each page has an ETag (a digest of its JSON); a request
 whose `If-None-Match` equals it gets a 304 with no body. Pages after the first are linked
 with `Link: <root/path?QUERY&page=N>; rel="next"` (the request's query kept), as GitHub
@@ -79,6 +85,28 @@ class GitHubServer:
             query = urlencode({**request.args.to_dict(), "page": page + 1})
             headers["link"] = f'<{root}{path}?{query}>; rel="next"'
         return Response(json.dumps(self._page(path, page)), 200, headers,
+                        content_type="application/json")  # fmt: skip
+
+
+class Flaky:
+    """`handler`, except that `fail[(method, path)] = (times, code)` answers `code` that many
+    times first; with `lost` the handler runs before each such answer."""
+
+    def __init__(self, handler: Any, lost: bool = False) -> None:
+        self.handler, self.lost = handler, lost
+        self.fail: dict[tuple[str, str], tuple[int, int]] = {}
+        self.failed = 0
+
+    def __call__(self, request: Request) -> Response:
+        key = (request.method, request.path)
+        times, code = self.fail.get(key, (0, 0))
+        if times <= 0:
+            return self.handler(request)
+        self.fail[key] = (times - 1, code)
+        self.failed += 1
+        if self.lost:
+            self.handler(request)
+        return Response(json.dumps({"message": "Server Error"}), code,
                         content_type="application/json")  # fmt: skip
 
 

@@ -370,15 +370,28 @@ def start_team(work: Work, conductor: str, req: m.StartTeam) -> dict[str, Any]:
 
 def process_result(work: Work, conductor: str, req: m.ProcessResult) -> dict[str, Any]:
     """The installed gate on a `verifying` ticket (result gate + one grade); a
-    READY_FOR_HUMAN ticket is delivered when `[conductor] remote` is set. Never approves."""
+    READY_FOR_HUMAN ticket is delivered when `[conductor] remote` is set. On a `completed`
+    ticket whose delivery is not `confirmed` (it stopped, or `oms verify` completed it), the
+    delivery resumes; the gate does not run again. Never approves."""
     _session(work, conductor)
     _fresh(work, req.nonce)
     t = work.ticket(req.ticket)
-    if t.state != "verifying":
+    resume = (
+        t.state == "completed"
+        and bool(work.loaded.policy.conductor.remote)
+        and not work.db.read(
+            "SELECT 1 FROM deliveries WHERE ticket = ? AND state = 'confirmed'", t.id
+        )
+    )
+    if t.state != "verifying" and not resume:
         raise WrongState(f"ticket {t.id} is {t.state}, not verifying; nothing changed")
     if not work.db.read("SELECT 1 FROM intents WHERE ticket = ? AND conductor = ? AND "
                         "state = 'accepted'", t.id, conductor):  # fmt: skip
         raise Blocked(f"ticket {t.id} was not dispatched through this conductor's bridge")
+    if resume:
+        shipped = deliver.deliver_ticket(work, t.id, f"{req.nonce}:deliver")
+        return {"ticket": t.id, "state": t.state, "decision": "READY_FOR_HUMAN",
+                "delivery": str(shipped["delivery"]["state"])}  # fmt: skip
     data, _code = verify.verify(work.repo.top, t.id, req.nonce)
     state = data["ticket"]["state"]
     decision = data["verdict"]["decision"]

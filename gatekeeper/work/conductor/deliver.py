@@ -13,6 +13,13 @@ fresh and must both point at the verified commit, the PR a draft. Each step is o
 `deliveries` transition (pushed -> pr-open -> confirmed | failed) with one `work.delivery`
 entry; a confirmed delivery writes one request-only `slack.request` outbox row. Nothing
 merges, tags or publishes. Delivering a confirmed commit again changes nothing.
+
+Delivery resumes: asked again, a delivery that stopped (`pushed`, `pr-open`, `failed`)
+takes the same steps from the start, each of which finds what is already done (a branch at
+the verified commit is not pushed again, the branch's open PR is found, not duplicated) and
+the same read-back decides. GitHub's transient failures (5xx, a reset connection) are
+asked again within `gatekeeper.retry`'s bound; past it the row stays where it stopped and the
+refusal names the command that resumes it.
 """
 
 from __future__ import annotations
@@ -31,12 +38,19 @@ from gatekeeper.integrations.formats.report import Report
 from gatekeeper.repo.git import GitError, is_ancestor
 from gatekeeper.repo.refs import default_branch_ref, valid_refname
 from gatekeeper.repo.remote import ls_remote, push, remote_url
+from gatekeeper.retry import RETRY, Retry, retried
 from gatekeeper.scan.interface import ScanItem
 from gatekeeper.scan.policy import scan_with_policy
 from gatekeeper.work import payloads as p
 from gatekeeper.work.events import slack
 from gatekeeper.work.fence import NonceReplayed, StaleVersion, Work
-from gatekeeper.work.github import GitHub, GitHubUnavailable, checked_repo, token_from_env
+from gatekeeper.work.github import (
+    GitHub,
+    GitHubUnavailable,
+    Transient,
+    checked_repo,
+    token_from_env,
+)
 from gatekeeper.work.model import NONCE_RE
 
 TITLE = "oms: READY_FOR_HUMAN {ticket}"
@@ -48,6 +62,14 @@ _GITHUB_URL = re.compile(r"(?:https://github\.com/|ssh://git@github\.com/|git@gi
 
 class DeliveryFailed(Blocked):
     """The remote or GitHub does not show the verified commit as delivered (recorded `failed`)."""
+
+
+class DeliveryStopped(Unavailable):
+    """GitHub could not be reached or answered badly past the retry bound; the delivery
+    stays where it stopped and resumes when asked again."""
+
+
+RESUME = "oms ticket deliver {ticket}"
 
 
 @dataclass(frozen=True)
@@ -62,10 +84,12 @@ class Ready:
     verdict: dict[str, Any]
 
 
-def deliver_ticket(work: Work, ticket: str, nonce: str) -> dict[str, Any]:
+def deliver_ticket(work: Work, ticket: str, nonce: str,
+                   retry: Retry | None = None) -> dict[str, Any]:  # fmt: skip
     """Push `<branch_prefix><ticket>` at the ticket's verified commit to `[conductor] remote`
     (never forced), open (or find) its draft PR, read both back; `{"delivery": {...}}`.
-    Refuses (exit 3) a ticket that is not completed with a READY_FOR_HUMAN verdict."""
+    Refuses (exit 3) a ticket that is not completed with a READY_FOR_HUMAN verdict; resumes
+    one whose delivery stopped. `retry` bounds GitHub's transient failures (`RETRY`)."""
     if not isinstance(nonce, str) or not NONCE_RE.fullmatch(nonce):
         raise UsageError("not a nonce (8-128 of A-Z a-z 0-9 . _ : -)")
     cp = work.loaded.policy.conductor
@@ -93,9 +117,16 @@ def deliver_ticket(work: Work, ticket: str, nonce: str) -> dict[str, Any]:
                           "nothing pushed")  # fmt: skip
     steps = _Steps(work, ticket, ready.commit, cp.remote, branch, nonce, before)
     _push(work, steps, url, ref, ready.commit, branch)
-    with GitHub(token=token, answer_s=cp.github_answer_timeout_s) as gh:
-        pr = _find_or_open(gh, steps, gh_repo, branch, title, body)
-        shown = _confirm(work, gh, steps, url, ref, gh_repo, pr)
+    try:
+        with GitHub(token=token, answer_s=cp.github_answer_timeout_s) as gh:
+            pr = _find_or_open(gh, steps, gh_repo, branch, title, body, retry or RETRY)
+            shown = _confirm(work, gh, steps, url, ref, gh_repo, pr, retry or RETRY)
+    except GitHubUnavailable as exc:  # the row stays where it stopped: resumable
+        raise DeliveryStopped(f"delivery of {ticket} stopped at `{steps.state}`: {exc.message}; "
+                              f"resume with: {RESUME.format(ticket=ticket)}",
+                              data={"delivery": {"ticket": ticket, "state": steps.state,
+                                                 "resume": RESUME.format(ticket=ticket)}},
+                              ) from None  # fmt: skip
     return {"delivery": {**shown, "action": "delivered"}}
 
 
@@ -285,19 +316,24 @@ def _pr_fields(data: Any) -> tuple[int, str | None, str | None, bool, str | None
 
 
 def _find_or_open(gh: GitHub, steps: _Steps, gh_repo: str, branch: str, title: str,
-                  body: str) -> int:  # fmt: skip
+                  body: str, retry: Retry) -> int:  # fmt: skip
+    """The branch's open PR, else a new draft one. A try that failed transiently looks again
+    first: the lost answer to a POST may have opened the PR."""
     owner = gh_repo.split("/", 1)[0]
-    page = gh.get(f"/repos/{gh_repo}/pulls", params={"head": f"{owner}:{branch}", "state": "open"})
-    found = [d for d in (page.data if isinstance(page.data, list) else [])
-             if isinstance(d, dict) and isinstance(d.get("head"), dict)
-             and d["head"].get("ref") == branch]  # fmt: skip
-    if found:
-        data = found[0]
-    else:
-        _, base = _base(steps.work)
-        data = gh.post(f"/repos/{gh_repo}/pulls", {"title": title, "head": branch, "base": base,
+    _, base = _base(steps.work)
+
+    def once() -> Any:
+        page = gh.get(f"/repos/{gh_repo}/pulls",
+                      params={"head": f"{owner}:{branch}", "state": "open"})  # fmt: skip
+        found = [d for d in (page.data if isinstance(page.data, list) else [])
+                 if isinstance(d, dict) and isinstance(d.get("head"), dict)
+                 and d["head"].get("ref") == branch]  # fmt: skip
+        if found:
+            return found[0]
+        return gh.post(f"/repos/{gh_repo}/pulls", {"title": title, "head": branch, "base": base,
                                                    "body": body, "draft": True})  # fmt: skip
-    number, url, _, _, _ = _pr_fields(data)
+
+    number, url, _, _, _ = _pr_fields(retried(retry, once, Transient))
     steps.pr, steps.pr_url = number, url
     steps.move("pr-open")
     return number
@@ -309,13 +345,14 @@ def _base(work: Work) -> tuple[str, str]:
 
 
 def _confirm(work: Work, gh: GitHub, steps: _Steps, url: str, ref: str, gh_repo: str,
-             number: int) -> dict[str, Any]:  # fmt: skip
+             number: int, retry: Retry) -> dict[str, Any]:  # fmt: skip
     """A fresh read-back of the remote branch and the PR: both at the verified commit, the PR
     an open draft; `confirmed`, else `failed` with the reason."""
     commit = steps.commit
     there = ls_remote(work.repo, url, ref)
     try:
-        _, _, head, draft, state = _pr_fields(gh.get(f"/repos/{gh_repo}/pulls/{number}").data)
+        got = retried(retry, lambda: gh.get(f"/repos/{gh_repo}/pulls/{number}"), Transient)
+        _, _, head, draft, state = _pr_fields(got.data)
     except GitHubUnavailable as exc:
         steps.fail(f"the pull request #{number} could not be read back: {exc.message}",
                    Unavailable)  # fmt: skip

@@ -65,6 +65,7 @@ def snapshot(work: Work) -> dict[str, Any]:
         # What the gates see (bare `oms` shows the same): verdicts, transfers, health.
         "gates": repo_status(work.repo).to_json(),
         "conductor_role": work.loaded.policy.conductor.role in work.loaded.policy.roles,
+        "delivery_remote": work.loaded.policy.conductor.remote is not None,
     }
     data["next"] = next_actions(data)
     return data
@@ -98,10 +99,13 @@ def next_actions(data: dict[str, Any]) -> list[dict[str, str]]:
             if d == "confirmed":
                 out.append({"what": f"{tid}: draft PR ready for human review",
                             "command": "review and merge it yourself"})  # fmt: skip
-            else:
+            elif data.get("delivery_remote"):  # delivery is configured: it resumes
                 out.append({"what": f"{tid}: READY_FOR_HUMAN, "
                                     f"{'delivery ' + d if d else 'not delivered'}",
-                            "command": "process_result (conductor) delivers it"})  # fmt: skip
+                            "command": f"oms ticket deliver {tid}"})  # fmt: skip
+            else:
+                out.append({"what": f"{tid}: READY_FOR_HUMAN, no [conductor] remote",
+                            "command": "review the commit yourself"})  # fmt: skip
         elif state == "verifying":
             out.append({"what": f"{tid}: receipt filed", "command": f"oms verify {tid}"})
         elif state in ("pending", "retryable"):
