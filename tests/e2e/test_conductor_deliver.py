@@ -38,7 +38,7 @@ from support.work import tamper_db
 from werkzeug import Request, Response
 
 from gatekeeper.agent.workspace import new_run_id
-from gatekeeper.errors import Blocked, UsageError
+from gatekeeper.errors import Blocked, Unavailable, UsageError
 from gatekeeper.gates.records import init
 from gatekeeper.retry import Retry
 from gatekeeper.work.conductor import bridge
@@ -429,6 +429,20 @@ def test_the_bridges_process_result_on_a_stopped_delivery_resumes_it(lab: Lab) -
     finally:
         work.close()
     assert len(lab.gh.pulls) == 1 and lab.gh.pulls[0]["head"]["sha"] == sha
+
+
+def test_a_read_back_that_keeps_failing_is_failed_and_resumes_to_one_confirmed_pr(
+    lab: Lab,
+) -> None:
+    ticket, sha = lab.completed()
+    lab.flaky.fail[("GET", f"{PULLS}/1")] = (3, 503)
+    with pytest.raises(Unavailable, match=f"resume with: oms ticket deliver {ticket}"):
+        lab.deliver(ticket)
+    assert [r[2] for r in lab.state()[0]] == ["failed"] and len(lab.gh.pulls) == 1
+    _no_more_pushes(lab)
+    got = lab.deliver(ticket)
+    assert (got["state"], got["pr"], got["commit"]) == ("confirmed", 1, sha)
+    assert len(lab.gh.pulls) == 1 and lab.gh.bodies[0]["head"] == f"oms/{ticket}"
 
 
 def test_a_resume_whose_remote_branch_moved_elsewhere_is_refused(lab: Lab) -> None:

@@ -268,9 +268,12 @@ class _Steps:
 
     def fail(self, reason: str,
              exc: type[Blocked] | type[Unavailable] = DeliveryFailed) -> NoReturn:  # fmt: skip
-        """Record `failed` with `reason`, then raise `exc` with it."""
+        """Record `failed` with `reason`, then raise `exc` with it; a read-back that could
+        not be made (Unavailable) names the command that resumes the delivery."""
         self.move("failed", reason[:300])
         shown = {"ticket": self.ticket, "state": "failed", "reason": reason}
+        if issubclass(exc, Unavailable):
+            reason = f"{reason[:300]}; resume with: {RESUME.format(ticket=self.ticket)}"
         raise exc(f"delivery of {self.ticket} failed: {reason}"[:400], data={"delivery": shown})
 
 
