@@ -93,11 +93,13 @@ def provider_keys(environ: Mapping[str, str], state: Path) -> ProviderKeys:
     keys: dict[Provider, str | None] = {}
     for p in PROVIDERS:
         from_env = environ.get(KEY_ENV[p])
-        keys[p] = _checked(from_env, KEY_ENV[p]) if from_env else _key_file(state / "providers" / p)
+        keys[p] = _checked(from_env, KEY_ENV[p]) if from_env else key_file(state / "providers" / p)
     return ProviderKeys(anthropic=keys["anthropic"], openai=keys["openai"])
 
 
-def _key_file(path: Path) -> str | None:
+def key_file(path: Path) -> str | None:
+    """The one-line secret in `path`: a regular file, no symlink, readable by its owner
+    only (ConfigError, naming the fix, otherwise); None when absent."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
+from evidence import state_root
 from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.text import sanitize
@@ -26,7 +28,7 @@ def schedule_install(repo: Path) -> Outcome:
     backend = s.detect()
     if backend is None:
         raise s.unavailable()
-    data = s.install(Path.home(), backend, s.for_repo(repo))
+    data = s.install(Path.home(), backend, s.for_repo(repo, state_root()))
     return Outcome(data, lines=install_lines(data["schedule"]))
 
 
@@ -41,7 +43,7 @@ def schedule_show(repo: Path) -> Outcome:
     backend = s.detect()
     if backend is None:
         raise s.unavailable()
-    data = s.show(Path.home(), backend)
+    data = s.show(Path.home(), backend, state_root())
     return Outcome(data, lines=show_lines(data["schedule"]))
 
 
@@ -56,9 +58,26 @@ def schedule_remove(repo: Path) -> Outcome:
     backend = s.detect()
     if backend is None:
         raise s.unavailable()
-    data = s.remove(Path.home(), backend)
+    data = s.remove(Path.home(), backend, state_root())
     got = data["schedule"]
     return Outcome(data, lines=[f"schedule ({got['backend']}): {got['action']}"])
+
+
+@schedule.command("run")
+@click.argument("job", type=click.Choice(["sync", "watchdog"]))
+@REPO_OPTION
+@command
+def schedule_run(job: str, repo: Path) -> Outcome:
+    """What the schedule starts: run JOB once, log it under $OMS_HOME/schedule, record its
+    outcome for `oms schedule show` and `oms doctor`; exits with the job's code."""
+    from gatekeeper.work import job_log
+    from gatekeeper.work import schedule as s
+
+    sync, watchdog = s.jobs(s.oms_argv(), repo.absolute(), 60, 900, state_root())
+    done = job_log.run(sync if job == "sync" else watchdog)
+    # Silent when it worked: cron mails what a job prints.
+    lines = [sanitize(f"{job} failed (exit {done.exit_code}): {done.error}")] if done.error else []
+    return Outcome({"run": asdict(done)}, code=done.exit_code, lines=lines)
 
 
 def install_lines(got: Data) -> list[str]:
@@ -66,15 +85,31 @@ def install_lines(got: Data) -> list[str]:
     for job in got["jobs"]:
         argv = " ".join(sanitize(a, 200) for a in job["argv"])
         lines.append(f"  {job['name']} every {job['interval_s']} s: {argv}")
+    if got["jobs"]:
+        home = sanitize(got["jobs"][0]["oms_home"], 200)
+        lines.append(f"  run as `oms schedule run JOB` with OMS_HOME={home}; logs in "
+                     f"{home}/schedule/")  # fmt: skip
     return lines
 
 
 def show_lines(got: Data) -> list[str]:
     if not got["installed"]:
-        return [f"schedule ({got['backend']}): not installed"]
+        return [f"schedule ({got['backend']}): not installed", *_run_lines(got)]
     lines = [f"schedule ({got['backend']}): installed"]
     for e in got["entries"]:
         mine = "" if e["ours"] else " (not oms')"
         lines.append(f"{sanitize(e['file'], 200)}{mine}:")
         lines += [f"  {sanitize(line, 300)}" for line in e["text"].splitlines()]
+    return [*lines, *_run_lines(got)]
+
+
+def _run_lines(got: Data) -> list[str]:
+    lines = []
+    for job, last in got["last_runs"].items():
+        if last is None:
+            lines.append(f"last {job}: never run (under {sanitize(got['oms_home'], 200)})")
+            continue
+        how = "ok" if last.get("exit_code") == 0 else f"FAILED, exit {last.get('exit_code')}"
+        why = f": {last['error']}" if last.get("error") else ""
+        lines.append(sanitize(f"last {job}: {how} at {last.get('started')}{why}", 400))
     return lines

@@ -2,12 +2,14 @@
 
 The API root is `https://api.github.com`, or `$OMS_GITHUB_API_URL` (tests point it at a
 loopback server: GitHub itself is not reachable there). The token comes from
-`$GITHUB_TOKEN`, `$GH_TOKEN`, or `gh auth token`; it is sent only to that root, never logged,
-never put in argv or evidence. A `Link: rel="next"` outside the root is not followed.
-A 5xx, a network failure or a rate limit raises (exit 4): a sync that raises advances no
-watermark, so the next one starts where this one did. Such a failure that asking again may
-cure (a 5xx, a reset connection) is `Transient`; a caller that wants it (delivery) wraps a
-step in `gatekeeper.retry.retried`, a bounded number of tries with backoff.
+`$GITHUB_TOKEN`, `$GH_TOKEN`, the owner-only file `$OMS_HOME/github/token` (what a scheduled
+job, which has no login environment, reads), or `gh auth token`; it is sent only to that
+root, never logged, never put in argv or evidence. A `Link: rel="next"` outside the root
+is not followed. A 5xx, a network failure or a rate limit raises (exit 4): a sync that
+raises advances no watermark, so the next one starts where this one did. Such a failure
+that asking again may cure (a 5xx, a reset connection) is `Transient`; a caller that wants
+it (delivery) wraps a step in `gatekeeper.retry.retried`, a bounded number of tries with
+backoff.
 
 Time is bounded twice: each answer (connect to last byte) by `answer_s`, and every answer
 of one client by `until` (a `time.monotonic()` instant: the sync's deadline). Both are
@@ -24,11 +26,14 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
+from evidence import state_root
+from gatekeeper.agent.egress_config import key_file
 from gatekeeper.errors import Unavailable, UsageError
 from gatekeeper.work.http_deadline import Deadline, DeadlineTransport, proxy_for
 
@@ -68,12 +73,20 @@ def checked_repo(name: str) -> str:
     return name
 
 
+def token_file(env: Mapping[str, str] | None = None) -> Path:
+    return state_root(env) / "github" / "token"
+
+
 def token_from_env(env: Mapping[str, str] | None = None) -> str | None:
-    """`$GITHUB_TOKEN`, `$GH_TOKEN`, else `gh auth token` when gh is installed; None."""
+    """`$GITHUB_TOKEN`, `$GH_TOKEN`, else the token file (ConfigError, exit 2, when it is a
+    symlink or readable by group or others), else `gh auth token` when gh is installed;
+    None."""
     env = os.environ if env is None else env
     for name in ("GITHUB_TOKEN", "GH_TOKEN"):
         if env.get(name):
             return env[name].strip()
+    if (held := key_file(token_file(env))) is not None:
+        return held
     gh = shutil.which("gh")
     if gh is None:
         return None

@@ -1,7 +1,10 @@
 """`oms schedule install|show|remove`: exactly one user-scoped schedule.
 
 Two jobs for one repository: `oms events sync github --dir REPO` every `[conductor]
-sync_interval_s` and `oms reconcile watchdog --repo REPO` every `watchdog_interval_s`.
+sync_interval_s` and `oms reconcile watchdog --repo REPO` every `watchdog_interval_s`, each
+started as `OMS_HOME=ROOT oms schedule run JOB --repo REPO` (the state root in use at install,
+so a job under cron's bare environment finds its store and the token file in it;
+`gatekeeper.work.job_log` runs the job and records it).
 Where a systemd user manager runs (its private socket under `$XDG_RUNTIME_DIR`), they are
 user timers: `oms-sync.{service,timer}` and `oms-watchdog.{service,timer}` in
 `~/.config/systemd/user/`, then `systemctl --user daemon-reload` and `enable --now`. Else,
@@ -11,22 +14,25 @@ every other line is kept byte for byte). With neither, nothing is written (exit 
 Installing the same schedule again changes nothing; `show` reads back what is installed;
 `remove` removes only oms' own units or block. A unit path that is a symlink or anything
 but a regular file is never followed or replaced (exit 3); the commands carry absolute
-paths only, no credential and no environment.
+paths only and `OMS_HOME`, never a credential.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from evidence.state import check_state_dirs
 from gatekeeper.errors import Blocked, Unavailable, UsageError
 
 Runner = Callable[[Sequence[str], bytes | None], tuple[int, bytes, bytes]]
@@ -36,17 +42,25 @@ BEGIN = "# BEGIN oms schedule (managed by `oms schedule`; do not edit)"
 END = "# END oms schedule"
 UNITS = ("oms-sync.service", "oms-sync.timer", "oms-watchdog.service", "oms-watchdog.timer")
 TIMEOUT_S = 30
+RECORDS = "schedule"  # under $OMS_HOME: installed.json, and each job's JOB.log and JOB.json
+INSTALLED = "installed.json"
 MANAGER_UP = (b"running", b"degraded", b"starting", b"initializing", b"maintenance")
 
 
 @dataclass(frozen=True)
 class Job:
+    """`argv`: the job's own command; `command`: what the schedule starts (`oms schedule run`,
+    which runs `argv` and records it), with `OMS_HOME` set to `oms_home`."""
+
     name: Literal["sync", "watchdog"]
     interval_s: int
     argv: tuple[str, ...]
+    command: tuple[str, ...] = ()
+    oms_home: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "interval_s": self.interval_s, "argv": list(self.argv)}
+        return {"name": self.name, "interval_s": self.interval_s, "argv": list(self.argv),
+                "command": list(self.command), "oms_home": self.oms_home}  # fmt: skip
 
 
 def _run(argv: Sequence[str], stdin: bytes | None) -> tuple[int, bytes, bytes]:
@@ -91,8 +105,9 @@ def oms_argv() -> tuple[str, ...]:
     return (str(Path(sys.executable).absolute()), "-m", "gatekeeper")
 
 
-def jobs(oms: Sequence[str], repo: Path, sync_s: int, watchdog_s: int) -> tuple[Job, Job]:
-    top = _checked_path(repo)
+def jobs(oms: Sequence[str], repo: Path, sync_s: int, watchdog_s: int,
+         oms_home: Path) -> tuple[Job, Job]:  # fmt: skip
+    top, home = _checked_path(repo), _checked_path(oms_home)
     for arg in oms:
         if arg.startswith("/"):
             _checked_path(Path(arg))
@@ -100,8 +115,11 @@ def jobs(oms: Sequence[str], repo: Path, sync_s: int, watchdog_s: int) -> tuple[
             _checked_word(arg)
     if not oms or not oms[0].startswith("/"):
         raise UsageError("the scheduled oms must be named by an absolute path")
-    sync = Job("sync", sync_s, (*oms, "events", "sync", "github", "--dir", top))
-    return sync, Job("watchdog", watchdog_s, (*oms, "reconcile", "watchdog", "--repo", top))
+    sync = Job("sync", sync_s, (*oms, "events", "sync", "github", "--dir", top),
+               (*oms, "schedule", "run", "sync", "--repo", top), home)  # fmt: skip
+    watchdog = Job("watchdog", watchdog_s, (*oms, "reconcile", "watchdog", "--repo", top),
+                   (*oms, "schedule", "run", "watchdog", "--repo", top), home)  # fmt: skip
+    return sync, watchdog
 
 
 def _checked_path(path: Path) -> str:
@@ -120,7 +138,7 @@ def _checked_word(arg: str) -> str:
 # -- files that are only ever regular files ------------------------------------------------
 
 
-def _read(path: Path) -> bytes | None:
+def read_regular(path: Path) -> bytes | None:
     """A regular file's bytes, None when absent; Blocked for a symlink or anything else."""
     try:
         st = os.lstat(path)
@@ -134,14 +152,14 @@ def _read(path: Path) -> bytes | None:
         return f.read()
 
 
-def _write(path: Path, data: bytes) -> None:
+def write_regular(path: Path, data: bytes, mode: int = 0o644) -> None:
     """`data` at `path` by rename from a fresh file beside it (never through a link)."""
     tmp = path.with_name(f".{path.name}.oms-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        _read(path)  # still not a symlink: refused before the rename
+        read_regular(path)  # still not a symlink: refused before the rename
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -155,10 +173,11 @@ def unit_dir(home: Path) -> Path:
     return home / ".config" / "systemd" / "user"
 
 
-def _exec_arg(arg: str) -> str:
-    """One ExecStart word, quoted for systemd: no specifier or variable expands in it."""
-    escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
-    return f'"{escaped}"'
+def _exec_arg(arg: str, variables: bool = True) -> str:
+    """One ExecStart word (or, without `variables`, one Environment= assignment, where `$`
+    is not expanded), quoted for systemd: no specifier or variable expands in it."""
+    escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return f'"{escaped.replace("$", "$$") if variables else escaped}"'
 
 
 def units(job_list: Sequence[Job]) -> dict[str, bytes]:
@@ -168,7 +187,9 @@ def units(job_list: Sequence[Job]) -> dict[str, bytes]:
         name = f"oms-{job.name}"
         out[f"{name}.service"] = "\n".join([
             MARK, "[Unit]", f"Description=oms {what[job.name]} (one-shot)", "",
-            "[Service]", "Type=oneshot", "ExecStart=" + " ".join(_exec_arg(a) for a in job.argv),
+            "[Service]", "Type=oneshot",
+            "Environment=" + _exec_arg(f"OMS_HOME={job.oms_home}", False),
+            "ExecStart=" + " ".join(_exec_arg(a) for a in job.command),
             "",
         ]).encode()  # fmt: skip
         out[f"{name}.timer"] = "\n".join([
@@ -190,7 +211,7 @@ def _systemctl(backend: Backend, *args: str) -> None:
 def _installed_units(home: Path) -> dict[str, bytes]:
     found = {}
     for name in UNITS:
-        data = _read(unit_dir(home) / name)
+        data = read_regular(unit_dir(home) / name)
         if data is not None:
             found[name] = data
     return found
@@ -214,8 +235,10 @@ def _cron_when(seconds: int) -> str:
 def cron_block(job_list: Sequence[Job]) -> bytes:
     lines = [BEGIN]
     for job in job_list:
-        command = " ".join(shlex.quote(a) for a in job.argv).replace("%", "\\%")
-        lines.append(f"{_cron_when(job.interval_s)} {command} >/dev/null 2>&1")
+        # sh runs it: OMS_HOME for this command only (a crontab's own NAME=value line would
+        # reach the user's lines below it); no redirection, `schedule run` logs it.
+        words = [f"OMS_HOME={shlex.quote(job.oms_home)}", *map(shlex.quote, job.command)]
+        lines.append(f"{_cron_when(job.interval_s)} " + " ".join(words).replace("%", "\\%"))
     return ("\n".join([*lines, END]) + "\n").encode()
 
 
@@ -253,6 +276,52 @@ def _set_crontab(backend: Backend, text: bytes) -> None:
         raise Unavailable(f"crontab - failed: {err.decode('utf-8', 'replace').strip()[:160]}")
 
 
+# -- what oms records under $OMS_HOME -----------------------------------------------------
+
+
+def records(root: Path) -> Path:
+    """`$OMS_HOME/schedule`, made (0700) and vetted as every state directory is."""
+    check_state_dirs(root, RECORDS, create=True)
+    return root / RECORDS
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A JSON record oms wrote; None when absent or unreadable as one (never a symlink)."""
+    if not path.parent.is_dir():
+        return None
+    data = read_regular(path)
+    try:
+        got = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def write_record(path: Path, record: Mapping[str, Any]) -> None:
+    write_regular(path, (json.dumps(dict(record), sort_keys=True) + "\n").encode(), 0o600)
+
+
+def installed_record(root: Path) -> dict[str, Any] | None:
+    return read_record(root / RECORDS / INSTALLED)
+
+
+def last_run(root: Path, job: str) -> dict[str, Any] | None:
+    """The last run of `job` as `oms schedule run` recorded it; None before the first."""
+    return read_record(root / RECORDS / f"{job}.json")
+
+
+def _record_install(job_list: Sequence[Job], kind: Kind, action: str) -> None:
+    """What doctor reads to know a schedule is due (no crontab or systemctl call there)."""
+    root = Path(job_list[0].oms_home)
+    path = records(root) / INSTALLED
+    if action == "unchanged" and read_record(path) is not None:
+        return
+    write_record(path, {"version": 1, "backend": kind, "at": time.time(),
+                        "repo": job_list[0].argv[-1],
+                        "jobs": [{"name": j.name, "interval_s": j.interval_s}
+                                 for j in job_list]})  # fmt: skip
+
+
 # -- the three commands ------------------------------------------------------------------
 
 
@@ -274,7 +343,7 @@ def install(home: Path, backend: Backend, job_list: Sequence[Job]) -> dict[str, 
         else:
             unit_dir(home).mkdir(parents=True, exist_ok=True)
             for name, data in want.items():
-                _write(unit_dir(home) / name, data)
+                write_regular(unit_dir(home) / name, data)
             action = "updated" if have else "installed"
             _systemctl(backend, "daemon-reload")
         _systemctl(backend, "enable", "--now", "oms-sync.timer", "oms-watchdog.timer")
@@ -291,12 +360,14 @@ def install(home: Path, backend: Backend, job_list: Sequence[Job]) -> dict[str, 
             _set_crontab(backend, before + want_block + after)
             action = "updated" if block is not None else "installed"
         where = ["crontab"]
+    _record_install(job_list, backend.kind, action)
     return {"schedule": {"backend": backend.kind, "action": action, "where": where,
                          "jobs": [j.to_json() for j in job_list]}}  # fmt: skip
 
 
-def show(home: Path, backend: Backend) -> dict[str, Any]:
-    """What is installed, read back: the units' or the block's own text."""
+def show(home: Path, backend: Backend, root: Path) -> dict[str, Any]:
+    """What is installed, read back: the units' or the block's own text; and each job's
+    last run as recorded under `root` (the state root in use)."""
     if backend.kind == "systemd":
         have = _installed_units(home)
         entries = [{"file": str(unit_dir(home) / n), "ours": _ours(n, d),
@@ -307,10 +378,12 @@ def show(home: Path, backend: Backend) -> dict[str, Any]:
         entries = [{"file": "crontab", "ours": True, "text": block.decode("utf-8", "replace")}
                    ] if block is not None else []  # fmt: skip
         installed = block is not None
-    return {"schedule": {"backend": backend.kind, "installed": installed, "entries": entries}}
+    runs = {job: last_run(root, job) for job in ("sync", "watchdog")}
+    return {"schedule": {"backend": backend.kind, "installed": installed, "entries": entries,
+                         "oms_home": str(root), "last_runs": runs}}  # fmt: skip
 
 
-def remove(home: Path, backend: Backend) -> dict[str, Any]:
+def remove(home: Path, backend: Backend, root: Path) -> dict[str, Any]:
     """oms' own units or block gone; everything else as it was. `removed` or `absent`."""
     if backend.kind == "systemd":
         have = {n: d for n, d in _installed_units(home).items() if _ours(n, d)}
@@ -327,11 +400,15 @@ def remove(home: Path, backend: Backend) -> dict[str, Any]:
         if block is not None:
             _set_crontab(backend, before + after)
         action = "removed" if block is not None else "absent"
+    if installed_record(root) is not None:
+        (root / RECORDS / INSTALLED).unlink()
     return {"schedule": {"backend": backend.kind, "action": action}}
 
 
-def for_repo(repo_dir: Path, oms: Sequence[str] | None = None) -> tuple[Job, Job]:
-    """The two jobs for this repository, at the intervals of its default branch's policy."""
+def for_repo(repo_dir: Path, oms_home: Path,
+             oms: Sequence[str] | None = None) -> tuple[Job, Job]:  # fmt: skip
+    """The two jobs for this repository, at the intervals of its default branch's policy,
+    with `oms_home` (the state root in use) as their OMS_HOME."""
     from gatekeeper.gates.mark import policy_commit
     from gatekeeper.repo.git import open_repo
     from gatekeeper.repo.policy import read_policy_at
@@ -339,4 +416,4 @@ def for_repo(repo_dir: Path, oms: Sequence[str] | None = None) -> tuple[Job, Job
     repo = open_repo(repo_dir)
     commit = policy_commit(repo)
     cp = read_policy_at(repo, commit).policy.conductor
-    return jobs(oms or oms_argv(), repo.top, cp.sync_interval_s, cp.watchdog_interval_s)
+    return jobs(oms or oms_argv(), repo.top, cp.sync_interval_s, cp.watchdog_interval_s, oms_home)

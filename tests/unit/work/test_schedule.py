@@ -35,8 +35,8 @@ OMS = (sys.executable, "-m", "gatekeeper")
 USER_LINES = b"# my own jobs\nMAILTO=me\n*/5 * * * * /usr/bin/true  # keep   this   spacing\n"
 
 
-def the_jobs(repo: Path) -> tuple[s.Job, s.Job]:
-    return s.jobs(OMS, repo, 60, 900)
+def the_jobs(repo: Path, oms_home: Path | None = None) -> tuple[s.Job, s.Job]:
+    return s.jobs(OMS, repo, 60, 900, oms_home or repo.parent / "oms-state")
 
 
 @pytest.fixture
@@ -66,19 +66,24 @@ def test_cron_install_is_idempotent_and_remove_keeps_the_users_lines(
     block = text[len(USER_LINES) :].decode()
     assert block.splitlines()[0] == s.BEGIN and block.splitlines()[-1] == s.END
     sync, watchdog = block.splitlines()[1:3]
-    assert sync.startswith("* * * * * ") and f"--dir '{repo}'" in sync
-    assert watchdog.startswith("*/15 * * * * ") and f"--repo '{repo}'" in watchdog
+    home = f"OMS_HOME={tmp_path / 'oms-state'}"
+    assert sync.startswith(f"* * * * * {home} ") and f"run sync --repo '{repo}'" in sync
+    assert watchdog.startswith(f"*/15 * * * * {home} ") and "run watchdog --repo" in watchdog
+    assert ">" not in block  # no redirection: oms logs each run itself
     assert s.install(tmp_path, backend, the_jobs(repo))["schedule"]["action"] == "unchanged"
     assert table.read_bytes() == text
-    shown = s.show(tmp_path, backend)["schedule"]
+    shown = s.show(tmp_path, backend, tmp_path / "oms-state")["schedule"]
     assert shown["installed"] and shown["entries"][0]["text"] == block
+    assert shown["last_runs"] == {"sync": None, "watchdog": None}
     # another repository: still exactly one block
     assert s.install(tmp_path, backend, the_jobs(tmp_path / "b"))["schedule"]["action"] == "updated"
     assert table.read_bytes().count(s.BEGIN.encode()) == 1
-    assert s.remove(tmp_path, backend)["schedule"]["action"] == "removed"
+    assert s.installed_record(tmp_path / "oms-state") is not None
+    assert s.remove(tmp_path, backend, tmp_path / "oms-state")["schedule"]["action"] == "removed"
     assert table.read_bytes() == USER_LINES
-    assert s.remove(tmp_path, backend)["schedule"]["action"] == "absent"
-    assert not s.show(tmp_path, backend)["schedule"]["installed"]
+    assert s.installed_record(tmp_path / "oms-state") is None
+    assert s.remove(tmp_path, backend, tmp_path / "oms-state")["schedule"]["action"] == "absent"
+    assert not s.show(tmp_path, backend, tmp_path / "oms-state")["schedule"]["installed"]
 
 
 def test_cron_without_a_crontab_yet_and_a_broken_block(
@@ -92,7 +97,7 @@ def test_cron_without_a_crontab_yet_and_a_broken_block(
     with pytest.raises(Blocked, match="broken"):
         s.install(tmp_path, backend, the_jobs(tmp_path))
     with pytest.raises(Blocked, match="broken"):
-        s.remove(tmp_path, backend)
+        s.remove(tmp_path, backend, tmp_path / "oms-state")
     assert table.read_bytes() == broken
 
 
@@ -131,8 +136,9 @@ def test_systemd_units_are_written_enabled_idempotent_and_removed_alone(
     assert got["action"] == "installed"
     assert sorted(p.name for p in unit_dir.iterdir()) == sorted(s.UNITS)
     service = (unit_dir / "oms-sync.service").read_text()
-    assert f'ExecStart="{sys.executable}" "-m" "gatekeeper" "events" "sync" "github" "--dir"' \
+    assert f'ExecStart="{sys.executable}" "-m" "gatekeeper" "schedule" "run" "sync" "--repo"' \
         in service  # fmt: skip
+    assert f'Environment="OMS_HOME={tmp_path / "oms-state"}"' in service
     assert "OnUnitActiveSec=900s" in (unit_dir / "oms-watchdog.timer").read_text()
     enable = ("--user", "enable", "--now", "oms-sync.timer", "oms-watchdog.timer")
     assert fake.calls == [("--user", "daemon-reload"), enable]
@@ -143,12 +149,12 @@ def test_systemd_units_are_written_enabled_idempotent_and_removed_alone(
     )
     assert {p.name: p.read_bytes() for p in unit_dir.iterdir()} == files
     assert ("--user", "daemon-reload") not in fake.calls
-    shown = s.show(home, backend)["schedule"]
+    shown = s.show(home, backend, tmp_path / "oms-state")["schedule"]
     assert shown["installed"] and {e["text"] for e in shown["entries"]} == {
         v.decode() for v in files.values()
     }
     (unit_dir / "mine.service").write_text("[Service]\nExecStart=/bin/true\n")
-    assert s.remove(home, backend)["schedule"]["action"] == "removed"
+    assert s.remove(home, backend, tmp_path / "oms-state")["schedule"]["action"] == "removed"
     assert [p.name for p in unit_dir.iterdir()] == ["mine.service"]
     assert ("--user", "disable", "--now", "oms-sync.timer", "oms-watchdog.timer") in fake.calls
 
@@ -175,7 +181,7 @@ def test_the_generated_units_pass_systemd_analyze_verify(tmp_path: Path) -> None
         pytest.skip("systemd-analyze is not installed: the units cannot be verified here")
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
-    for name, data in s.units(the_jobs(tmp_path / "a repo %h $HOME")).items():
+    for name, data in s.units(the_jobs(tmp_path / "a repo %h $HOME", tmp_path / "s %h $H")).items():
         (unit_dir / name).write_bytes(data)
     proc = subprocess.run([analyze, "verify", "--man=no", *sorted(map(str, unit_dir.iterdir()))],
                           capture_output=True, text=True, check=False, cwd=unit_dir,
@@ -209,7 +215,9 @@ def test_the_install_command_with_a_crontab_prints_one_json_object(
     assert proc.returncode == 0 and got["backend"] == "cron" and got["action"] == "installed"
     assert [j["interval_s"] for j in got["jobs"]] == [60, 900]
     assert got["jobs"][0]["argv"][-2:] == ["--dir", str(git_repo.resolve())]
-    assert f"--repo {git_repo.resolve()}" in table.read_text()
+    assert got["jobs"][0]["command"][-4:] == ["run", "sync", "--repo", str(git_repo.resolve())]
+    assert got["jobs"][0]["oms_home"] == oms_env["OMS_HOME"]
+    assert f"run sync --repo {git_repo.resolve()}" in table.read_text()
 
 
 def test_a_socket_without_a_manager_answering_is_not_a_systemd_backend(tmp_path: Path) -> None:
