@@ -79,8 +79,9 @@ def _secrets(env: Mapping[str, str]) -> list[str]:
 def _error(code: int, out: str, err: str) -> str | None:
     if code == 0:
         return None
-    try:
-        got = json.loads(out)
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    try:  # oms' --json object: the one line it prints
+        got = json.loads(lines[-1]) if lines else None
         message = got["error"]["message"] if isinstance(got, dict) else None
     except (ValueError, KeyError, TypeError):
         message = None
@@ -115,8 +116,8 @@ def run(job: s.Job, env: Mapping[str, str] | None = None) -> Outcome:
         code, out, err = EXIT_UNAVAILABLE, "", ""
         error = f"could not start: {exc.strerror}"
     secrets = _secrets(env)
-    done = Outcome(job=job.name, repo=job.argv[-1], started=_iso(started),
-                   ended=_iso(time.time()), exit_code=code,
+    done = Outcome(job=job.name, repo=_clean(job.argv[-1], secrets, 300),
+                   started=_iso(started), ended=_iso(time.time()), exit_code=code,
                    error=_clean(error, secrets, 300) if error else None)  # fmt: skip
     body = [f"{done.started} {job.name} started: {' '.join(job.argv)}"]
     body += [ln for ln in (out + "\n" + err)[-ENTRY_BOUND:].splitlines() if ln.strip()]

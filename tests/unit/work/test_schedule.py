@@ -1,10 +1,9 @@
 """`oms schedule`: the one user-scoped schedule, in a temporary home.
 
-Crontab: a stand-in `crontab` script on PATH that keeps the table in a file (this machine
-has no cron daemon; the script takes `-l` and `-` as crontab does, and says "no crontab
-for user" with exit 1 when there is none). systemd: no user manager runs here, so the
-units are written to a temporary home and a recording stand-in answers for `systemctl
---user`; the generated units are checked by the real `systemd-analyze verify` when it is
+Crontab: a stand-in `crontab` script on PATH that keeps the table in a file
+(`support.crontab`: this machine has no cron daemon). systemd: no user manager runs here,
+so the units are written to a temporary home and a recording stand-in answers for
+`systemctl --user`; the generated units are checked by the real `systemd-analyze verify` when it is
 installed.
 """
 
@@ -18,19 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from support.crontab import fake_crontab
 from support.oms import parse_single_json, run_oms
 
 from gatekeeper.errors import Blocked
 from gatekeeper.work import schedule as s
 
-CRONTAB = """#!/bin/sh
-f="$CRONTAB_FILE"
-case "$1" in
-  -l) if [ -f "$f" ]; then cat "$f"; else echo "no crontab for $(id -un)" >&2; exit 1; fi ;;
-  -) cat > "$f" ;;
-  *) echo "usage" >&2; exit 2 ;;
-esac
-"""
 OMS = (sys.executable, "-m", "gatekeeper")
 USER_LINES = b"# my own jobs\nMAILTO=me\n*/5 * * * * /usr/bin/true  # keep   this   spacing\n"
 
@@ -41,10 +33,7 @@ def the_jobs(repo: Path, oms_home: Path | None = None) -> tuple[s.Job, s.Job]:
 
 @pytest.fixture
 def cron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[s.Backend, Path]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "crontab").write_text(CRONTAB)
-    (bin_dir / "crontab").chmod(0o755)
+    bin_dir = fake_crontab(tmp_path / "bin").parent
     table = tmp_path / "crontab.txt"
     monkeypatch.setenv("CRONTAB_FILE", str(table))
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
@@ -84,6 +73,25 @@ def test_cron_install_is_idempotent_and_remove_keeps_the_users_lines(
     assert s.installed_record(tmp_path / "oms-state") is None
     assert s.remove(tmp_path, backend, tmp_path / "oms-state")["schedule"]["action"] == "absent"
     assert not s.show(tmp_path, backend, tmp_path / "oms-state")["schedule"]["installed"]
+
+
+OLD_BLOCK = (  # what `oms schedule install` wrote before jobs carried OMS_HOME and logged
+    f"{s.BEGIN}\n* * * * * {sys.executable} -m gatekeeper events sync github --dir /r "
+    f">/dev/null 2>&1\n*/15 * * * * {sys.executable} -m gatekeeper reconcile watchdog "
+    f"--repo /r >/dev/null 2>&1\n{s.END}\n"
+)
+
+
+def test_an_older_block_without_oms_home_is_updated_not_unchanged(
+    tmp_path: Path, cron: tuple[s.Backend, Path]
+) -> None:
+    backend, table = cron
+    table.write_bytes(USER_LINES + OLD_BLOCK.encode())
+    got = s.install(tmp_path, backend, the_jobs(Path("/r"), tmp_path / "oms-state"))["schedule"]
+    assert got["action"] == "updated"
+    text = table.read_text()
+    assert text.startswith(USER_LINES.decode()) and ">/dev/null" not in text
+    assert text.count("OMS_HOME=") == 2 and text.count(s.BEGIN) == 1
 
 
 def test_cron_without_a_crontab_yet_and_a_broken_block(
