@@ -97,6 +97,18 @@ def _clean(text: str, secrets: list[str], limit: int) -> str:
     return sanitize(text, limit)
 
 
+def _output(text: str, secrets: list[str]) -> str:
+    """The job's output for the log: tokens cut out first (so no cut leaves part of one),
+    each line sanitised, then its last ENTRY_BOUND characters from a line start."""
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    lines = "".join(sanitize(ln, ENTRY_BOUND) + "\n" for ln in text.splitlines() if ln.strip())
+    if len(lines) <= ENTRY_BOUND:
+        return lines
+    tail = lines[-ENTRY_BOUND:]
+    return "[output cut to its last lines]\n" + tail[tail.find("\n") + 1 :]
+
+
 def run(job: s.Job, env: Mapping[str, str] | None = None) -> Outcome:
     """Run `job` once and record it; the outcome (its exit code is the job's)."""
     env = dict(os.environ if env is None else env)
@@ -119,11 +131,12 @@ def run(job: s.Job, env: Mapping[str, str] | None = None) -> Outcome:
     done = Outcome(job=job.name, repo=_clean(job.argv[-1], secrets, 300),
                    started=_iso(started), ended=_iso(time.time()), exit_code=code,
                    error=_clean(error, secrets, 300) if error else None)  # fmt: skip
-    body = [f"{done.started} {job.name} started: {' '.join(job.argv)}"]
-    body += [ln for ln in (out + "\n" + err)[-ENTRY_BOUND:].splitlines() if ln.strip()]
     end = f"exit {code}" + (f": {done.error}" if done.error else "")
-    body.append(f"{done.ended} {job.name} ended: {end}")
-    entry = "".join(_clean(ln, secrets, ENTRY_BOUND) + "\n" for ln in body).encode()
+    entry = "".join([
+        _clean(f"{done.started} {job.name} started: {' '.join(job.argv)}", secrets, 600) + "\n",
+        _output(out + "\n" + err, secrets),
+        _clean(f"{done.ended} {job.name} ended: {end}", secrets, 600) + "\n",
+    ]).encode()  # fmt: skip
     with _locked(where):
         _append(where / f"{job.name}.log", entry)
         s.write_record(where / f"{job.name}.json", asdict(done))

@@ -51,6 +51,17 @@ def test_a_run_is_logged_sanitised_without_the_token_and_its_outcome_recorded(
     assert (root / "schedule" / "sync.log").stat().st_mode & 0o077 == 0
 
 
+def test_output_cut_to_its_bound_keeps_no_part_of_a_token(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    env = {"OMS_HOME": str(root), "PATH": "/usr/bin:/bin", "GH_TOKEN": TOKEN}
+    many = 'i=0; while [ $i -lt 700 ]; do printf "%s\\n" "$GH_TOKEN"; i=$((i+1)); done'
+    job_log.run(shell_job(many), env)
+    log = (root / "schedule" / "sync.log").read_text()
+    assert "[output cut to its last lines]" in log and "[redacted]" in log
+    assert TOKEN[-10:] not in log and TOKEN[:10] not in log
+    assert len(log.encode()) <= job_log.ENTRY_BOUND + 2048
+
+
 def test_the_log_stays_under_its_bound_and_keeps_the_newest_runs(tmp_path: Path) -> None:
     root = tmp_path / "state"
     env = {"OMS_HOME": str(root), "PATH": "/usr/bin:/bin"}
