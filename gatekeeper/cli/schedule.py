@@ -68,11 +68,14 @@ def schedule_remove(repo: Path) -> Outcome:
 @REPO_OPTION
 @command
 def schedule_run(job: str, repo: Path) -> Outcome:
-    """What the schedule starts: run JOB once, log it under $OMS_HOME/schedule, record its
-    outcome for `oms schedule show` and `oms doctor`; exits with the job's code."""
+    """Run JOB once, as the schedule does: logged and recorded under $OMS_HOME/schedule.
+
+    What the cron line or unit starts. The outcome is what `oms schedule show` and
+    `oms doctor` report; the exit code is the job's."""
     from gatekeeper.work import job_log
     from gatekeeper.work import schedule as s
 
+    # The intervals are the schedule's business, not one run's.
     sync, watchdog = s.jobs(s.oms_argv(), repo.absolute(), 60, 900, state_root())
     done = job_log.run(sync if job == "sync" else watchdog)
     # Silent when it worked: cron mails what a job prints.
