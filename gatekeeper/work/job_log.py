@@ -21,7 +21,8 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,17 +92,20 @@ def _error(code: int, out: str, err: str) -> str | None:
     return str(message)
 
 
-def _clean(text: str, secrets: list[str], limit: int) -> str:
+def _redact(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         text = text.replace(secret, "[redacted]")
-    return sanitize(text, limit)
+    return text
+
+
+def _clean(text: str, secrets: list[str], limit: int) -> str:
+    return sanitize(_redact(text, secrets), limit)
 
 
 def _output(text: str, secrets: list[str]) -> str:
     """The job's output for the log: tokens cut out first (so no cut leaves part of one),
     each line sanitised, then its last ENTRY_BOUND characters from a line start."""
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
+    text = _redact(text, secrets)
     lines = "".join(sanitize(ln, ENTRY_BOUND) + "\n" for ln in text.splitlines() if ln.strip())
     if len(lines) <= ENTRY_BOUND:
         return lines
@@ -126,7 +130,7 @@ def run(job: s.Job, env: Mapping[str, str] | None = None) -> Outcome:
         error = f"timed out after {JOB_TIMEOUT_S} s and was killed"
     except OSError as exc:
         code, out, err = EXIT_UNAVAILABLE, "", ""
-        error = f"could not start: {exc.strerror}"
+        error = f"could not start: {exc.strerror or exc}"
     secrets = _secrets(env)
     done = Outcome(job=job.name, repo=_clean(job.argv[-1], secrets, 300),
                    started=_iso(started), ended=_iso(time.time()), exit_code=code,
@@ -143,19 +147,16 @@ def run(job: s.Job, env: Mapping[str, str] | None = None) -> Outcome:
     return done
 
 
-class _locked:
-    """One writer of the schedule's records at a time (two runs of a slow sync overlap)."""
-
-    def __init__(self, where: Path) -> None:
-        self.path = where / LOCK
-
-    def __enter__(self) -> None:
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        self.fd = os.open(self.path, flags, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-
-    def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)  # releases the lock
+@contextmanager
+def _locked(where: Path) -> Iterator[None]:
+    """One writer of the schedule's records at a time (two runs of a slow sync overlap); the
+    kernel releases the flock when the holder dies."""
+    fd = os.open(where / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _append(path: Path, entry: bytes) -> None:

@@ -67,7 +67,12 @@ def test_a_scheduled_sync_under_a_bare_environment_reports_its_failure(
     fake_crontab(bin_dir)
     oms = installed_oms(bin_dir, gh.url)
     table = tmp_path / "crontab.txt"
-    env = {**oms_env, "PATH": f"{bin_dir}:/usr/bin:/bin", "CRONTAB_FILE": str(table)}
+    env = {
+        **oms_env,
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CRONTAB_FILE": str(table),
+        "GITHUB_TOKEN": TOKEN,
+    }  # the installer's token: never written into the schedule
     env.pop("XDG_RUNTIME_DIR", None)
 
     def oms_json(*args: str) -> dict[str, Any]:
