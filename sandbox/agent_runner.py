@@ -228,22 +228,26 @@ def run_agent(
     mode: Mode,
     pass_fds: Sequence[int] = (),
     stdin: bytes | None = None,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> AgentResult:
     """Run CMD in the agent profile on `workspace`, in `run_dir` (see `agent.py`).
 
     `stdin` (capture mode only): the bytes CMD reads on its standard input, from a sealed
     memfd, so the agent can neither change them nor learn a host path. SandboxUnavailable
-    if bwrap cannot start CMD; CMD's own failure is in the result.
+    if bwrap cannot start CMD; CMD's own failure is in the result. `on_spawn` (pty and pipes
+    modes) is given bwrap's pid, which is its process group's id too (its own session).
     """
     started = time.monotonic()
     deadline = started + profile.limits.wall_s
     if mode == "pty":
-        return _run_pty(profile, bw, workspace, run_dir, cmd, pass_fds, started)
+        return _run_pty(profile, bw, workspace, run_dir, cmd, pass_fds, started, on_spawn)
     if mode in ("pipes", "output"):
         null = _stdin_fd(None) if mode == "output" else None
         try:
             with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
                         stdio=(null, None, None), pass_fds=pass_fds) as r:  # fmt: skip
+                if on_spawn is not None:
+                    on_spawn(r.proc.pid)
                 timed_out = _wait(r.proc, deadline)
                 code, sig, duration = outcome(r, timed_out, started)
         finally:
@@ -304,6 +308,7 @@ def _run_pty(
     cmd: Sequence[str],
     pass_fds: Sequence[int],
     started: float,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> AgentResult:
     deadline = started + profile.limits.wall_s
     term = Terminal()
@@ -312,6 +317,8 @@ def _run_pty(
         stdio = (term.slave, term.slave, term.slave)
         with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd, stdio=stdio,
                     new_session=False, pass_fds=pass_fds) as r:  # fmt: skip
+            if on_spawn is not None:
+                on_spawn(r.proc.pid)
             term.close_slave()  # the master reads EIO once every process inside is gone
             term.raw()
             timed_out = relay(term, deadline) or _wait(r.proc, deadline)

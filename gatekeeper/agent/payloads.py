@@ -141,6 +141,24 @@ class TunnelConnection(Payload):
     bytes_down: int = 0
 
 
+class HookEvent(Payload):
+    """One hook call of a worker's CLI (or its `oms worker result`), relayed by `oms hook`
+    inside to the run's broker: what the run reported, under the run's own identity (the
+    worker and role come from the run's binding, never from the agent). `commit`: the
+    workspace's HEAD when it is beyond the base at a Stop or a result, else None."""
+
+    KIND: ClassVar[str] = "agent.hook"
+    run_id: RunId
+    worker: str
+    role: str | None = None
+    client: Literal["claude-code", "codex", "oms"]
+    event: str = Field(max_length=64)
+    tool: str = Field(default="", max_length=128)
+    input_sha256: str | None = None
+    decision: str = Field(max_length=16)  # allow, deny, block, silent, error, result
+    commit: str | None = None
+
+
 def run_subject(run_id: str) -> list[dict[str, Any]]:
     return [
         {

@@ -55,6 +55,7 @@ from gatekeeper.agent.setup import (
     write_task_file,
 )
 from gatekeeper.agent.tunnel import Tunnel, connect_overrides
+from gatekeeper.agent.worker_route import EndRule, worker_routes
 from gatekeeper.agent.workspace import (
     Collected,
     Workspace,
@@ -111,6 +112,10 @@ class AgentRunRequest:
     # session, seeded into the run's CODEX_HOME and saved back after (agent/codex_sessions.py).
     no_input: bool = False
     codex_sessions: Path | None = None
+    # An unattended worker (issue 31): its role's name (recorded with its hook calls) and
+    # the rule that ends its CLI once its receipt's commit is there and nobody is attached.
+    role: str | None = None
+    end_rule: EndRule | None = None
 
 
 class EgressCounts(BaseModel):
@@ -313,7 +318,7 @@ def _prepare(req: AgentRunRequest, stack: ExitStack) -> _Run:
                         relay_url=f"http://127.0.0.1:{inside.RELAY_PORT}",
                         oms_mcp_argv=inside_oms_argv(*_mcp_args(req)),
                         search_path=os.environ.get("PATH", os.defpath), held=held)  # fmt: skip
-    write_marker(run_dir / "oms" / "run.json", run_id, req.worker)
+    write_marker(run_dir / "oms" / "run.json", run_id, req.worker, req.end_rule is not None)
     if req.task_file is not None:
         write_task_file(run_dir / "oms" / "task.json", req.task_file)
     if req.schema_file is not None:
@@ -378,6 +383,9 @@ def _start_egress(run: _Run, stack: ExitStack) -> None:
     routes = [mcp_route(repo_top=run.repo.top, run_id=run.run_id, oms_argv=oms_outside_argv())]
     routes += observe_routes(repo_top=run.repo.top, run_id=run.run_id, worker=run.req.worker,
                              python_argv=outside_python_argv())  # fmt: skip
+    routes += worker_routes(run_id=run.run_id, worker=run.req.worker, role=run.req.role,
+                            workspace=run.ws.path, base=run.ws.base, record=run.record,
+                            rule=run.req.end_rule)  # fmt: skip
     if run.req.conductor is not None:  # a conductor's run: its bridge and waiter, outside
         routes += conductor_routes(repo_top=run.repo.top, run_id=run.run_id,
                                    conductor=run.req.conductor,
@@ -470,11 +478,16 @@ def _execute(run: _Run, profile: AgentProfile) -> AgentResult:
         forwards += ["--forward", f"{inside.TUNNEL_PORT}={inside.TUNNEL_SOCKET}"]
     relay = str(SOURCE / "gatekeeper" / "agent" / "relay.py")
     cmd = [sys.executable, "-I", relay, *forwards, "--", *run.kind.argv]
+    rule, finished = run.req.end_rule, threading.Event()
+    spawned = None if rule is None else (lambda pid: rule.watch(pid, finished))
     try:
         return run_agent(profile, run.bw, workspace=run.ws.path, run_dir=run.run_dir, cmd=cmd,
-                         mode=_mode(run.req), stdin=run.req.stdin)  # fmt: skip
+                         mode=_mode(run.req), stdin=run.req.stdin,
+                         on_spawn=spawned)  # fmt: skip
     except SandboxError as exc:
         raise Unavailable(f"the agent sandbox could not run the command: {exc}") from None
+    finally:
+        finished.set()
 
 
 def _end_reason(run: _Run, failure: BaseException | None) -> EndReason:

@@ -78,13 +78,17 @@ def write_oms_shim(bin_dir: Path, argv: Sequence[str]) -> None:
     os.chmod(shim, 0o755)  # noqa: S103 # nosec B103 -- the agent runs it, read-only
 
 
-def write_marker(path: Path, run_id: str, worker: str | None = None) -> None:
+def write_marker(path: Path, run_id: str, worker: str | None = None,
+                 unattended: bool = False) -> None:  # fmt: skip
     """The read-only marker that tells oms inside where it is (and that it has no state);
-    a worker's run also names its worker, so that its hooks publish observations."""
+    a worker's run also names its worker, so that its hooks publish observations, and an
+    unattended worker's says so, so that its PreToolUse hook answers `allow` (events.py)."""
     doc: dict[str, object] = {"run_id": run_id, "socket": inside.SOCKET,
                               "relay_port": inside.RELAY_PORT}  # fmt: skip
     if worker is not None:
         doc["worker"] = worker
+        if unattended:
+            doc["unattended"] = True
     path.write_text(json.dumps(doc) + "\n")
     os.chmod(path, 0o644)
 

@@ -14,8 +14,9 @@ import click
 from gatekeeper.agent.inside import inside_agent_sandbox, marker
 from gatekeeper.cli.options import FullHelpGroup
 from gatekeeper.integrations.hooks import run_hook
-from gatekeeper.integrations.hooks.observe import publish_quietly
-from gatekeeper.integrations.hooks.protocol import STDIN_MAX
+from gatekeeper.integrations.hooks.events import refusal
+from gatekeeper.integrations.hooks.observe import HookNotRelayed, publish_quietly, relay
+from gatekeeper.integrations.hooks.protocol import STDIN_MAX, HookAnswer
 
 
 @click.group(cls=FullHelpGroup)
@@ -26,14 +27,26 @@ def hook() -> None:
 def _answer(client: str, event: str) -> None:
     data = sys.stdin.buffer.read(STDIN_MAX + 1)
     inside = inside_agent_sandbox()
-    answer = run_hook(client, event, data, in_sandbox=inside)
-    if inside:  # a worker's run: one observation outside; the answer stays as it is
+    unattended = inside and marker().get("unattended") is True
+    answer = run_hook(client, event, data, in_sandbox=inside, may_allow=unattended)
+    if inside:  # a worker's run: one observation outside, and the broker's answer
         sys.stderr.write(publish_quietly(client, event, data, marker()))
+        answer = _brokered(client, event, data, answer)
     sys.stdout.write(answer.stdout)
     sys.stdout.flush()
     sys.stderr.write(answer.stderr)
     sys.stderr.flush()
     sys.exit(answer.exit_code)
+
+
+def _brokered(client: str, event: str, data: bytes, answer: HookAnswer) -> HookAnswer:
+    """The broker's answer where the run has the hook route; the local one where it has
+    none (a plain `oms agent run`); a refusal in the event's form when it cannot be asked."""
+    try:
+        relayed = relay(client, event, data, answer, marker())
+    except HookNotRelayed as exc:
+        return refusal(event, f"oms outside could not record this hook call: {exc}")
+    return answer if relayed is None else relayed
 
 
 @hook.command("claude-code")

@@ -214,9 +214,8 @@ def _interrupted(args: Sequence[str]) -> NoReturn:
 
 # -- inside an oms agent sandbox (gatekeeper/agent/inside.py) -----------------------------
 
-# What still runs as usual inside: it answers about this process only (`oms hook` scans
-# with the built-in policy and needs no state: gatekeeper/integrations/hooks/checks.py).
-INSIDE_LOCAL = frozenset({"doctor", "hook"})
+# What still runs as usual inside: it answers about this process only.
+INSIDE_LOCAL = frozenset({"doctor"})
 NO_STATE_INSIDE = (
     "inside an oms agent sandbox there is no oms state to reach; oms mcp reaches the one outside"
 )
@@ -277,11 +276,35 @@ def _inside_conductor(args: Sequence[str]) -> None:
     sys.exit(relay_stdio(SOCKET, BRIDGE_PATH) if words[0] == "bridge" else relay_wait(SOCKET))
 
 
+def _inside_hook(args: Sequence[str]) -> None:
+    """`oms hook claude-code|codex EVENT` runs as usual (oms' own checks, with the built-in
+    policy: gatekeeper/integrations/hooks/checks.py) and then asks the broker outside, which
+    records the call with the run's identity and answers (cli/hook.py); where the run has
+    no such route, the local answer stands."""
+
+
+def _inside_worker(args: Sequence[str]) -> None:
+    """`oms worker result` asks the broker outside to file the run's own receipt: the
+    dispatch and its lease are the run's, outside (the agent never holds the lease), so
+    `--dispatch`, `--lease`, `--nonce`, `--commit` and `--repo` given here are ignored.
+    Anything else is refused."""
+    words = [a for a in args if not a.startswith("-")]
+    if list(args) in (["-h"], ["--help"]) or (words[:1] == ["result"] and "--help" in args):
+        return
+    if not words or words[0] != "result":
+        _refuse_inside(args)
+    # Imported on this path only, as the relays are.
+    from gatekeeper.cli.inside_worker import worker_result_inside
+
+    sys.exit(worker_result_inside("--json" in args, SOCKET))
+
+
 # Commands that reach the broker outside, each given the arguments after its name.
-# `oms worker result` joins these here (a later issue).
 INSIDE_BROKERED: Mapping[str, Callable[[Sequence[str]], None]] = {
     "mcp": _inside_mcp,
     "conductor": _inside_conductor,
+    "hook": _inside_hook,
+    "worker": _inside_worker,
 }
 
 

@@ -82,18 +82,23 @@ def _role(loaded: LoadedPolicy, name: str, pol: RolePolicy) -> Role:
     )  # fmt: skip
 
 
-def check(role: Role, *, unattended: bool, search_path: str | None = None) -> Eligibility:
-    """Whether `role` may run now (`unattended`: with nobody at a terminal), and why not."""
+def check(role: Role, *, unattended: bool, search_path: str | None = None,
+          worker_pane: bool = False) -> Eligibility:  # fmt: skip
+    """Whether `role` may run now (`unattended`: with nobody at a terminal), and why not.
+    `worker_pane`: as a conductor's worker, in its pane, under `oms agent run` (the only
+    place an interactive role may run unattended: `_unattended`)."""
     path = os.environ.get("PATH", os.defpath) if search_path is None else search_path
     reasons = [*_declared(role), *_provider(role, path), *_transport(role)]
     if unattended:
-        reasons += _unattended(role)
+        reasons += _unattended(role, worker_pane)
     return Eligibility(not reasons, tuple(reasons))
 
 
-def require(role: Role, *, unattended: bool, search_path: str | None = None) -> Role:
+def require(role: Role, *, unattended: bool, search_path: str | None = None,
+            worker_pane: bool = False) -> Role:  # fmt: skip
     """`role` if `check` passes; RoleUnavailable naming the role and every reason if not."""
-    found = check(role, unattended=unattended, search_path=search_path)
+    found = check(role, unattended=unattended, search_path=search_path,
+                  worker_pane=worker_pane)  # fmt: skip
     if not found.eligible:
         raise RoleUnavailable(f"role {role.name} cannot run: {'; '.join(found.reasons)}")
     return role
@@ -158,14 +163,18 @@ def _transport(role: Role) -> list[str]:
     return []
 
 
-def _unattended(role: Role) -> list[str]:
+def _unattended(role: Role, worker_pane: bool = False) -> list[str]:
+    """An exec role runs unattended anywhere it is dispatched; an interactive Claude Code
+    role only as a conductor's worker in its pane under `oms agent run` (`worker_pane`),
+    where oms' hooks decide its permissions inside the sandbox (docs/conductor.md)."""
     out = []
     if not role.unattended:
         out.append("the role is not marked unattended = true")
     if role.auth not in (*UNATTENDED_AUTH, UNDECLARED):  # undeclared: said once already
         out.append(f"auth {role.auth} never runs unattended (api-key or none only)")
-    if role.transport != "exec":
-        out.append("an interactive role runs in the conductor's panes, never unattended")
+    if role.transport != "exec" and not (worker_pane and role.provider == CLAUDE):
+        out.append("an interactive role runs unattended only as a conductor's Claude Code "
+                   "worker, in its pane under oms agent run")  # fmt: skip
     return out
 
 

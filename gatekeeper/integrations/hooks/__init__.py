@@ -18,8 +18,10 @@ from gatekeeper.integrations.hooks.protocol import HookAnswer, parse_input
 SPECS: dict[str, ClientSpec] = {"claude-code": CLAUDE, "codex": CODEX}
 
 
-def run_hook(client: str, event: str, stdin: bytes, *, in_sandbox: bool) -> HookAnswer:
-    """The answer to one hook call. Any failure refuses in the event's own form."""
+def run_hook(client: str, event: str, stdin: bytes, *, in_sandbox: bool,
+             may_allow: bool = False) -> HookAnswer:  # fmt: skip
+    """The answer to one hook call. Any failure refuses in the event's own form.
+    `may_allow` (inside an unattended worker's run only): a call that passes is `allow`."""
     spec = SPECS.get(client)
     handler = HANDLERS.get(event)
     if spec is None or handler is None:
@@ -28,7 +30,8 @@ def run_hook(client: str, event: str, stdin: bytes, *, in_sandbox: bool) -> Hook
                                        f"(events: {known})")  # fmt: skip
     try:
         hook = parse_input(stdin, event)
-        session = Session.of(hook.cwd or os.getcwd(), in_sandbox=in_sandbox)
+        session = Session.of(hook.cwd or os.getcwd(), in_sandbox=in_sandbox,
+                             may_allow=may_allow)  # fmt: skip
         return handler(spec, hook, session)
     except Exception as exc:  # fail closed on anything, a bug included
         # A bug's text may quote the input (a secret): only its type is shown.

@@ -46,17 +46,21 @@ class Session:
     cwd: str
     top: str | None
     state_root: str | None  # None inside an agent sandbox: there is none to protect
+    # An unattended worker's run (its marker says so): a call that passes is `allow`.
+    may_allow: bool = False
 
     @property
     def in_sandbox(self) -> bool:
         return self.state_root is None
 
     @classmethod
-    def of(cls, cwd: str, *, in_sandbox: bool) -> Session:
+    def of(cls, cwd: str, *, in_sandbox: bool, may_allow: bool = False) -> Session:
         """The session at `cwd` (the client's; else this process's). `in_sandbox`: oms runs
         inside an agent sandbox (the CLI knows, from gatekeeper/agent/inside.py)."""
         cwd = os.path.abspath(cwd or os.getcwd())
-        return cls(cwd, repo_top(cwd), None if in_sandbox else str(state_root()))
+        if not in_sandbox:  # on the host, never an allow
+            return cls(cwd, repo_top(cwd), str(state_root()))
+        return cls(cwd, repo_top(cwd), None, may_allow)
 
 
 def set_up(session: Session) -> bool:

@@ -1,7 +1,9 @@
 """One hook call answered: the event's check, then the answer in the client's form.
 
 - PreToolUse, a file tool: a protected path, the state root, a secret in the new text;
-  refused with `permissionDecision: deny`. A read tool: a secret-looking path or glob, the
+  refused with `permissionDecision: deny`; a call that passes is answered `allow` for
+  Claude Code inside an unattended worker's oms agent sandbox only (silent elsewhere,
+  and always on the host). A read tool: a secret-looking path or glob, the
   state root, a secret in the file (checks.check_read); the same. The shell tool: bash.py's
   table; the same.
 - PostToolUse, a file tool: a secret in the file now on disk; `decision: block` (feedback).
@@ -44,6 +46,7 @@ ACTIVE_INSIDE = (
     "a protected path are denied; the result gate judges your commits outside when the run "
     "ends. Use the oms MCP tools to ask for anything that needs the human."
 )
+INSIDE_ALLOW = "oms checked this call inside its agent sandbox"
 NOT_SET_UP = (
     "oms is installed but this repository is not set up: reads and writes of secrets and "
     "protected paths are still denied, but no result gate judges the agent's commits. Run "
@@ -79,7 +82,10 @@ def _pre_tool_use(spec: ClientSpec, hook: HookInput, session: Session) -> HookAn
         reason = check_command(session, shell_command(hook.tool_input))
         if reason is not None:
             return protocol.deny_tool(reason)
-    return protocol.allow()
+    if spec.name == "claude-code" and session.in_sandbox and session.may_allow:
+        # Inside the sandbox the CLI's own prompt protects nothing oms does not: oms decides.
+        return protocol.allow_tool(INSIDE_ALLOW)
+    return protocol.allow()  # on the host: silent, never an allow
 
 
 def _post_tool_use(spec: ClientSpec, hook: HookInput, session: Session) -> HookAnswer:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from gatekeeper.integrations.hooks.protocol import CLIENTS, EVENTS
+from gatekeeper.integrations.hooks.protocol import CLIENTS, EVENTS, HookAnswer, decision_of
 from gatekeeper.text import sanitize
 
 PATH = "/oms/observe"
@@ -85,8 +85,8 @@ def publish(client: str, event: str, stdin: bytes, marker: Mapping[str, Any]) ->
     return str(answer["receipt"])
 
 
-def _post(conn: _UnixConnection, body: bytes) -> tuple[int, Any]:
-    conn.request("POST", PATH, body=body, headers={"content-type": "application/json"})
+def _post(conn: _UnixConnection, body: bytes, path: str = PATH) -> tuple[int, Any]:
+    conn.request("POST", path, body=body, headers={"content-type": "application/json"})
     resp = conn.getresponse()
     raw = resp.read(8192)
     try:
@@ -108,3 +108,55 @@ def publish_quietly(client: str, event: str, stdin: bytes, marker: Mapping[str, 
     except Exception as exc:  # never let an observation change the hook's answer
         return f"oms: warning: the hook's observation was not recorded: {type(exc).__name__}\n"
     return ""
+
+
+# -- the hook's answer through the broker (gatekeeper/agent/worker_route.py) ---------------
+
+HOOK_PATH = "/oms/hook"  # worker_route's (the broker's side)
+NO_ROUTE = 404  # a run without a worker binding, or an older broker
+
+
+def post_json(socket_path: str, path: str, doc: Mapping[str, Any]) -> tuple[int, Any]:
+    """One POST of `doc` over the broker's unix socket: its status and JSON answer (None
+    when it is not JSON). OSError or HTTPException when the broker cannot be reached."""
+    conn = _UnixConnection(socket_path)
+    try:
+        return _post(conn, json.dumps(doc).encode(), path)
+    finally:
+        conn.close()
+
+
+def relay(client: str, event: str, stdin: bytes, answer: HookAnswer,
+          marker: Mapping[str, Any]) -> HookAnswer | None:  # fmt: skip
+    """The broker's answer to this hook call (it records the event with the run's
+    identity), given oms' own `answer`; None where the broker has no such route (the
+    local answer stands). HookNotRelayed when the broker cannot be reached or refused."""
+    socket_path = marker.get("socket")
+    obs = observation(client, event, stdin)
+    if not isinstance(socket_path, str) or obs is None:
+        return None
+    doc = {
+        "observation": obs,
+        "answer": {
+            "decision": decision_of(answer),
+            "exit_code": answer.exit_code,
+            "stdout": answer.stdout,
+            "stderr": answer.stderr,
+        },
+    }
+    try:
+        status, got = post_json(socket_path, HOOK_PATH, doc)
+    except (OSError, http.client.HTTPException) as exc:
+        raise HookNotRelayed(f"cannot reach the broker: {type(exc).__name__}") from None
+    if status == NO_ROUTE:
+        return None
+    if status != 200 or not isinstance(got, dict):
+        raise HookNotRelayed(f"the broker answered HTTP {status}")
+    code, out, err = got.get("exit_code"), got.get("stdout"), got.get("stderr")
+    if not isinstance(code, int) or not isinstance(out, str) or not isinstance(err, str):
+        raise HookNotRelayed("the broker's answer is not a hook answer")
+    return HookAnswer(exit_code=code, stdout=out, stderr=err)
+
+
+class HookNotRelayed(Exception):
+    """The broker could not be asked: the hook refuses in the event's own form."""

@@ -110,6 +110,32 @@ def allow() -> HookAnswer:
     return HookAnswer()
 
 
+def allow_tool(reason: str) -> HookAnswer:
+    """PreToolUse: this tool call passed oms' checks and runs without asking. Only ever
+    answered inside an oms agent sandbox (events.py), never on the host."""
+    return HookAnswer(stdout=_json({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "allow",
+        "permissionDecisionReason": reason_text(reason),
+    }}))  # fmt: skip
+
+
+def decision_of(answer: HookAnswer) -> str:
+    """The answer in one word, for the record: allow, deny, block, silent or error."""
+    if answer.exit_code != 0:
+        return "error"
+    if not answer.stdout.strip():
+        return "silent"
+    try:
+        doc = json.loads(answer.stdout)
+    except ValueError:
+        return "error"
+    spec = doc.get("hookSpecificOutput") if isinstance(doc, dict) else None
+    if isinstance(spec, dict) and spec.get("permissionDecision") in ("allow", "deny"):
+        return str(spec["permissionDecision"])
+    return "block" if isinstance(doc, dict) and doc.get("decision") == "block" else "silent"
+
+
 def deny_tool(reason: str) -> HookAnswer:
     """PreToolUse: refuse this one tool call; the reason goes to the model."""
     return HookAnswer(stdout=_json({"hookSpecificOutput": {

@@ -31,6 +31,7 @@ from gatekeeper.agent.codex_sessions import stored_session
 from gatekeeper.agent.kinds import INSIDE_OMS
 from gatekeeper.agent.payloads import AgentKind, EgressMode
 from gatekeeper.agent.run import SOURCE, AgentRunRequest
+from gatekeeper.agent.worker_route import EndRule
 from gatekeeper.errors import Blocked, UsageError
 from gatekeeper.repo.git import open_repo
 from gatekeeper.work.conductor.sessions import checked_id
@@ -133,9 +134,18 @@ def conductor_request(role: Role, top: Path, conductor_id: str, base: str) -> Ag
                            read_only=True, conductor=checked_id(conductor_id))  # fmt: skip
 
 
+# An unattended Claude Code worker (docs/conductor.md "Worker panes"): edits accepted by
+# the CLI, every other call allowed by oms' own PreToolUse hook inside the sandbox (the
+# run's settings.json, agent/kinds.py); only tools that hook's matcher covers are offered.
+WORKER_TOOLS = ("Bash", "Read", "Edit", "Write", "Grep", "Glob")
+
+
 def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker_id: str,
-                     timeout_s: int) -> AgentRunRequest:  # fmt: skip
-    """The executor's run for dispatch `d`, with the pane as its terminal."""
+                     timeout_s: int,
+                     end_rule: EndRule | None = None) -> AgentRunRequest:  # fmt: skip
+    """The executor's run for dispatch `d`, with the pane as its terminal. `end_rule`: a
+    Claude Code worker eligible to run unattended (roles.check with worker_pane), ended by
+    that rule once its receipt's commit is there and nobody is attached."""
     if role.provider.startswith("command:"):
         if not role.cmd:
             raise RoleUnavailable(f"role {role.name}: provider {role.provider} has no command")
@@ -143,8 +153,13 @@ def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker
                                base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
                                timeout_s=timeout_s, worker=worker_id)  # fmt: skip
     agent: AgentKind
-    if role.provider == "claude-code":
-        cmd: tuple[str, ...] = ("claude", "--model", role.model, WORKER_PROMPT)
+    if role.provider == "claude-code" and end_rule is not None:
+        cmd: tuple[str, ...] = ("claude", "--model", role.model, "--permission-mode",
+                                "acceptEdits", "--tools", ",".join(WORKER_TOOLS),
+                                WORKER_PROMPT)  # fmt: skip
+        agent = "claude-code"
+    elif role.provider == "claude-code":
+        cmd = ("claude", "--model", role.model, WORKER_PROMPT)
         agent = "claude-code"
     elif role.provider == "codex-cli":
         if role.auth in UNATTENDED_AUTH:
@@ -155,7 +170,8 @@ def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker
         raise RoleUnavailable(f"role {role.name}: no worker launch for {role.provider}")
     return AgentRunRequest(repo_dir=top, cmd=cmd, agent=agent, egress=_egress(role),
                            base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
-                           timeout_s=timeout_s, worker=worker_id)  # fmt: skip
+                           timeout_s=timeout_s, worker=worker_id, role=role.name,
+                           end_rule=end_rule)  # fmt: skip
 
 
 def codex_store(top: Path, ticket: str) -> Path:
@@ -176,8 +192,8 @@ def codex_worker_request(role: Role, top: Path, d: Dispatch, document: bytes, wo
     cmd = exec_argv(role, events=False, prompt=WORKER_PROMPT, resume=stored_session(store))
     return AgentRunRequest(repo_dir=top, cmd=cmd, agent="codex", egress=EGRESS[role.auth],
                            base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
-                           timeout_s=timeout_s, worker=worker_id, no_input=True,
-                           codex_sessions=store)  # fmt: skip
+                           timeout_s=timeout_s, worker=worker_id, role=role.name,
+                           no_input=True, codex_sessions=store)  # fmt: skip
 
 
 def _egress(role: Role) -> EgressMode:

@@ -200,6 +200,18 @@ class Tmux:
         text = "\n".join(sanitize(line, 400) for line in done.stdout.splitlines())
         return text[-MAX_CAPTURE_CHARS:]
 
+    def clients_on(self, pane: str) -> int:
+        """How many clients are attached and showing `pane` (each client's current pane,
+        as tmux reports it); TmuxUnavailable when tmux cannot say."""
+        if not os.path.exists(self.socket):
+            return 0
+        done = self._run("list-clients", "-F", "#{pane_id}", check=False)
+        if done.returncode != 0:
+            if "no server running" in done.stderr:
+                return 0
+            raise TmuxUnavailable(f"tmux list-clients failed: {sanitize(done.stderr)[:200]}")
+        return sum(1 for line in done.stdout.split() if line == pane)
+
     def attach_argv(self, session: str) -> list[str]:
         return self.argv("attach-session", "-t", f"={session}")
 

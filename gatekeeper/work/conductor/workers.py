@@ -18,10 +18,12 @@ import os
 import signal
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from gatekeeper.agent.run import agent_run
+from gatekeeper.agent.worker_route import EndRule
 from gatekeeper.errors import Blocked, NotFound, UsageError, refusal
 from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor import tokens
@@ -32,7 +34,7 @@ from gatekeeper.work.conductor.tmux import Pane, Tmux, TmuxUnavailable, session_
 from gatekeeper.work.dispatch import LEASE_MARGIN_S, no_result, settle, task_document
 from gatekeeper.work.fence import StaleVersion, Work, new_nonce
 from gatekeeper.work.providers.base import receipt, stdout_of
-from gatekeeper.work.roles import require, resolve
+from gatekeeper.work.roles import check, require, resolve
 
 Action = Literal["observe", "park", "resume", "stop"]
 LIVE = ("starting", "running", "parked")
@@ -328,15 +330,21 @@ def run_worker(work: Work, worker_id: str) -> int:
         raise Blocked(f"dispatch {d.id} is {d.state}, not started; nothing run")
     token = tokens.held(work.repo.repo_id, d.ticket)
     role = resolve(work.loaded, d.envelope.role)
+    rule = None
     if role.provider.startswith("command:"):
         role = require(role, unattended=True)
-    else:
+    elif check(role, unattended=True, worker_pane=True).eligible:
+        rule = EndRule(nobody_attached(row.socket, os.environ.get("TMUX_PANE")))
+    else:  # a subscription login (or a role not marked unattended): asks at the pane
         role = require(role, unattended=False)
     timeout_s = max(1, min(role.timeout_s, int(work.lease_left(d.ticket)) - LEASE_MARGIN_S))
     doc = task_document(work, d)
     reason: str | None
     try:
-        out = agent_run(executor_request(role, work.repo.top, d, doc, worker_id, timeout_s))
+        out = agent_run(executor_request(role, work.repo.top, d, doc, worker_id, timeout_s,
+                                         rule))  # fmt: skip
+        if rule is not None and rule.ended:  # ended by oms after its receipt: a finished run
+            out = out.model_copy(update={"exit_code": 0, "signal": None})
     except Exception as exc:
         reason = refusal(exc).message[:200]
         _end_if_unreceived(work, d.ticket, d.id, reason)
@@ -351,6 +359,21 @@ def run_worker(work: Work, worker_id: str) -> int:
     reason = None if received else no_result(got)
     _finished(work, worker_id, reason)
     return 0 if received else 1
+
+
+def nobody_attached(socket: str, pane: str | None) -> Callable[[], bool]:
+    """The end rule's question: is no tmux client showing the worker's pane? A pane that
+    is not known, or a tmux that cannot answer, keeps the worker (until its timeout)."""
+
+    def ask() -> bool:
+        if pane is None:
+            return False
+        try:
+            return Tmux(socket).clients_on(pane) == 0
+        except (TmuxUnavailable, Blocked, UsageError):
+            return False
+
+    return ask
 
 
 def _finished(work: Work, worker_id: str, reason: str | None) -> None:
