@@ -168,7 +168,49 @@ def test_an_unattended_run_of_an_interactive_role_is_refused(npm: str) -> None:
     r = resolve(loaded({"r": role(provider="claude-code", auth="api-key",
                                   transport="interactive")}), "r")  # fmt: skip
     assert check(r, unattended=False, search_path=npm).eligible
-    assert "conductor's panes" in refused(r, unattended=True, path=npm)
+    assert "only as a conductor's Claude Code worker" in refused(r, unattended=True, path=npm)
+
+
+# An interactive worker unattended (issue 31): Claude Code, api-key or none, marked
+# unattended, and only as a conductor's worker pane under oms agent run (worker_pane).
+@pytest.mark.parametrize("auth", ["api-key", "none"])
+def test_an_interactive_claude_code_worker_may_run_unattended_in_its_pane(
+    npm: str, auth: str
+) -> None:
+    r = resolve(loaded({"r": role(provider="claude-code", auth=auth,
+                                  transport="interactive")}), "r")  # fmt: skip
+    assert check(r, unattended=True, search_path=npm, worker_pane=True).eligible
+    assert not check(r, unattended=True, search_path=npm).eligible  # not as a worker: no
+
+
+def test_a_subscription_interactive_worker_stays_attended(npm: str) -> None:
+    sub = role(provider="claude-code", auth="subscription", billing="subscription",
+               transport="interactive")  # fmt: skip
+    r = resolve(loaded({"r": sub}), "r")
+    found = check(r, unattended=True, search_path=npm, worker_pane=True)
+    assert not found.eligible
+    assert found.reasons == ("auth subscription never runs unattended (api-key or none only)",)
+    assert check(r, unattended=False, search_path=npm).eligible  # attended: as before
+
+
+def test_an_interactive_worker_not_marked_unattended_stays_attended(npm: str) -> None:
+    r = resolve(loaded({"r": role(provider="claude-code", auth="api-key",
+                                  transport="interactive", unattended=False)}), "r")  # fmt: skip
+    found = check(r, unattended=True, search_path=npm, worker_pane=True)
+    assert found.reasons == ("the role is not marked unattended = true",)
+
+
+def test_an_interactive_codex_worker_is_not_unattended_in_a_pane(npm: str) -> None:
+    r = resolve(loaded({"r": role(provider="codex-cli", auth="api-key", authority="read-only",
+                                  transport="interactive")}), "r")  # fmt: skip
+    found = check(r, unattended=True, search_path=npm, worker_pane=True)
+    assert not found.eligible and "only as a conductor's Claude Code worker" in found.reasons[0]
+
+
+def test_worker_pane_changes_nothing_for_an_exec_role() -> None:
+    for over in ({}, {"unattended": False}, {"auth": "subscription", "billing": "subscription"}):
+        r = resolve(loaded({"r": role(**over)}, IMPL), "r")
+        assert check(r, unattended=True, worker_pane=True) == check(r, unattended=True)
 
 
 def test_an_unattended_run_of_a_role_not_marked_unattended_is_refused() -> None:
