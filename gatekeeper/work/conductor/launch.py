@@ -154,8 +154,9 @@ def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker
                                timeout_s=timeout_s, worker=worker_id)  # fmt: skip
     agent: AgentKind
     if role.provider == "claude-code" and end_rule is not None:
-        cmd: tuple[str, ...] = ("claude", "--model", role.model, "--permission-mode",
-                                "acceptEdits", "--tools", ",".join(WORKER_TOOLS),
+        # `--tools` takes several values: a one-value flag must stand before the prompt.
+        cmd: tuple[str, ...] = ("claude", "--model", role.model, "--tools",
+                                ",".join(WORKER_TOOLS), "--permission-mode", "acceptEdits",
                                 WORKER_PROMPT)  # fmt: skip
         agent = "claude-code"
     elif role.provider == "claude-code":
