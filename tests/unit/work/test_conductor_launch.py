@@ -254,3 +254,24 @@ def test_a_subscription_codex_worker_keeps_the_attended_tui(git_repo: Path) -> N
     req = _worker(git_repo, role(provider="codex-cli", model="gpt-5.5"))
     assert req.cmd == ("codex", "--model", "gpt-5.5", WORKER_PROMPT)
     assert req.egress == "tunnel" and not req.no_input and req.codex_sessions is None
+
+
+def test_an_unattended_claude_worker_accepts_edits_and_keeps_its_pane(tmp_path: Path) -> None:
+    """The worker's launch (issue 31): interactive (no print mode), `acceptEdits` with the
+    tools oms' PreToolUse hook covers, the prompt last; an attended one is as before."""
+    from types import SimpleNamespace
+
+    from gatekeeper.agent.worker_route import EndRule
+    from gatekeeper.work.conductor.launch import WORKER_PROMPT, executor_request
+
+    d = SimpleNamespace(run_id="20261201T150000Z-0a1b2c3d", envelope=SimpleNamespace(base="a" * 40))
+    worker = role(auth="api-key", billing="none", unattended=True, name="impl")
+    rule = EndRule(lambda: True)
+    req = executor_request(worker, tmp_path, d, b"{}", "w-0123456789ab", 60, rule)  # type: ignore[arg-type]
+    assert req.end_rule is rule and req.role == "impl" and req.worker == "w-0123456789ab"
+    assert req.cmd[-1] == WORKER_PROMPT and _flag(req.cmd, "--permission-mode") == "acceptEdits"
+    assert _flag(req.cmd, "--tools") == "Bash,Read,Edit,Write,Grep,Glob"
+    assert not {"-p", "--print", "bypassPermissions"} & set(req.cmd)
+    attended = executor_request(role(), tmp_path, d, b"{}", "w-0123456789ab", 60)  # type: ignore[arg-type]
+    assert attended.cmd == ("claude", "--model", "claude-opus-4-1", WORKER_PROMPT)
+    assert attended.end_rule is None
