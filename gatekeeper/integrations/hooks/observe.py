@@ -130,7 +130,8 @@ def relay(client: str, event: str, stdin: bytes, answer: HookAnswer,
           marker: Mapping[str, Any]) -> HookAnswer | None:  # fmt: skip
     """The broker's answer to this hook call (it records the event with the run's
     identity), given oms' own `answer`; None for a run that is not a worker's, or where
-    the broker has no such route (an older one): the local answer stands. HookNotRelayed when the broker cannot be reached or refused."""
+    the broker has no such route (an older one): the local answer stands. HookNotRelayed
+    when the broker cannot be reached or refused."""
     socket_path = marker.get("socket")
     obs = observation(client, event, stdin)
     # Only a worker's run has the route: any other run keeps the local answer, unasked.
