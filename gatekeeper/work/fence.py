@@ -43,6 +43,7 @@ from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.work import payloads as p
 from gatekeeper.work.db import WorkDb
+from gatekeeper.work.events import outbox
 from gatekeeper.work.model import (
     DISPATCH_ID_RE,
     GOAL_ID_RE,
@@ -565,6 +566,9 @@ class Work:
                          version=version, nonce=nonce, lease=digest,
                          detail={"dispatch": dispatch, "receipt": rid, "commit": produced,
                                  "attempt": d["attempt"]})  # fmt: skip
+            outbox.notify_change(tx, "work.receipt", f"work:receipt:{rid}",
+                                 {"ticket": row["id"], "goal": row["goal"], "dispatch": dispatch,
+                                  "receipt": rid, "state": "verifying"})  # fmt: skip
         return self.receipt(rid), self.ticket(d["ticket"])
 
     # -- verify -------------------------------------------------------------------------------
@@ -652,6 +656,9 @@ class Work:
                                  "commit": v.commit, "attempt": v.attempt,
                                  "dispatch": v.dispatch, "human_hold": hold,
                                  "reflection_blob": outcome.reflection_blob})  # fmt: skip
+            outbox.notify_change(tx, "work.verdict", f"work:verdict:{v.id}",
+                                 {"ticket": v.ticket, "goal": row["goal"], "verification": v.id,
+                                  "decision": outcome.decision, "state": state})  # fmt: skip
             if outcome.reflection_blob is not None:
                 tx.blobs = (outcome.reflection_blob.removeprefix("sha256:"),)
         return self.ticket(v.ticket)

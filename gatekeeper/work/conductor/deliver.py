@@ -42,7 +42,7 @@ from gatekeeper.retry import RETRY, Retry, retried
 from gatekeeper.scan.interface import ScanItem
 from gatekeeper.scan.policy import scan_with_policy
 from gatekeeper.work import payloads as p
-from gatekeeper.work.events import slack
+from gatekeeper.work.events import outbox, slack
 from gatekeeper.work.fence import NonceReplayed, StaleVersion, Work
 from gatekeeper.work.github import (
     GitHub,
@@ -257,6 +257,9 @@ class _Steps:
                        self.branch, self.pr, self.pr_url, reason, tx.now, self.ticket)  # fmt: skip
             if state == "confirmed" and self.pr is not None:
                 slack.request_delivered(tx, self.ticket, self.pr, self.commit)
+            outbox.notify_change(tx, "work.delivery", f"work:delivery:{self.ticket}@{version}",
+                                 {"ticket": self.ticket, "delivery": state, "version": version,
+                                  "pr": self.pr})  # fmt: skip
             tx.record = p.DeliveryRecorded(
                 object="delivery", id=self.ticket, ticket=self.ticket, from_state=self.state,
                 to_state=state, version=version, nonce=nonce,

@@ -17,14 +17,16 @@ from typing import Any
 import rfc8785
 
 from gatekeeper.errors import UsageError
+from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor.model import new_id
 
 MAX_EVENT_BYTES = 8 << 10
 MAX_KEY_CHARS = 200
 # Kinds: GitHub (`gh.issue`, `gh.comment`, `gh.label`, `gh.branch`, `gh.pr`, `gh.review`,
 # `gh.check`), provider hooks (`hook.session`, `hook.activity`, `hook.completion-observed`,
-# `hook.quota`), and the outbox's request-only `slack.request`.
-KIND_PREFIXES = ("gh.", "hook.", "slack.")
+# `hook.quota`), oms' own state changes the conductor is woken for (`work.receipt`,
+# `work.verdict`, `work.delivery`), and the outbox's request-only `slack.request`.
+KIND_PREFIXES = ("gh.", "hook.", "work.", "slack.")
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,14 @@ def notify(tx: Any, keys: Sequence[str]) -> str | None:
            batch, listed, digest, tx.now, tx.now)  # fmt: skip
     tx.after.append(lambda seq: tx.run("UPDATE batches SET seq = ? WHERE id = ?", seq, batch))
     return batch
+
+
+def notify_change(tx: Any, kind: str, key: str, body: Mapping[str, p.Small]) -> str | None:
+    """A state change the conductor acts on (a receipt, a verdict, a delivery) as ONE event
+    and ONE pending notification, inside the transaction that makes the change: neither
+    exists without the other. `body` holds opaque ids and states only, never a title, a
+    body, a commit message or any text from GitHub or a model."""
+    return notify(tx, record(tx, [TypedEvent(key, kind, body)]))
 
 
 def request(tx: Any, key: str, kind: str, body: Mapping[str, Any]) -> bool:
