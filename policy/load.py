@@ -64,7 +64,7 @@ def _check_json(check: Check) -> dict[str, Any]:
     return check.model_dump(mode="json", exclude_none=True)
 
 
-_CONDUCTOR_LATER = ("github_answer_timeout_s", "github_sync_timeout_s")
+_CONDUCTOR_LATER = ("github_answer_timeout_s", "github_sync_timeout_s", "goal_labels")
 _SCANNERS_LATER = ("exclude_paths", "allow")
 
 

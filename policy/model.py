@@ -312,6 +312,11 @@ class RunsPolicy(_Model):
     autopilot: list[Literal["plan"]] = []
 
 
+Label = Annotated[str, Field(min_length=1, max_length=50)]
+GoalRef = Annotated[str, Field(pattern=r"^g-[0-9a-f]{12}$")]
+MAX_GOAL_LABELS = 50
+
+
 class ConductorPolicy(_Model):
     """`[conductor]`: who conducts, who advises, where verified tickets are delivered, and
     the schedule's clocks. Delivery happens only when `remote` is set: a non-force push of
@@ -322,13 +327,17 @@ class ConductorPolicy(_Model):
     remote: Name | None = None
     github_repo: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")] | None = None
     branch_prefix: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9/_-]{0,40}$")] = "oms/"
-    ready_label: Annotated[str, Field(min_length=1, max_length=50)] = "oms:ready"
+    ready_label: Label = "oms:ready"
     sync_interval_s: Annotated[int, Field(ge=30, le=3600)] = 60
     watchdog_interval_s: Annotated[int, Field(ge=60, le=86400)] = 900
     stall_after_s: Annotated[int, Field(ge=60, le=86400)] = 1800
     # `oms events sync github`: a deadline on each GitHub answer and on the whole sync
     github_answer_timeout_s: Annotated[int, Field(ge=1, le=600)] = 60
     github_sync_timeout_s: Annotated[int, Field(ge=1, le=3600)] = 600
+    # A ready issue with one of these labels joins that goal (one a human made) instead of
+    # the standing goal: only this map, read at the trusted mark, ever names a goal for an
+    # issue; nothing an issue says does.
+    goal_labels: Annotated[dict[Label, GoalRef], Field(max_length=MAX_GOAL_LABELS)] = {}
 
 
 class McpPolicy(_Model):

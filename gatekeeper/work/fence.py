@@ -284,7 +284,10 @@ class Work:
                          detail={"horizon": horizon, "objective_sha256": digest})  # fmt: skip
         return self.goal(gid)
 
-    def add_ticket(self, goal: str, title: str, body: bytes | None, nonce: str) -> Ticket:
+    def add_ticket(self, goal: str, title: str, body: bytes | None, nonce: str,
+                   detail: Mapping[str, p.Small] | None = None) -> Ticket:  # fmt: skip
+        """A pending ticket in an open goal; `detail` (ids and oms' own words: where it came
+        from, why it is in this goal) goes into its entry."""
         _checked(goal, GOAL_ID_RE, "goal id")
         _line(title, "title", MAX_TITLE_CHARS)
         if "\n" in title or "\r" in title:
@@ -313,7 +316,8 @@ class Work:
             )
             self._record(tx, p.TicketAdded, tid, goal, object="ticket", id=tid, from_state=None,
                          to_state="pending", version=1, nonce=nonce,
-                         detail={"body_blob": f"sha256:{blob}" if blob else None})  # fmt: skip
+                         detail={**(detail or {}),
+                                 "body_blob": f"sha256:{blob}" if blob else None})  # fmt: skip
         return self.ticket(tid)
 
     def _ticket_row(self, tx: _Tx, ticket: str) -> sqlite3.Row:

@@ -43,19 +43,20 @@ def test_the_hud_shows_state_and_next_actions_and_writes_nothing(
         data = snapshot(work)
         db_path, log_path = work.db.path, work.store.log_path
     assert data["conductor"]["id"] == conductor.id and data["conductor"]["state"] == "starting"
-    assert data["events"] == {"count": 12}
-    assert data["batches"]["pending"] == 1 and data["batches"]["shown"][0]["events"] == 12
+    assert data["events"] == {"count": 13}  # the 12 and the receipt's own
+    assert data["batches"]["pending"] == 2
+    assert sorted(b["events"] for b in data["batches"]["shown"]) == [1, 12]
     assert data["ticket_counts"] == {"pending": 1, "verifying": 1}
     assert {t["id"] for t in data["tickets"]} == {pending.id, verifying.id}
     nexts = {n["what"]: n["command"] for n in data["next"]}
     assert nexts[f"{verifying.id}: receipt filed"] == f"oms verify {verifying.id}"
     assert f"{pending.id}: pending" in nexts
-    assert "1 notification batch(es) pending" in nexts
+    assert "2 notification batch(es) pending" in nexts
 
     db, log = db_path.read_bytes(), log_path.read_bytes()
     proc = run_oms(["hud", "--repo", str(git_repo), "--json"], env=oms_env)
     got = parse_single_json(proc)
-    assert proc.returncode == 0 and got["events"] == {"count": 12}
+    assert proc.returncode == 0 and got["events"] == {"count": 13}
     proc = run_oms(["hud", "--repo", str(git_repo), "--once"], env=oms_env)
     assert proc.returncode == 0, proc.stderr
     assert f"ticket {pending.id} pending" in proc.stdout

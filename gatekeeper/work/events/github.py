@@ -9,7 +9,7 @@ is in its marker event (`ready`).
 
 Kinds and keys (R is OWNER/NAME):
   gh.issue   gh:R:issue:N@updated_at         number, id, state, labels, comments, updated_at
-  gh.issue   gh:R:ready:N                    number, id, draft_blob (ready once, ever)
+  gh.issue   gh:R:ready:N                    number, id, draft_blob, mapped labels (once, ever)
   gh.label   gh:R:label:EVENT_ID             id, number, action added|removed, label, created_at
   gh.comment gh:R:comment:ID@updated_at      id, number, created_at, updated_at
   gh.pr      gh:R:pr:N@updated_at            number, id, state, draft, merged, head_sha, ...
@@ -97,11 +97,14 @@ def issues(repo: str, items: Any) -> list[TypedEvent]:
     return out
 
 
-def ready(repo: str, item: Mapping[str, Any], draft_blob: str) -> TypedEvent:
-    """The marker of an issue found ready: once per (repo, number), ever."""
+def ready(repo: str, item: Mapping[str, Any], draft_blob: str,
+          mapped: Iterable[str] = ()) -> TypedEvent:  # fmt: skip
+    """The marker of an issue found ready: once per (repo, number), ever. `labels`: those
+    of its labels that the policy maps to a goal (`mapped`), so the marker stays small."""
     number = item["number"]
     body = {"number": number, "id": _int(item.get("id")), "ready": True,
-            "draft_blob": draft_blob}  # fmt: skip
+            "draft_blob": draft_blob,
+            "labels": sorted(set(labels_of(item)) & set(mapped))}  # fmt: skip
     return TypedEvent(key(repo, f"ready:{number}"), "gh.issue", body)
 
 

@@ -57,7 +57,7 @@ from gatekeeper.work import payloads as p
 from gatekeeper.work.events import github as gh
 from gatekeeper.work.events import outbox
 from gatekeeper.work.events.outbox import TypedEvent
-from gatekeeper.work.fence import NonceReplayed, Work
+from gatekeeper.work.fence import NonceReplayed, Work, WrongState
 from gatekeeper.work.github import GitHub, checked_repo, token_from_env
 from gatekeeper.work.model import MAX_BODY_BYTES, MAX_TITLE_CHARS
 
@@ -254,7 +254,8 @@ def _mark_ready(sync: _Sync, items: list[Any]) -> None:
         if mark in unmarked and mark not in sync.marked:
             sync.marked.add(mark)  # once, even if a page repeats the issue
             sync.drafts.append(_draft(sync.work, sync.repo, item))
-            sync.markers.append(gh.ready(sync.repo, item, sync.drafts[-1]))
+            mapped = sync.work.loaded.policy.conductor.goal_labels
+            sync.markers.append(gh.ready(sync.repo, item, sync.drafts[-1], mapped))
 
 
 def _fetch(client: GitHub, sync: _Sync) -> None:
@@ -385,12 +386,61 @@ def _title(number: int, raw: str) -> str:
     return f"#{number} {line}".strip()[:MAX_TITLE_CHARS]
 
 
-def materialise(work: Work, repo: str) -> list[str]:
-    """Each ready marker not yet a ticket becomes ONE pending ticket; the ids made now."""
+@dataclass(frozen=True)
+class Placed:
+    """Where a ready issue's ticket went: the goal its mapped label names, else the standing
+    goal (`label` None), with the reason when a mapped goal could not take it."""
+
+    ticket: str
+    goal: str
+    label: str | None
+    reason: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"ticket": self.ticket, "goal": self.goal, "label": self.label,
+                "reason": self.reason}  # fmt: skip
+
+
+def mapped_goal(work: Work, labels: Sequence[str]) -> tuple[str | None, str | None, str | None]:
+    """(goal, label, reason): the open goal that `[conductor] goal_labels` (the trusted
+    policy) names for one of `labels`; (None, None, reason) when a mapped goal cannot take
+    the ticket; (None, None, None) when no label is mapped. Nothing else names a goal."""
+    mapping = work.loaded.policy.conductor.goal_labels
+    named = sorted({(mapping[x], x) for x in labels if x in mapping})
+    if not named:
+        return None, None, None
+    if len({g for g, _ in named}) > 1:
+        return None, None, "its labels map to more than one goal"
+    goal, label = named[0]
+    rows = work.db.read("SELECT state FROM goals WHERE id = ?", goal)
+    if not rows:
+        return None, None, f"goal {goal} of label {label} does not exist"
+    if rows[0]["state"] != "open":
+        return None, None, f"goal {goal} of label {label} is {rows[0]['state']}"
+    return goal, label, None
+
+
+def _add(work: Work, repo: str, number: int, labels: Sequence[str], title: str, text: bytes,
+         nonce: str) -> Placed:  # fmt: skip
+    """The ticket in its mapped goal, else in the standing goal with the reason recorded."""
+    goal, label, reason = mapped_goal(work, labels)
+    if goal is not None:
+        try:
+            t = work.add_ticket(goal, title, text, nonce, detail={"issue": number, "label": label})
+            return Placed(t.id, goal, label, None)
+        except WrongState:  # the goal closed meanwhile
+            reason = f"goal {goal} of label {label} is no longer open"
+    standing = standing_goal(work, repo)
+    t = work.add_ticket(standing, title, text, nonce, detail={"issue": number, "reason": reason})
+    return Placed(t.id, standing, None, reason)
+
+
+def materialise(work: Work, repo: str) -> list[Placed]:
+    """Each ready marker not yet a ticket becomes ONE pending ticket; those made now."""
     prefix = f"gh:{repo}:ready:"
     rows = work.db.read("SELECT key, body FROM events WHERE kind = 'gh.issue' AND "
                         "substr(key, 1, ?) = ? ORDER BY seq, key", len(prefix), prefix)  # fmt: skip
-    made: list[str] = []
+    made: list[Placed] = []
     for r in rows:
         body = json.loads(r["body"])
         number = int(body["number"])
@@ -403,10 +453,10 @@ def materialise(work: Work, repo: str) -> list[str]:
         except EntryNotFound:
             continue  # the draft blob is gone (a damaged store): no ticket from nothing
         text = str(draft.get("body") or "").encode()[:MAX_BODY_BYTES]
-        goal = standing_goal(work, repo)
+        title = _title(number, str(draft.get("title") or ""))
+        labels = [x for x in body.get("labels") or () if isinstance(x, str)]
         try:
-            made.append(work.add_ticket(goal, _title(number, str(draft.get("title") or "")),
-                                        text, nonce).id)  # fmt: skip
+            made.append(_add(work, repo, number, labels, title, text, nonce))
         except NonceReplayed:
             continue  # made by a sync that raced this one
     return made
@@ -431,10 +481,11 @@ def sync_github(repo_dir: Path, github_repo: str | None = None, *, api_url: str 
                         answer_s=conductor.github_answer_timeout_s,
                         until=started + conductor.github_sync_timeout_s) as client:  # fmt: skip
                 _fetch(client, sync)
-            tickets = materialise(work, repo)
+            placed = materialise(work, repo)
         return {"repo": repo, "requests": sync.requests, "not_modified": sync.not_modified,
                 "events_new": sync.stored, "events_seen": sync.seen,
-                "events_skipped": sync.skipped, "tickets": tickets,
+                "events_skipped": sync.skipped, "tickets": [x.ticket for x in placed],
+                "placed": [x.to_json() for x in placed],
                 "notification": sync.notifications[-1] if sync.notifications else None,
                 "notifications": sync.notifications,
                 "rate": {"remaining": sync.remaining, "reset": sync.reset}}  # fmt: skip

@@ -543,6 +543,16 @@ def test_a_conductor_section_keeps_its_digest_when_the_sync_deadlines_are_left_u
     assert parse_policy(set_one, "x").policy.conductor.github_sync_timeout_s == 30
 
 
+def test_a_label_to_goal_map_is_optional_and_checked() -> None:
+    pinned = parse_policy(CONDUCTOR, "x").digest
+    assert parse_policy(CONDUCTOR + b"[conductor.goal_labels]\n", "x").digest == pinned
+    mapped = parse_policy(CONDUCTOR + b'[conductor.goal_labels]\nui = "g-0123456789ab"\n', "x")
+    assert mapped.policy.conductor.goal_labels == {"ui": "g-0123456789ab"}
+    assert mapped.digest != pinned
+    with pytest.raises(PolicyError, match=r"conductor\.goal_labels\.ui"):
+        parse_policy(CONDUCTOR + b'[conductor.goal_labels]\nui = "the frontend goal"\n', "x")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

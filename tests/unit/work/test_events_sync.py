@@ -8,6 +8,7 @@ work.db and the evidence log, compared before and after (`support.work.snapshot`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +17,8 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 from support.github_server import GitHubServer, issue, label_event
-from support.repos import git, make_repo
-from support.work import snapshot
+from support.repos import commit_policy, git, make_repo
+from support.work import snapshot, tamper_db
 
 from gatekeeper.gates.records import init
 from gatekeeper.work.events import sync
@@ -476,3 +477,76 @@ def test_a_sync_that_overruns_its_deadline_is_cut_and_keeps_what_it_wrote(
     gh.release.set()
     del gh.stall[f"{ROOT}/issues"]
     assert run(repo, gh)["events_new"] == 1 and numbers(repo) == [1, 2, 3]
+
+
+def mapped_policy(goals: dict[str, str]) -> str:
+    lines = "".join(f'"{label}" = "{goal}"\n' for label, goal in goals.items())
+    return f'version = 1\n[conductor]\ngithub_repo = "{R}"\n[conductor.goal_labels]\n{lines}'
+
+
+def test_a_label_the_policy_maps_puts_the_ticket_in_that_goal_and_issue_text_never_does(
+    tmp_path: Path, oms_env: dict[str, str], oms_home: Path, gh: GitHubServer
+) -> None:
+    """Only `[conductor] goal_labels` on the default branch's trusted policy names a goal:
+    a goal id in an issue's title or body does nothing, a mapped label whose goal is
+    missing or ambiguous leaves the ticket in the standing goal with the reason recorded."""
+    repo = make_repo(tmp_path / "mapped", {"oms.toml": "version = 1\n"}, env=oms_env)
+    init(repo)
+    work = Work.open(repo)
+    try:
+        human = work.create_goal("the frontend", "when it ships", "until-empty", "nonce-h1").id
+        other = work.create_goal("the backend", "when it ships", "until-empty", "nonce-h2").id
+    finally:
+        work.close()
+    ghost = "g-000000000000"
+    text = mapped_policy({"frontend": human, "backend": other, "ghost": ghost})
+    commit_policy(repo, env=oms_env, text=text)
+    gh.pages[f"{ROOT}/issues"] = [[
+        issue(1, T0, ("oms:ready", "frontend")),
+        issue(2, T0, ("oms:ready",), title=f"belongs to {human}", body=f"goal = {human}\n"),
+        issue(3, T0, ("oms:ready", "ghost")),
+        issue(4, T0, ("oms:ready", "frontend", "backend")),
+        issue(5, T0, ("frontend",)),  # not ready: no ticket at all
+    ]]  # fmt: skip
+    got = sync_github(repo, None, api_url=gh.url, token=TOKEN)
+    placed = {int(rows(repo, "SELECT title FROM tickets WHERE id = ?", p["ticket"])[0][0][1]): p
+              for p in got["placed"]}  # fmt: skip
+    assert sorted(placed) == [1, 2, 3, 4] and got["tickets"] == [p["ticket"] for p in got["placed"]]
+    assert (placed[1]["goal"], placed[1]["label"], placed[1]["reason"]) == (human, "frontend", None)
+    standing = placed[2]["goal"]
+    assert standing not in (human, other)
+    assert (placed[2]["label"], placed[2]["reason"]) == (None, None)  # its text named a goal
+    assert placed[3]["goal"] == standing
+    assert placed[3]["reason"] == f"goal {ghost} of label ghost does not exist"
+    assert placed[4]["goal"] == standing
+    assert placed[4]["reason"] == "its labels map to more than one goal"
+    work = Work.open(repo)
+    try:
+        assert [t.id for t in work.tickets(goal=human)] == [placed[1]["ticket"]]
+        assert work.tickets(goal=other) == []
+        details = {}
+        for seq in range(work.store.head()):
+            e = work.store.entry(seq)
+            if e.kind == "work.ticket.add":
+                details[e.data["id"]] = e.data["detail"]
+        assert details[placed[1]["ticket"]]["label"] == "frontend"
+        assert details[placed[3]["ticket"]]["reason"] == placed[3]["reason"]
+        assert details[placed[2]["ticket"]]["reason"] is None
+    finally:
+        work.close()
+
+
+def test_a_mapped_goal_that_is_not_open_takes_no_ticket(repo: Path) -> None:
+    work = Work.open(repo)
+    try:
+        goal = work.create_goal("done already", "done", "until-empty", "nonce-m1").id
+        mapped = work.loaded.policy.model_copy(
+            update={"conductor": work.loaded.policy.conductor.model_copy(
+                update={"goal_labels": {"ui": goal}})})  # fmt: skip
+        work.loaded = dataclasses.replace(work.loaded, policy=mapped)
+        assert sync.mapped_goal(work, ["ui", "other"]) == (goal, "ui", None)
+        assert sync.mapped_goal(work, ["other"]) == (None, None, None)
+        tamper_db(work, "UPDATE goals SET state = 'done' WHERE id = ?", goal)
+        assert sync.mapped_goal(work, ["ui"]) == (None, None, f"goal {goal} of label ui is done")
+    finally:
+        work.close()
