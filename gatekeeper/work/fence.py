@@ -320,6 +320,31 @@ class Work:
                                  "body_blob": f"sha256:{blob}" if blob else None})  # fmt: skip
         return self.ticket(tid)
 
+    def move_ticket(self, ticket: str, from_goal: str, to_goal: str, expected_version: int,
+                    nonce: str) -> Ticket:  # fmt: skip
+        """A pending, retryable or parked ticket of `from_goal` attached to the open goal
+        `to_goal`, fenced on its version and its goal (DESIGN: transitions are fenced)."""
+        _checked(to_goal, GOAL_ID_RE, "goal id")
+        with self._fenced(nonce, "ticket.move") as tx:
+            row = self._ticket_row(tx, ticket)
+            if row["goal"] != from_goal or int(row["version"]) != expected_version:
+                raise StaleVersion(f"ticket {ticket} is not at version {expected_version} of "
+                                   f"goal {from_goal}; nothing changed"[:300])  # fmt: skip
+            if row["state"] not in LEASABLE:
+                raise WrongState(f"ticket {ticket} is {row['state']}; only a pending, retryable "
+                                 "or parked ticket changes goal; nothing changed")  # fmt: skip
+            goal = tx.one("SELECT state FROM goals WHERE id = ?", to_goal)
+            if goal is None:
+                raise NotFound(f"no goal {to_goal}")
+            if goal["state"] != "open":
+                raise WrongState(f"goal {to_goal} is {goal['state']}; tickets join open goals only")
+            version = self._move(tx, row, row["state"])
+            tx.run("UPDATE tickets SET goal = ? WHERE id = ?", to_goal, ticket)
+            self._record(tx, p.TicketMoved, ticket, to_goal, object="ticket", id=ticket,
+                         from_state=row["state"], to_state=row["state"], version=version,
+                         nonce=nonce, detail={"from_goal": from_goal})  # fmt: skip
+        return self.ticket(ticket)
+
     def _ticket_row(self, tx: _Tx, ticket: str) -> sqlite3.Row:
         _checked(ticket, TICKET_ID_RE, "ticket id")
         row = tx.one("SELECT * FROM tickets WHERE id = ?", ticket)

@@ -81,6 +81,13 @@ class TicketAdded(WorkRecord):
     KIND: ClassVar[str] = "work.ticket.add"
 
 
+class TicketMoved(WorkRecord):
+    """A ticket attached to another open goal (`detail.from_goal`): the conductor's
+    `prepare_dispatch` with `attach_from`, fenced on the ticket's version and goal."""
+
+    KIND: ClassVar[str] = "work.ticket.move"
+
+
 class TicketLeased(WorkRecord):
     KIND: ClassVar[str] = "work.ticket.lease"
 
@@ -177,7 +184,8 @@ class WatchdogPassed(WorkRecord):
     KIND: ClassVar[str] = "work.watchdog"
 
 
-KINDS: tuple[type[WorkRecord], ...] = (GoalCreated, TicketAdded, TicketLeased, DispatchStarted,
+KINDS: tuple[type[WorkRecord], ...] = (GoalCreated, TicketAdded, TicketMoved, TicketLeased,
+                                       DispatchStarted,
                                        DispatchRan, DispatchEnded, ReceiptFiled, VerifyStarted,
                                        VerifyFinished, RunCreated, RunStepped, ConductorChanged,
                                        IntentRecorded, WorkerChanged, TeamStarted, WaiterChanged,

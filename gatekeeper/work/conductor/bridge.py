@@ -146,14 +146,16 @@ def propose_goal(work: Work, conductor: str, req: m.ProposeGoal) -> dict[str, An
 
 def prepare_dispatch(work: Work, conductor: str, req: m.PrepareDispatch) -> dict[str, Any]:
     """Lease the ticket (the token kept by oms), and record the intent document: goal,
-    ticket, lease digest, attempt, role/model/engine, capabilities, acceptance, base, task."""
+    ticket, lease digest, attempt, role/model/engine, capabilities, acceptance, base, task.
+    With `attach_from` (the goal the ticket is in now), the ticket is first attached to
+    `goal`: how the conductor brings a GitHub ticket into the goal the human made."""
     _session(work, conductor)
     _fresh(work, req.nonce)
     goal = work.goal(req.goal)
     if goal.state != "open":
         raise WrongState(f"goal {goal.id} is {goal.state}; nothing changed")
     t = work.ticket(req.ticket)
-    if t.goal != goal.id:
+    if t.goal != goal.id and t.goal != req.attach_from:
         raise Blocked(f"ticket {t.id} is not goal {goal.id}'s; nothing changed")
     if t.state not in LEASABLE:
         raise WrongState(f"ticket {t.id} is {t.state}; only a pending, retryable or parked "
@@ -167,6 +169,8 @@ def prepare_dispatch(work: Work, conductor: str, req: m.PrepareDispatch) -> dict
         work, role, Sha256Digest.parse(req.transfer) if req.transfer else None
     )
     plan = dispatching._plan(work, role, transfer)
+    if t.goal != goal.id:  # every refusal above changed nothing; now the attach, then the lease
+        t = work.move_ticket(t.id, t.goal, goal.id, t.version, f"{req.nonce}:attach")
     lease, leased = work.lease_ticket(t.id, t.version, f"{req.nonce}:lease")
     tokens.keep(work.repo.repo_id, t.id, lease.token)
     body = {

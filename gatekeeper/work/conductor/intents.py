@@ -56,6 +56,9 @@ class PrepareDispatch(_Strict):
     notification: BatchId | None = None  # a pending batch the conductor read
     # An external executor sends repo context out: it needs an approved transfer manifest.
     transfer: Digest | None = None
+    # The goal the ticket is in now (a GitHub ticket in the standing goal): it is attached
+    # to `goal` first, fenced on its version, before it is leased.
+    attach_from: GoalId | None = None
 
 
 class AdviseDispatch(_Strict):

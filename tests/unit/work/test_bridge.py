@@ -126,6 +126,29 @@ def test_goal_prepare_advise_propose_makes_a_started_dispatch_and_hides_the_leas
     assert len(kinds) == 3  # prepared, advised, accepted
 
 
+def test_prepare_attaches_a_ticket_of_another_goal_only_when_told_where_it_is(
+    work: Work, lab: Lab
+) -> None:
+    """A GitHub ticket sits in the standing goal; the conductor brings it into the goal the
+    human made with `attach_from`, fenced on the ticket's goal and version: the move and
+    the lease, each recorded. Without it, or naming the wrong goal, nothing changes."""
+    standing = work.create_goal("GitHub issues", "never", "until-empty", nonce()).id
+    ticket = work.add_ticket(standing, "#7 from GitHub", b"its text", nonce()).id
+    human = call(work, lab, "propose_goal", objective="the frontend", stop_when="it ships",
+                 horizon="until-empty")["goal"]  # fmt: skip
+    args = {"goal": human, "ticket": ticket, "role": "implementer", "task": "do #7"}
+    refused(work, Blocked, call, work, lab, "prepare_dispatch", **args)
+    refused(work, Blocked, call, work, lab, "prepare_dispatch", **args, attach_from=human)
+    refused(work, RoleUnavailable, call, work, lab, "prepare_dispatch",
+            **{**args, "role": "planner"}, attach_from=standing)  # fmt: skip
+    out = call(work, lab, "prepare_dispatch", **args, attach_from=standing)
+    assert out["state"] == "prepared"
+    t = work.ticket(ticket)
+    assert t.goal == human and t.state == "leased" and work.tickets(goal=standing) == []
+    (moved,) = [e for e in work.store.entries(["work.ticket.move"]) if e.data["id"] == ticket]
+    assert moved.data["goal"] == human and moved.data["detail"] == {"from_goal": standing}
+
+
 def test_a_replayed_nonce_changes_nothing_and_is_refused(work: Work, lab: Lab) -> None:
     n = nonce()
     args = {"objective": "o", "stop_when": "s", "horizon": "12h", "nonce": n}
