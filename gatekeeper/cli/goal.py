@@ -41,11 +41,12 @@ def goal_create(repo: Path, objective: str, stop_when: str, horizon: str,
 @click.argument("goal_id", required=False)
 @command
 def goal_status(repo: Path, goal_id: str | None) -> Outcome:
-    """One goal and its tickets, or every goal with its ticket counts."""
+    """One goal, its ticket counts by state and its tickets, or every goal with its counts."""
     data = api.goal_status(repo, goal_id)
     if goal_id is None:
         return Outcome(data, lines=[goal_line(g) for g in data["goals"]] or ["no goals"])
-    lines = [goal_line(data["goal"]), *(ticket_line(t) for t in data["tickets"])]
+    head = goal_line({**data["goal"], "counts": data["counts"]})
+    lines = [head, *(ticket_line(t) for t in data["tickets"])]
     return Outcome(data, lines=lines)
 
 

@@ -68,6 +68,19 @@ def test_goal_create_and_status_keys(repo: Path, oms_json: OmsJson) -> None:
     assert [(g["id"], g["counts"]["pending"]) for g in every["goals"]] == [(goal["id"], 1)]
 
 
+def test_goal_status_counts_the_goals_tickets_by_state_for_a_human(
+    repo: Path, oms_json: OmsJson, run_oms: RunOms
+) -> None:
+    goal = _goal(oms_json, repo)
+    for title in ("one", "two"):
+        _ticket(oms_json, repo, goal["id"], title)
+    for args in (["goal", "status", goal["id"]], ["goal", "status"]):
+        proc = run_oms([*args, "--repo", str(repo)])
+        assert proc.returncode == EXIT_OK, proc.stderr
+        (head,) = [line for line in proc.stdout.splitlines() if line.startswith(goal["id"])]
+        assert head.endswith("[2 pending]"), head
+
+
 def test_ticket_add_show_list_keys(repo: Path, oms_json: OmsJson, tmp_path: Path) -> None:
     goal = _goal(oms_json, repo)
     body = tmp_path / "body.md"
