@@ -4,9 +4,9 @@ Like `oms hook`, its output is the client's, not the `--json` envelope: on a wak
 ONE line of opaque ids, `{"notification": "n-…", "dispatchable": [{"goal", "ticket",
 "state"}, …]}` (the canonical state it wakes the conductor to: at most 20 tickets, those
 `verifying` first, for `process_result`, then the pending or retryable ones; never their
-text), on stdout and the same line on stderr (which Claude
-Code hands to the model when an `asyncRewake` hook exits 2), and exits 2; at the timeout it prints
-`{"notification": null}` and exits 0 (its generation is then `failed`, reason `timeout`).
+text), on stdout and the same line on stderr (which Claude Code hands to the model when an
+`asyncRewake` hook exits 2), and exits 2; at the timeout it prints `{"notification": null}`
+and exits 0 (its generation is then `failed`, reason `timeout`).
 A refusal is one stderr line and DESIGN.md's exit code (3: another waiter is armed and
 alive, or this one was superseded).
 """

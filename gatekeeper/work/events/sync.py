@@ -28,9 +28,11 @@ dedups. A batch with nothing new writes nothing at all (not even a changed ETag)
 
 A ready issue (open, not a PR, labelled `[conductor] ready_label`) gets a marker event
 once per (repository, number), its title and text kept in a draft blob; after the
-projection each marker is materialised as ONE pending ticket in the repository's standing
-goal, under a nonce derived from (repository, number): a second materialisation, after a
-crash or a label removed and re-added, is a replayed nonce and adds nothing.
+projection each marker is materialised as ONE pending ticket, under a nonce derived from
+(repository, number): a second materialisation, after a crash or a label removed and
+re-added, is a replayed nonce and adds nothing. Its goal is the open goal that
+`[conductor] goal_labels` (the trusted policy) maps one of its labels to, else the
+repository's standing goal; nothing in the issue's text names a goal.
 """
 
 from __future__ import annotations
