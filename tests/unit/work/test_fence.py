@@ -29,7 +29,14 @@ from support.work import (
     transition_row,
 )
 
-from gatekeeper.errors import EXIT_BLOCKED, EXIT_UNAVAILABLE, EXIT_USAGE, OmsError, UsageError
+from gatekeeper.errors import (
+    EXIT_BLOCKED,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    NotFound,
+    OmsError,
+    UsageError,
+)
 from gatekeeper.work import payloads as p
 from gatekeeper.work.db import MIGRATIONS, SCHEMA_VERSION, WorkDb, WorkDbUnavailable
 from gatekeeper.work.fence import (
@@ -638,3 +645,27 @@ def test_a_db_file_that_is_not_sqlite_is_unavailable(git_repo: Path, oms_home: P
         WorkDb.open(repo_id)
     assert caught.value.exit_code == EXIT_UNAVAILABLE
     assert path.read_bytes() == b"this is not a database, just text\n" * 200  # never replaced
+
+
+def test_a_ticket_changes_goal_only_fenced_and_only_while_leasable(work: Work) -> None:
+    walk = new_ticket(work)
+    source = walk.ticket.goal
+    target = work.create_goal("the human's", "when done", "until-empty", nonce()).id
+    v = walk.ticket.version
+    for exc, args in ((StaleVersion, (source, target, v + 1)),  # a stale version
+                      (StaleVersion, (target, target, v)),  # not where the caller says
+                      (NotFound, (source, "g-" + "0" * 12, v))):  # fmt: skip
+        before = snapshot(work)
+        with pytest.raises(exc):
+            work.move_ticket(walk.id, *args, nonce())
+        assert snapshot(work) == before
+    moved = work.move_ticket(walk.id, source, target, v, nonce())
+    assert (moved.goal, moved.state, moved.version) == (target, "pending", v + 1)
+    entry = last_entry(work)
+    assert entry.kind == "work.ticket.move" and entry.data["detail"] == {"from_goal": source}
+    walk.ticket = moved
+    walk.leased()
+    before = snapshot(work)
+    with pytest.raises(WrongState):  # leased: its goal is fixed until it is leasable again
+        work.move_ticket(walk.id, target, source, walk.ticket.version, nonce())
+    assert snapshot(work) == before
