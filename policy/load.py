@@ -27,6 +27,7 @@ from .model import (
     ConductorPolicy,
     McpPolicy,
     Policy,
+    ProviderPolicy,
     RunsPolicy,
     VerifyPolicy,
     WorkPolicy,
@@ -64,7 +65,8 @@ def _check_json(check: Check) -> dict[str, Any]:
     return check.model_dump(mode="json", exclude_none=True)
 
 
-_CONDUCTOR_LATER = ("github_answer_timeout_s", "github_sync_timeout_s", "goal_labels")
+_CONDUCTOR_LATER = ("github_answer_timeout_s", "github_sync_timeout_s", "goal_labels", "budget")
+_PROVIDER_LATER = ("egress",)
 _SCANNERS_LATER = ("exclude_paths", "allow")
 
 
@@ -76,6 +78,10 @@ def policy_digest(policy: Policy) -> str:
     for name in ("roles", "providers"):  # likewise for orchestration
         if not getattr(policy, name):
             del data[name]
+    for name, prov in policy.providers.items():  # provider keys added later, when unset
+        for key in _PROVIDER_LATER:
+            if getattr(prov, key) == ProviderPolicy.model_fields[key].default:
+                del data["providers"][name][key]
     if policy.work == WorkPolicy():
         del data["work"]
     if policy.runs == RunsPolicy():

@@ -187,6 +187,9 @@ class ProviderPolicy(_Model):
     external: bool = False
     # A JSON schema for its answer, read from the default branch's commit.
     output_schema: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
+    # Its network under `oms agent run`: none, or the egress broker (`api`: the provider
+    # keys oms holds, each request scanned, recorded and counted against `[conductor.budget]`).
+    egress: Literal["none", "api"] = "none"
 
     @field_validator("cmd")
     @classmethod
@@ -317,6 +320,20 @@ GoalRef = Annotated[str, Field(pattern=r"^g-[0-9a-f]{12}$")]
 MAX_GOAL_LABELS = 50
 
 
+Budget = Annotated[int, Field(ge=1, le=10**12)] | None
+
+
+class BudgetPolicy(_Model):
+    """`[conductor.budget]`: what a worker's model traffic may spend, counted by the egress
+    broker across every attempt: requests and provider-reported tokens (input + output),
+    per ticket and per goal. A key left out is no bound."""
+
+    ticket_requests: Budget = None
+    ticket_tokens: Budget = None
+    goal_requests: Budget = None
+    goal_tokens: Budget = None
+
+
 class ConductorPolicy(_Model):
     """`[conductor]`: who conducts, who advises, where verified tickets are delivered, and
     the schedule's clocks. Delivery happens only when `remote` is set: a non-force push of
@@ -338,6 +355,7 @@ class ConductorPolicy(_Model):
     # the standing goal: only this map, read at the trusted mark, ever names a goal for an
     # issue; nothing an issue says does.
     goal_labels: Annotated[dict[Label, GoalRef], Field(max_length=MAX_GOAL_LABELS)] = {}
+    budget: BudgetPolicy = BudgetPolicy()
 
 
 class McpPolicy(_Model):

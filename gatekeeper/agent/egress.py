@@ -35,6 +35,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from evidence import Payload
+from gatekeeper.agent.budget import Meter, Parked, UsageReader
 from gatekeeper.agent.egress_config import (
     KEY_ENV,
     Provider,
@@ -73,6 +74,8 @@ Action = Literal["forwarded", "redacted", "blocked", "refused"]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Called on the broker's loop with each provider response's (provider, status, headers).
 ResponseWatch = Callable[[str | None, int, Mapping[str, str]], None]
+# Called on the broker's loop when it stops a run's model traffic (budget, refused login).
+ParkWatch = Callable[[Parked], None]
 AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 DRAIN_S = 5.0  # how long stop() lets in-flight requests finish
 START_S = 30.0
@@ -105,6 +108,8 @@ class Broker:
         socket_uid: int | None = None,
         routes: Sequence[Callable[[web.Application], None]] = (),
         on_response: ResponseWatch | None = None,
+        meter: Meter | None = None,
+        on_park: ParkWatch | None = None,
     ) -> None:
         self._socket_path = socket_path
         self._run_id = run_id
@@ -117,6 +122,8 @@ class Broker:
         self._socket_uid = socket_uid
         self._routes = tuple(routes)
         self._on_response = on_response
+        self._meter = meter if meter is not None else Meter()
+        self._on_park = on_park
         self._cache = ScanCache(loaded)
         self._counts: dict[str, int] = dict.fromkeys(EgressTotals.model_fields, 0)
         self._lock = threading.Lock()
@@ -163,6 +170,11 @@ class Broker:
     def totals(self) -> EgressTotals:
         with self._lock:
             return EgressTotals(**self._counts)
+
+    @property
+    def meter(self) -> Meter:
+        """What this run's model traffic spent, and why it was stopped, if it was."""
+        return self._meter
 
     @property
     def scanned_bytes(self) -> int:
@@ -257,6 +269,8 @@ class Broker:
             return self._canary(seen)
         if ins.findings and self._block_secrets:
             return self._block(seen, ins)
+        if (stop := self._meter.admit(provider, seen.path)) is not None:
+            return self._stopped(seen, stop)
         url = URL(self._upstreams.of(provider) + seen.path).with_query(list(ins.query))
         headers = upstream_headers(provider, key, ins.headers, len(ins.body), url)
         seen = replace(seen, path=recorded_path(seen.path, url))
@@ -280,6 +294,24 @@ class Broker:
         if not self._record(payload):
             return not_recorded()
         return error(status, code, message)
+
+    def _stopped(self, seen: Seen, stop: Parked) -> web.Response:
+        """A model request refused because the run's budget is spent or its provider refused
+        oms' key: a status the CLIs do not retry, and the lane parked (the watch dedupes)."""
+        self._park(stop)
+        code = "budget_spent" if stop.event == "budget" else "login_refused"
+        return self._refuse(
+            seen, stop.status, code, f"oms did not send this request: {stop.reason}"
+        )
+
+    def _park(self, stop: Parked) -> None:
+        if self._on_park is None:
+            return
+        try:
+            self._on_park(stop)
+        except Exception as exc:
+            print(f"oms: warning: egress broker: the lane was not parked "
+                  f"({type(exc).__name__})", file=sys.stderr, flush=True)  # fmt: skip
 
     def _canary(self, seen: Seen) -> web.Response:
         print(f"oms: ALARM: this run's canary from $OMS_HOME was in the agent's request to "
@@ -332,7 +364,7 @@ class Broker:
                 url, data=body(), headers=headers, allow_redirects=False
             ) as up:
                 self._watch(seen, up)
-                return await self._relay(request, up)
+                return await self._relay(request, seen, up)
         except (aiohttp.ClientError, TimeoutError) as exc:
             if state["failed"]:
                 return not_recorded()
@@ -341,8 +373,26 @@ class Broker:
                 return self._refuse(seen, 502, "upstream_unreachable", message)
             return error(502, "upstream_failed", message)
 
-    async def _relay(self, request: web.Request, up: aiohttp.ClientResponse) -> web.StreamResponse:
-        """The upstream's answer as it arrives: status, headers less hop-by-hop, each chunk."""
+    async def _relay(
+        self, request: web.Request, seen: Seen, up: aiohttp.ClientResponse
+    ) -> web.StreamResponse:
+        """The upstream's answer as it arrives: status, headers less hop-by-hop, each chunk
+        (its usage read on the way by the run's meter, never held whole)."""
+        reader = UsageReader(up.status, up.headers.get("Content-Type", ""))
+        try:
+            return await self._relayed(request, up, reader)
+        finally:
+            self._answered(seen, reader)
+
+    def _answered(self, seen: Seen, reader: UsageReader) -> None:
+        assert seen.provider is not None  # nosec B101 (only provider routes forward)
+        reader.close()
+        if (stop := self._meter.answered(seen.provider, reader)) is not None:
+            self._park(stop)
+
+    async def _relayed(
+        self, request: web.Request, up: aiohttp.ClientResponse, reader: UsageReader
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(status=up.status, reason=up.reason)
         for k, v in up.headers.items():
             if k.lower() not in HOP_BY_HOP:
@@ -351,6 +401,7 @@ class Broker:
         try:
             async for chunk in up.content.iter_any():
                 await resp.write(chunk)
+                reader.feed(chunk)
                 self._count(bytes_down=len(chunk))
             await resp.write_eof()
         except (aiohttp.ClientError, OSError, TimeoutError):

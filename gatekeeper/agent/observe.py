@@ -9,7 +9,9 @@ another worker, change a ticket or approve anything.
 
 A worker's run also has the broker's quota watch (`QuotaReport`): a provider's usage-limit
 response becomes one quota observation, recorded the same way with `--quota` (a flag the
-hook route never passes, so an agent cannot forge one).
+hook route never passes, so an agent cannot forge one). The same watch publishes the
+broker's stop of a run's model traffic (`Parked`: its budget spent, or the provider
+refusing oms' key), once per kind, which parks the lane outside the same way.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from gatekeeper.agent.quota import quota_seen, reset_of
+from gatekeeper.agent.budget import Parked
+from gatekeeper.agent.quota import iso, quota_seen, reset_of
 from gatekeeper.errors import UsageError
 
 OBSERVE_PATH = "/oms/observe"
@@ -113,6 +116,7 @@ class QuotaReport:
     last: float | None = None  # the reset last published (epoch seconds)
     sent: int = 0
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    parked: set[str] = field(default_factory=set)  # the kinds of stop published
 
     def __call__(self, provider: str | None, status: int, headers: Mapping[str, str]) -> None:
         now = time.time()
@@ -123,6 +127,16 @@ class QuotaReport:
         if self.last is not None and at <= self.last + QUOTA_SLACK_S:
             return  # the limit already published (a retry's `retry-after` counts on)
         self.last, self.sent = at, self.sent + 1
+        self._spawn(seen)
+
+    def park(self, stop: Parked) -> None:
+        """The broker stopped the run's model traffic: park its lane, once per kind."""
+        if stop.event in self.parked:
+            return
+        self.parked.add(stop.event)
+        self._spawn(stop.observation(iso(time.time())))
+
+    def _spawn(self, seen: Mapping[str, object]) -> None:
         task = asyncio.get_running_loop().create_task(self._publish(json.dumps(seen).encode()))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

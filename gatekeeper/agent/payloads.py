@@ -37,6 +37,28 @@ class EgressTotals(_Frozen):
     bytes_down: int = 0
 
 
+class StopFact(_Frozen):
+    """Why the broker stopped a run's model traffic (`gatekeeper.agent.budget.Parked`)."""
+
+    event: Literal["budget", "login"]
+    provider: Literal["anthropic", "openai"] | None
+    status: int
+    scope: Literal["ticket", "goal"] | None = None
+    measure: Literal["requests", "tokens"] | None = None
+    spent: int | None = None
+    limit: int | None = None
+    reason: str
+
+
+class RunSpend(_Frozen):
+    """What a run's model traffic spent as its broker counted it: model requests forwarded,
+    provider-reported tokens (input + output), and the stop, if there was one."""
+
+    requests: int = 0
+    tokens: int = 0
+    stopped: StopFact | None = None
+
+
 class Diffstat(_Frozen):
     files: int
     insertions: int
@@ -93,6 +115,7 @@ class AgentRunEnd(Payload):
     reason: EndReason | None = None
     special_files: tuple[SpecialFile, ...] = ()  # the first MAX_SPECIAL_NAMED, by path
     special_total: int = 0
+    spend: RunSpend | None = None  # an `api` run's (entries before it have none)
 
 
 class EgressFinding(_Frozen):

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import gatekeeper
 from evidence import Draft, EvidenceStore, Payload, state_root
 from gatekeeper.agent import codex_sessions, inside, logins
+from gatekeeper.agent.budget import Bound, Meter, Parked
 from gatekeeper.agent.collect_deadline import CollectTimeout
 from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
 from gatekeeper.agent.egress_config import Provider
@@ -43,7 +44,9 @@ from gatekeeper.agent.payloads import (
     EgressMode,
     EgressTotals,
     EndReason,
+    RunSpend,
     SpecialFile,
+    StopFact,
     run_subject,
 )
 from gatekeeper.agent.setup import (
@@ -116,6 +119,9 @@ class AgentRunRequest:
     # the rule that ends its CLI once its receipt's commit is there and nobody is attached.
     role: str | None = None
     end_rule: EndRule | None = None
+    # A worker's budgets (`[conductor.budget]`, with what earlier runs spent): the broker
+    # refuses model requests past them (issue 31).
+    budget: tuple[Bound, ...] = ()
 
 
 class EgressCounts(BaseModel):
@@ -125,6 +131,9 @@ class EgressCounts(BaseModel):
     redacted: int
     blocked: int
     no_key: int = 0  # refused for a provider oms holds no key for
+    model_requests: int = 0  # forwarded to a model (the budget's count)
+    tokens: int = 0  # provider-reported, input + output
+    stopped: StopFact | None = None  # budget spent or login refused: the lane is parked
 
 
 class AgentRunOutcome(BaseModel):
@@ -193,6 +202,7 @@ class _Run:
     record: _Recorder
     broker: Broker | None = None
     totals: EgressTotals | None = None
+    spend: RunSpend | None = None
     started: bool = False  # the start entry is written
     login_seed: bytes | None = None  # the stored login copied into the fresh config dir
     login: str | None = None  # what became of it when the agent ended
@@ -209,8 +219,20 @@ def _unless_started(run: _Run) -> None:
 def _stop_egress(run: _Run) -> EgressTotals:
     """Stop the broker once (explicitly, or when the stack unwinds); its totals."""
     if run.broker is not None:
-        run.totals, run.broker = run.broker.stop(), None
+        run.totals, meter, run.broker = run.broker.stop(), run.broker.meter, None
+        if run.egress == "api":
+            spent, stopped = meter.snapshot()
+            run.spend = RunSpend(requests=spent.requests, tokens=spent.tokens,
+                                 stopped=_fact(stopped))  # fmt: skip
     return run.totals or EgressTotals()
+
+
+def _fact(stop: Parked | None) -> StopFact | None:
+    if stop is None:
+        return None
+    return StopFact(event=stop.event, provider=stop.provider, status=stop.status,
+                    scope=stop.scope, measure=stop.measure, spent=stop.spent, limit=stop.limit,
+                    reason=stop.reason)  # fmt: skip
 
 
 def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
@@ -390,15 +412,16 @@ def _start_egress(run: _Run, stack: ExitStack) -> None:
         routes += conductor_routes(repo_top=run.repo.top, run_id=run.run_id,
                                    conductor=run.req.conductor,
                                    oms_argv=oms_outside_argv())  # fmt: skip
+    watch = quota_report(repo_top=run.repo.top, run_id=run.run_id, worker=run.req.worker,
+                         python_argv=outside_python_argv())  # fmt: skip
     broker = Broker(run.run_dir / "oms" / "broker.sock", run_id=run.run_id, egress=run.egress,
                     keys=provider_keys(os.environ, state_root()),
                     upstreams=upstreams_from_env(os.environ),
                     on_secret=run.loaded.policy.agent.egress.on_secret, loaded=run.loaded,
                     canaries=canary_tokens(), record=run.record, socket_uid=uid,
                     routes=routes,
-                    on_response=quota_report(repo_top=run.repo.top, run_id=run.run_id,
-                                             worker=run.req.worker,
-                                             python_argv=outside_python_argv()))  # fmt: skip
+                    on_response=watch, meter=Meter(bounds=run.req.budget),
+                    on_park=watch.park if watch is not None else None)  # fmt: skip
     broker.start()
     run.broker = broker
     stack.callback(_stop_egress, run)
@@ -519,9 +542,16 @@ def _record_end(run: _Run, result: AgentResult | None, totals: EgressTotals,
         reason=_end_reason(run, failure),
         special_files=collected.special if collected else (),
         special_total=collected.special_total if collected else 0,
+        spend=run.spend,
     )  # fmt: skip
     made = collected.candidate if collected else None
     return run.record.append(end, _commit_subject(run.repo, made) if made else [])
+
+
+def _spend_counts(spend: RunSpend | None) -> dict[str, Any]:
+    if spend is None:
+        return {}
+    return {"model_requests": spend.requests, "tokens": spend.tokens, "stopped": spend.stopped}
 
 
 def _outcome(run: _Run, result: AgentResult, totals: EgressTotals, collected: Collected,
@@ -536,6 +566,6 @@ def _outcome(run: _Run, result: AgentResult, totals: EgressTotals, collected: Co
         candidate_ref=collected.candidate_ref, evidence_seq=seq, egress_mode=run.egress,
         egress=EgressCounts(requests=totals.requests, forwarded=totals.forwarded,
                             redacted=totals.redacted, blocked=totals.blocked,
-                            no_key=totals.no_key),
+                            no_key=totals.no_key, **_spend_counts(run.spend)),
         special_files=collected.special, login=run.login,
     )  # fmt: skip

@@ -23,10 +23,10 @@ import rfc8785
 from gatekeeper.agent.workspace import new_run_id, workspace_path
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import refusal
-from gatekeeper.work import roles
+from gatekeeper.work import budget, roles
 from gatekeeper.work.api import opened
 from gatekeeper.work.fence import Work, new_nonce
-from gatekeeper.work.model import Dispatch, DispatchPlan, RunFacts, Ticket
+from gatekeeper.work.model import Dispatch, DispatchPlan, RunFacts, Spent, Ticket
 from gatekeeper.work.providers import adapter
 from gatekeeper.work.providers.base import ProviderReceipt, ProviderRequest, Role, RoleUnavailable
 from gatekeeper.work.transfers import approved_transfer
@@ -46,7 +46,7 @@ def dispatch(repo_dir: Path, ticket: str, lease_token: str, role_name: str, nonc
         digest = approved_transfer(
             work, role, Sha256Digest.parse(transfer) if transfer is not None else None
         )
-        plan = _plan(work, role, digest)
+        plan = _plan(work, role, digest, ticket)
         # The run is cut to the lease, so its end is recorded while the lease still fences it.
         started = work.begin_dispatch(ticket, lease_token, plan, nonce,
                                       min_left_s=LEASE_MARGIN_S + 1)  # fmt: skip
@@ -74,9 +74,12 @@ def _eligible(work: Work, name: str) -> Role:
     return role
 
 
-def _plan(work: Work, role: Role, transfer: str | None) -> DispatchPlan:
+def _plan(work: Work, role: Role, transfer: str | None, ticket: str) -> DispatchPlan:
     """Where and on what the run goes: the default branch's commit (never the worktree or a
-    caller's ref), a run id and workspace chosen now, so the envelope names them first."""
+    caller's ref), a run id and workspace chosen now, so the envelope names them first, and
+    the budget snapshot (refused when a budget is spent already)."""
+    snap = budget.snapshot(work, ticket)
+    budget.require_left(snap)
     base = work.base()  # the trusted mark the policy was read at
     run_id = new_run_id()
     checks = tuple(f"check:{c.name}" for c in work.loaded.policy.checks)
@@ -85,7 +88,7 @@ def _plan(work: Work, role: Role, transfer: str | None) -> DispatchPlan:
         authority=role.authority, base=base, run_id=run_id,
         workspace=str(workspace_path(run_id)),
         capabilities=(role.authority, _EGRESS.get(role.engine, "egress:none")),
-        acceptance=("result-gate:READY_FOR_HUMAN", *checks), transfer=transfer,
+        acceptance=("result-gate:READY_FOR_HUMAN", *checks), transfer=transfer, budget=snap,
     )  # fmt: skip
 
 
@@ -114,18 +117,22 @@ def _text(work: Work, t: Ticket) -> str:
     return work.store.blobs.get(t.body.blob.removeprefix("sha256:")).decode("utf-8", "replace")
 
 
-def settle(work: Work, d: Dispatch, token: str, got: ProviderReceipt) -> None:
-    """Record the run; its commit is the receipt (-> verifying), or the dispatch ends."""
+def settle(work: Work, d: Dispatch, token: str, got: ProviderReceipt,
+           why: str | None = None) -> None:  # fmt: skip
+    """Record the run; its commit is the receipt (-> verifying), or the dispatch ends (`why`:
+    the reason it ends, when the caller knows better than the exit status)."""
     facts = RunFacts(exit_code=got.exit_code, signal=got.signal, timed_out=got.timed_out,
                      candidate=got.candidate, candidate_ref=got.candidate_ref,
                      workspace=got.workspace, evidence_seq=got.evidence_seq,
                      output_sha256=str(Sha256Digest.of(got.output.encode())),
-                     usage=dict(got.usage) if got.usage else None)  # fmt: skip
+                     usage=dict(got.usage) if got.usage else None,
+                     spend=Spent(requests=got.spend[0], tokens=got.spend[1])
+                     if got.spend else None)  # fmt: skip
     work.record_run(d.id, token, facts)
     if got.exit_code == 0 and got.candidate is not None:
         work.file_receipt(d.id, token, new_nonce(), got.candidate, got.exit_code)
     else:
-        work.end_dispatch(d.id, token, no_result(got))
+        work.end_dispatch(d.id, token, why or no_result(got))
 
 
 def no_result(got: ProviderReceipt) -> str:

@@ -115,6 +115,26 @@ class Lease(_Frozen):
     expires: str
 
 
+class Spent(_Frozen):
+    """Model requests and provider-reported tokens, as a run's egress broker counted them."""
+
+    requests: int = Field(default=0, ge=0)
+    tokens: int = Field(default=0, ge=0)
+
+
+class BudgetSnapshot(_Frozen):
+    """The seed's "budget snapshot" of a dispatch: `[conductor.budget]` as the trusted policy
+    set it when the dispatch was made (None: no bound), and what the ticket's earlier
+    attempts and its goal's tickets had spent by then."""
+
+    ticket_requests: int | None
+    ticket_tokens: int | None
+    goal_requests: int | None
+    goal_tokens: int | None
+    ticket_spent: Spent
+    goal_spent: Spent
+
+
 class DispatchPlan(_Frozen):
     """What the caller of `begin_dispatch` decided: the role, where and on what it runs.
     The fence adds what only it may fill in: goal, ticket, lease, attempt, nonce."""
@@ -130,6 +150,13 @@ class DispatchPlan(_Frozen):
     capabilities: tuple[str, ...]
     acceptance: tuple[str, ...]
     transfer: Digest | None = None
+    budget: BudgetSnapshot | None = None  # when the policy sets `[conductor.budget]`
+
+    def to_json(self) -> dict[str, Any]:
+        doc = super().to_json()
+        if self.budget is None:  # an envelope without one keeps the shape (and digest) it had
+            del doc["budget"]
+        return doc
 
 
 class DispatchEnvelope(DispatchPlan):
@@ -156,6 +183,13 @@ class RunFacts(_Frozen):
     evidence_seq: int
     output_sha256: Digest | None = None
     usage: dict[str, int] | None = None
+    spend: Spent | None = None  # an `api` run's, as its broker counted (the budget's)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = super().to_json()
+        if self.spend is None:
+            del doc["spend"]
+        return doc
 
 
 class Dispatch(_Frozen):

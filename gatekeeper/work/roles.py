@@ -67,18 +67,19 @@ def roster(loaded: LoadedPolicy) -> list[Role]:
 
 def _role(loaded: LoadedPolicy, name: str, pol: RolePolicy) -> Role:
     cmd: tuple[str, ...] = ()
-    schema = None
+    schema, egress = None, "none"
     external = pol.provider in CLI
     if pol.provider.startswith(COMMAND_PREFIX):
         prov = loaded.policy.providers.get(pol.provider[len(COMMAND_PREFIX) :])
         if prov is not None:
             cmd, schema, external = tuple(prov.cmd), prov.output_schema, prov.external
+            egress = prov.egress
     return Role(
         name=name, provider=pol.provider, engine=pol.provider, model=pol.model,
         auth=pol.auth or UNDECLARED, billing=pol.billing or UNDECLARED,
         unattended=pol.unattended, transport=pol.transport, authority=pol.authority,
         external=external, allow_usage_billing=pol.allow_usage_billing,
-        timeout_s=pol.timeout_s, cmd=cmd, output_schema=schema,
+        timeout_s=pol.timeout_s, cmd=cmd, output_schema=schema, egress=egress,
     )  # fmt: skip
 
 

@@ -78,7 +78,8 @@ def test_an_edit_comes_back_as_a_run_ref_with_the_recorded_base(
     assert not (git_repo / "made.txt").exists()
     workspace = Path(out["workspace"])
     assert workspace.is_dir() and oms_home not in workspace.parents
-    assert set(out["egress"]) == {"requests", "forwarded", "redacted", "blocked", "no_key"}
+    assert set(out["egress"]) == {"requests", "forwarded", "redacted", "blocked", "no_key",
+                                  "model_requests", "tokens", "stopped"}  # fmt: skip
     assert out["egress_mode"] == "none"
 
 

@@ -120,7 +120,7 @@ KINDS = {
     # the conductor and events (issue 18)
     "GitHubUnavailable": "unavailable", "RateLimited": "unavailable",
     "WaiterBusy": "blocked", "WaiterGone": "blocked", "AlreadyConsumed": "blocked",
-    "DeliveryFailed": "blocked", "ObservationRefused": "blocked",
+    "DeliveryFailed": "blocked", "ObservationRefused": "blocked", "BudgetSpent": "blocked",
     "IntentRefused": "blocked", "AdviceRefused": "blocked", "TeamIncomplete": "blocked",
     "TmuxUnavailable": "unavailable",
     # hardening, third pass (issue 29)

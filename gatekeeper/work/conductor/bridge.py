@@ -23,9 +23,9 @@ from pydantic import ValidationError
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.digest import Sha256Digest
 from gatekeeper.errors import Blocked, NotFound, OmsError, Unavailable, UsageError
+from gatekeeper.work import budget, roles, verify
 from gatekeeper.work import dispatch as dispatching
 from gatekeeper.work import payloads as p
-from gatekeeper.work import roles, verify
 from gatekeeper.work.conductor import deliver, sessions, tokens, waiter, workers
 from gatekeeper.work.conductor import intents as m
 from gatekeeper.work.conductor.model import new_id
@@ -168,7 +168,7 @@ def prepare_dispatch(work: Work, conductor: str, req: m.PrepareDispatch) -> dict
     transfer = approved_transfer(
         work, role, Sha256Digest.parse(req.transfer) if req.transfer else None
     )
-    plan = dispatching._plan(work, role, transfer)
+    plan = dispatching._plan(work, role, transfer, t.id)
     if t.goal != goal.id:  # every refusal above changed nothing; now the attach, then the lease
         t = work.move_ticket(t.id, t.goal, goal.id, t.version, f"{req.nonce}:attach")
     lease, leased = work.lease_ticket(t.id, t.version, f"{req.nonce}:lease")
@@ -177,7 +177,7 @@ def prepare_dispatch(work: Work, conductor: str, req: m.PrepareDispatch) -> dict
         "v": 1, "session_policy": SESSION_POLICY, "conductor": conductor, "goal": goal.id,
         "ticket": t.id, "ticket_version": leased.version, "lease": token_digest(lease.token),
         "lease_expires": lease.expires, "attempt": t.attempts + 1, "task": req.task,
-        **plan.model_dump(mode="json"),
+        **plan.to_json(),
     }  # fmt: skip
     raw = m.canonical(body)
     blob = work.store.blobs.put(raw)
@@ -299,7 +299,10 @@ def propose_dispatch(work: Work, conductor: str, req: m.ProposeDispatch) -> dict
     if token_digest(token) != row["lease"]:
         raise LeaseRefused(f"oms holds another lease of {row['ticket']} than intent "
                            f"{row['id']}'s; prepare again")  # fmt: skip
-    plan = DispatchPlan.model_validate({k: body[k] for k in PLAN_FIELDS})
+    plan = DispatchPlan.model_validate({k: body[k] for k in PLAN_FIELDS if k in body})
+    snap = budget.snapshot(work, row["ticket"])  # as it is now, when the dispatch is made
+    budget.require_left(snap)
+    plan = plan.model_copy(update={"budget": snap})
     d = work.begin_dispatch(row["ticket"], token, plan, req.nonce,
                             min_left_s=dispatching.LEASE_MARGIN_S + 1)  # fmt: skip
     _accept(work, row, d.id, f"{req.nonce}:accept")

@@ -28,6 +28,7 @@ from pathlib import Path
 from evidence import state_root
 from evidence.state import ensure_private_dir
 from gatekeeper.agent.codex_sessions import stored_session
+from gatekeeper.agent.budget import Bound
 from gatekeeper.agent.kinds import INSIDE_OMS
 from gatekeeper.agent.payloads import AgentKind, EgressMode
 from gatekeeper.agent.run import SOURCE, AgentRunRequest
@@ -142,16 +143,20 @@ WORKER_TOOLS = ("Bash", "Read", "Edit", "Write", "Grep", "Glob")
 
 def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker_id: str,
                      timeout_s: int,
-                     end_rule: EndRule | None = None) -> AgentRunRequest:  # fmt: skip
-    """The executor's run for dispatch `d`, with the pane as its terminal. `end_rule`: a
-    Claude Code worker eligible to run unattended (roles.check with worker_pane), ended by
-    that rule once its receipt's commit is there and nobody is attached."""
+                     end_rule: EndRule | None = None,
+                     budget: tuple[Bound, ...] = ()) -> AgentRunRequest:  # fmt: skip
+    """The executor's run for dispatch `d`, with the pane as its terminal; its broker holds
+    it to `budget`. `end_rule`: a Claude Code worker eligible to run unattended
+    (roles.check with worker_pane), ended by that rule once its receipt's commit is there
+    and nobody is attached."""
     if role.provider.startswith("command:"):
         if not role.cmd:
             raise RoleUnavailable(f"role {role.name}: provider {role.provider} has no command")
-        return AgentRunRequest(repo_dir=top, cmd=role.cmd, agent="command", egress="none",
+        egress: EgressMode = "api" if role.egress == "api" else "none"
+        return AgentRunRequest(repo_dir=top, cmd=role.cmd, agent="command", egress=egress,
                                base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
-                               timeout_s=timeout_s, worker=worker_id)  # fmt: skip
+                               timeout_s=timeout_s, worker=worker_id,
+                               budget=budget)  # fmt: skip
     agent: AgentKind
     if role.provider == "claude-code" and end_rule is not None:
         # `--tools` takes several values: a one-value flag must stand before the prompt.
@@ -164,7 +169,7 @@ def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker
         agent = "claude-code"
     elif role.provider == "codex-cli":
         if role.auth in UNATTENDED_AUTH:
-            return codex_worker_request(role, top, d, document, worker_id, timeout_s)
+            return codex_worker_request(role, top, d, document, worker_id, timeout_s, budget)
         # A subscription login never runs unattended: its TUI waits for a human at the pane.
         cmd, agent = ("codex", "--model", role.model, WORKER_PROMPT), "codex"
     else:
@@ -172,7 +177,7 @@ def executor_request(role: Role, top: Path, d: Dispatch, document: bytes, worker
     return AgentRunRequest(repo_dir=top, cmd=cmd, agent=agent, egress=_egress(role),
                            base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
                            timeout_s=timeout_s, worker=worker_id, role=role.name,
-                           end_rule=end_rule)  # fmt: skip
+                           end_rule=end_rule, budget=budget)  # fmt: skip
 
 
 def codex_store(top: Path, ticket: str) -> Path:
@@ -185,7 +190,7 @@ def codex_store(top: Path, ticket: str) -> Path:
 
 
 def codex_worker_request(role: Role, top: Path, d: Dispatch, document: bytes, worker_id: str,
-                         timeout_s: int) -> AgentRunRequest:  # fmt: skip
+                         timeout_s: int, budget: tuple[Bound, ...] = ()) -> AgentRunRequest:  # fmt: skip
     """An api-key (or no-auth) Codex worker: `codex exec` with the exec provider's flags,
     ending by itself, its stdin /dev/null and its text output in the pane; a later attempt of
     the same ticket resumes that ticket's stored session (`codex exec resume`)."""
@@ -194,7 +199,7 @@ def codex_worker_request(role: Role, top: Path, d: Dispatch, document: bytes, wo
     return AgentRunRequest(repo_dir=top, cmd=cmd, agent="codex", egress=EGRESS[role.auth],
                            base_ref=d.envelope.base, run_id=d.run_id, task_file=document,
                            timeout_s=timeout_s, worker=worker_id, role=role.name,
-                           no_input=True, codex_sessions=store)  # fmt: skip
+                           no_input=True, codex_sessions=store, budget=budget)  # fmt: skip
 
 
 def _egress(role: Role) -> EgressMode:

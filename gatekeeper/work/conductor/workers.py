@@ -22,9 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gatekeeper.agent.quota import iso
 from gatekeeper.agent.run import agent_run
 from gatekeeper.agent.worker_route import EndRule
 from gatekeeper.errors import Blocked, NotFound, UsageError, refusal
+from gatekeeper.work import budget
 from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor import tokens
 from gatekeeper.work.conductor.launch import executor_request, worker_pane_argv
@@ -32,6 +34,7 @@ from gatekeeper.work.conductor.model import WORKER_ID_RE, new_id
 from gatekeeper.work.conductor.proc import ProcId
 from gatekeeper.work.conductor.tmux import Pane, Tmux, TmuxUnavailable, session_for, socket_for
 from gatekeeper.work.dispatch import LEASE_MARGIN_S, no_result, settle, task_document
+from gatekeeper.work.events.hooks import ParkObservation, observe_parked
 from gatekeeper.work.fence import StaleVersion, Work, new_nonce
 from gatekeeper.work.providers.base import receipt, stdout_of
 from gatekeeper.work.roles import check, require, resolve
@@ -339,10 +342,11 @@ def run_worker(work: Work, worker_id: str) -> int:
         role = require(role, unattended=False)
     timeout_s = max(1, min(role.timeout_s, int(work.lease_left(d.ticket)) - LEASE_MARGIN_S))
     doc = task_document(work, d)
+    bounds = budget.bounds(budget.snapshot(work, d.ticket))  # every earlier run counted
     reason: str | None
     try:
         out = agent_run(executor_request(role, work.repo.top, d, doc, worker_id, timeout_s,
-                                         rule))  # fmt: skip
+                                         rule, bounds))  # fmt: skip
         if rule is not None and rule.ended:  # ended by oms after its receipt: a finished run
             out = out.model_copy(update={"exit_code": 0, "signal": None})
     except Exception as exc:
@@ -354,9 +358,18 @@ def run_worker(work: Work, worker_id: str) -> int:
     if _read(work, worker_id).view.state == "stopped":
         _end_if_unreceived(work, d.ticket, d.id, "the worker was stopped")
         return 1
-    settle(work, d, token, got)
+    stopped = out.egress.stopped
+    if stopped is not None and stopped.provider is not None:
+        # The broker's watch parked the lane already, or its publish was cut by the run's
+        # end: the same fact again is recorded once (its key leaves out the time).
+        observe_parked(work, worker_id, ParkObservation(
+            event=stopped.event, provider=stopped.provider, status=stopped.status,
+            scope=stopped.scope, measure=stopped.measure, spent=stopped.spent,
+            limit=stopped.limit, observed=iso(time.time())))  # fmt: skip
+    why = stopped.reason if stopped is not None else None
+    settle(work, d, token, got, why)
     received = work.dispatch(d.id).state == "received"
-    reason = None if received else no_result(got)
+    reason = None if received else why or no_result(got)
     _finished(work, worker_id, reason)
     return 0 if received else 1
 

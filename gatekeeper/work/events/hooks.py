@@ -16,6 +16,9 @@ prompt, the tool's input or its output.
 `hook.quota` comes from the broker itself (`gatekeeper.agent.observe.QuotaReport`, run with
 `--quota`), never from the agent: `observe_quota` parks the worker's lane by health until
 the provider's reset; the watchdog makes it `resumable` once the reset has passed.
+`hook.parked` comes the same way when the broker stopped the run's model traffic (its
+`[conductor.budget]` spent, or the provider refusing oms' key): `observe_parked` parks the
+lane with a reason a human can act on; nothing resumes it but a human.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, Literal
 import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gatekeeper.agent.budget import budget_reason, login_reason
 from gatekeeper.errors import Blocked, NotFound, UsageError, refusal
 from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor.model import WORKER_ID_RE
@@ -87,6 +91,34 @@ class QuotaObservation(BaseModel):
         return "hook.quota"
 
 
+class ParkObservation(BaseModel):
+    """What the egress broker OUTSIDE saw: it stopped a worker's model traffic, its budget
+    spent (`scope`, `measure`, `spent`, `limit`) or its key refused (`provider`, `status`).
+    Typed numbers and names: the reason is composed here, never taken from the payload."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    event: Literal["budget", "login"]
+    provider: Literal["anthropic", "openai"]
+    status: int = Field(ge=400, le=599)
+    scope: Literal["ticket", "goal"] | None = None
+    measure: Literal["requests", "tokens"] | None = None
+    spent: int | None = Field(default=None, ge=0, le=10**15)
+    limit: int | None = Field(default=None, ge=1, le=10**15)
+    observed: str = Field(pattern=TIME_RE)
+
+    @property
+    def kind(self) -> str:
+        return "hook.parked"
+
+    @property
+    def reason(self) -> str:
+        if self.event == "login":
+            return login_reason(self.provider, self.status)
+        if self.scope is None or self.measure is None or self.spent is None or not self.limit:
+            raise UsageError("a budget stop names its scope, measure, spent and limit")
+        return budget_reason(self.scope, self.measure, self.spent, self.limit)
+
+
 class ObservationRefused(Blocked):
     """The observation does not bind to this worker (another dispatch's session), or the
     worker has published as many as it may."""
@@ -95,7 +127,7 @@ class ObservationRefused(Blocked):
 # What wakes the conductor: a worker's completion seen and a usage limit. Session and tool
 # activity are recorded (health, the HUD) but wake nobody: a worker's every tool call would
 # otherwise be a conductor turn.
-NOTIFYING = frozenset({"hook.completion-observed", "hook.quota"})
+NOTIFYING = frozenset({"hook.completion-observed", "hook.quota", "hook.parked"})
 # A run cannot flood the store, the log or the conductor: past this, nothing more is kept.
 MAX_OBSERVATIONS_PER_WORKER = 2000
 
@@ -121,20 +153,32 @@ def parse(data: bytes) -> Observation:
         raise UsageError(f"not an observation (check {where})") from None
 
 
-def parse_quota(data: bytes) -> QuotaObservation:
+def parse_quota(data: bytes) -> QuotaObservation | ParkObservation:
+    """The broker's own observation: a quota, or a stop of the run's model traffic."""
     if len(data) > MAX_OBSERVATION_BYTES:
         raise UsageError(f"an observation is at most {MAX_OBSERVATION_BYTES} bytes")
     try:
+        doc = json.loads(data)
+        if isinstance(doc, dict) and doc.get("event") in ("budget", "login"):
+            park = ParkObservation.model_validate(doc)
+            _ = park.reason  # a budget stop names all it needs (UsageError else)
+            return park
         return QuotaObservation.model_validate_json(data)
-    except ValidationError as exc:
-        where = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors()[:3])
+    except ValueError as exc:  # pydantic's ValidationError, json's JSONDecodeError
+        errors = exc.errors()[:3] if isinstance(exc, ValidationError) else []
+        where = ", ".join(".".join(map(str, e["loc"])) or "body" for e in errors) or "body"
         raise UsageError(f"not a quota observation (check {where})") from None
 
 
-def receipt_key(worker: str, obs: Observation | QuotaObservation) -> str:
+Observed = Observation | QuotaObservation | ParkObservation
+
+
+def receipt_key(worker: str, obs: Observed) -> str:
     """Stable: the same observation of the same worker always has this key."""
-    # A quota is the same fact for the same reset, whenever (and by which header) it is seen.
-    fact = obs.model_dump(exclude={"observed", "source"} if obs.kind == "hook.quota" else None)
+    # A quota is the same fact for the same reset, whenever (and by which header) it is seen;
+    # a stop, the same fact whenever it is seen.
+    skip = {"hook.quota": {"observed", "source"}, "hook.parked": {"observed"}}.get(obs.kind)
+    fact = obs.model_dump(exclude=skip)
     canon = bytes(rfc8785.dumps({"worker": worker, **fact}))
     return f"{obs.kind}:{worker}:{hashlib.sha256(canon).hexdigest()[:32]}"
 
@@ -143,7 +187,7 @@ class _Seen(Exception):
     """Inside the transaction: the key was there already; roll back, answer the receipt."""
 
 
-def _project(work: Work, worker: str, obs: Observation | QuotaObservation, prefix: str, op: str,
+def _project(work: Work, worker: str, obs: Observed, prefix: str, op: str,
              fields: dict[str, p.Small], apply: Callable[[Any, Any], None],
              detail: dict[str, p.Small]) -> ObservationReceipt:  # fmt: skip
     """One observation of `worker` recorded: one fenced tx writing its event (`fields` plus
@@ -214,6 +258,38 @@ def observe_quota(work: Work, worker: str, q: QuotaObservation) -> ObservationRe
                     {"reset": q.reset, "status": q.status})  # fmt: skip
 
 
+def observe_parked(work: Work, worker: str, stop: ParkObservation) -> ObservationReceipt:
+    """Record the broker's stop of `worker`'s model traffic: one fenced tx writing the
+    `hook.parked` event, its provider sessions' and its running ticket's health `parked`
+    with the stop's reason (`budget spent: …`, `the … API key was refused …`), one
+    notification batch and one `work.events` entry. The same stop again changes nothing."""
+    fields: dict[str, p.Small] = {"event": stop.event, "provider": stop.provider,
+                                  "status": stop.status, "reason": stop.reason,
+                                  "observed": stop.observed}  # fmt: skip
+    return _project(work, worker, stop, "parked", "hook.parked", fields,
+                    lambda tx, w: _park_lane(tx, w, stop.reason),
+                    {"event": stop.event, "status": stop.status})  # fmt: skip
+
+
+def _park_lane(tx: Any, w: Any, reason: str) -> None:
+    """The worker's sessions and its running ticket parked by health, with `reason` (over a
+    quota's, which a reset would lift: this one waits for a human)."""
+    tx.run("UPDATE sessions SET health = 'parked', version = version + 1, updated = ? WHERE "
+           "dispatch = ? AND health IN ('healthy', 'stalled')", tx.now, w["dispatch"])  # fmt: skip
+    t = tx.one("SELECT * FROM tickets WHERE id = ?", w["ticket"])
+    if (
+        t is not None
+        and t["state"] == "running"
+        and (
+            t["health"] in ("healthy", "stalled")
+            or (t["health"] == "parked" and (t["reason"] or "").startswith("quota until "))
+        )
+    ):
+        tx.run("UPDATE tickets SET health = 'parked', reason = ?, version = version + 1, "
+               "updated = ? WHERE id = ? AND version = ?", reason[:500], tx.now, t["id"],
+               t["version"])  # fmt: skip
+
+
 def _park(tx: Any, w: Any, q: QuotaObservation) -> None:
     """The worker's quota lane `waiting` until the reset (a later reset replaces an earlier
     one), its sessions and its running ticket parked by health (never another state)."""
@@ -276,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         obs = None if quota is not None else parse(data)
         work = Work.open(args.repo)
         try:
-            if quota is not None:
+            if isinstance(quota, ParkObservation):
+                out = observe_parked(work, args.worker, quota)
+            elif quota is not None:
                 out = observe_quota(work, args.worker, quota)
             else:
                 assert obs is not None  # nosec B101 (parsed above)

@@ -58,6 +58,7 @@ class Role:
     timeout_s: int = 3600
     cmd: tuple[str, ...] = ()  # a command provider's argv; empty for the two CLIs
     output_schema: str | None = None  # a command provider's schema path (default branch)
+    egress: str = "none"  # a command provider's network under `oms agent run`: none | api
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "provider": self.provider, "model": self.model,
@@ -93,6 +94,7 @@ class ProviderReceipt:
     evidence_seq: int  # the agent.run.end entry
     workspace: str
     redacted: int = 0  # findings in the answer, whose lines `output` shows as a marker
+    spend: tuple[int, int] | None = None  # model requests, tokens: an `api` run's broker's
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": self.engine, "run_id": self.run_id, "exit_code": self.exit_code,
@@ -133,4 +135,5 @@ def receipt(role: Role, loaded: LoadedPolicy, out: AgentRunOutcome, answer: byte
         candidate_ref=out.candidate_ref if writes else None,
         output=bounded(output), usage=usage, evidence_seq=out.evidence_seq,
         workspace=out.workspace, redacted=found,
+        spend=(out.egress.model_requests, out.egress.tokens) if out.egress_mode == "api" else None,
     )  # fmt: skip
