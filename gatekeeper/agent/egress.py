@@ -221,6 +221,14 @@ class Broker:
             await self._runner.cleanup()
         if self._session is not None:
             await self._session.close()
+        # What the run's watches started (a quota or a stop being recorded outside) ends
+        # first: at most DRAIN_S more, then cancelled (its process killed).
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if left:
+            _, late = await asyncio.wait(left, timeout=DRAIN_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         await asyncio.get_running_loop().shutdown_default_executor()
 
     # -- requests --------------------------------------------------------------------

@@ -89,10 +89,12 @@ async def _record_outside(argv: Sequence[str], run_id: str, body: bytes) -> tupl
     )  # fmt: skip
     try:
         out, _ = await asyncio.wait_for(proc.communicate(body), RECORD_TIMEOUT_S)
-    except TimeoutError:
+    except (TimeoutError, asyncio.CancelledError) as exc:  # cancelled: the broker stops
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
         return 4, b""
     return proc.returncode or 0, out[:MAX_RECEIPT_BYTES]
 

@@ -112,7 +112,7 @@ def dispatched(work: Work, role_name: str) -> Dispatch:
     lease, _ = work.lease_ticket(t.id, work.ticket(t.id).version, new_nonce())
     tokens.keep(work.repo.repo_id, t.id, lease.token)
     role = roles.require(roles.resolve(work.loaded, role_name), unattended=True)
-    return work.begin_dispatch(t.id, lease.token, _plan(work, role, None), new_nonce())
+    return work.begin_dispatch(t.id, lease.token, _plan(work, role, None, t.id), new_nonce())
 
 
 def until(what: Callable[[], bool], why: str, limit_s: float = 90) -> None:

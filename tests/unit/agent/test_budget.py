@@ -67,8 +67,10 @@ def test_a_json_answer_has_its_top_level_usage() -> None:
 
 
 def test_an_oversized_event_is_skipped_not_held() -> None:
-    big = {"type": "response.completed",
-           "response": {"output": "y" * (MAX_EVENT_BYTES + 10), "usage": {"input_tokens": 5}}}
+    big = {
+        "type": "response.completed",
+        "response": {"output": "y" * (MAX_EVENT_BYTES + 10), "usage": {"input_tokens": 5}},
+    }
     data = f"event: response.completed\ndata: {json.dumps(big)}\n\n".encode()
     reader = UsageReader(200, SSE)
     for i in range(0, len(data), 1 << 16):
@@ -105,8 +107,8 @@ def test_a_refused_login_is_a_401_or_a_403_authentication_error(
 
 
 def test_the_meter_counts_requests_and_stops_at_a_bound_with_earlier_spending() -> None:
-    meter = Meter(bounds=(Bound("ticket", requests=3, tokens=None, spent=Spend(requests=1)),
-                          Bound("goal", requests=None, tokens=50, spent=Spend(tokens=40))))  # fmt: skip
+    ticket = Bound("ticket", requests=3, tokens=None, spent=Spend(requests=1))
+    meter = Meter(bounds=(ticket, Bound("goal", requests=None, tokens=50, spent=Spend(tokens=40))))
     assert meter.admit("anthropic", "/v1/messages") is None
     assert meter.admit("anthropic", "/v1/messages/count_tokens") is None  # costs nothing
     meter.answered("anthropic", _read(_anthropic_stream(6, 0, [3]), 9))  # 40 + 9 < 50
@@ -130,8 +132,10 @@ def test_a_refused_login_stops_that_provider_once_and_says_how_to_fix_it() -> No
     meter = Meter()
     stop = meter.answered("anthropic", _read(b"", 1, status=401, ctype="application/json"))
     assert stop is not None and stop.event == "login"
-    assert stop.reason == ("the anthropic API key was refused (401): replace it in "
-                           "$OMS_HOME/providers/anthropic or ANTHROPIC_API_KEY, then resume")  # fmt: skip
+    assert stop.reason == (
+        "the anthropic API key was refused (401): replace it in "
+        "$OMS_HOME/providers/anthropic or ANTHROPIC_API_KEY, then resume"
+    )
     again = meter.admit("anthropic", "/v1/messages")
     assert again is not None and again.event == "login"  # not sent with the same key again
     assert meter.admit("openai", "/v1/responses") is None
