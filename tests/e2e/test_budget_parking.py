@@ -27,7 +27,7 @@ from support.repos import git, make_repo
 from gatekeeper.gates.records import init
 from gatekeeper.work import roles
 from gatekeeper.work.budget import BudgetSpent
-from gatekeeper.work.conductor import tokens, workers
+from gatekeeper.work.conductor import tokens, view, workers
 from gatekeeper.work.dispatch import _plan
 from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import Spent
@@ -157,6 +157,9 @@ def test_a_budget_of_one_request_refuses_the_second_and_parks_the_lane(lab_of: o
     assert d.envelope.budget.ticket_spent == Spent()
     [seen] = parked_events(work)  # the broker's publish and the worker's, recorded once
     assert seen["event"] == "budget" and str(seen["reason"]).startswith(want)
+    # The HUD says why and does not suggest a dispatch that would only stop again.
+    [hint] = [n for n in view.snapshot(work)["next"] if n["what"].startswith(ticket)]
+    assert want in hint["what"] and hint["command"].startswith("a human acts on the reason")
     # Nothing retries into a spent budget: the next dispatch is refused before it starts.
     role = roles.require(roles.resolve(work.loaded, "impl"), unattended=True)
     with pytest.raises(BudgetSpent, match="budget spent: the ticket used 1 of 1 requests"):
