@@ -10,6 +10,7 @@ A real git repository in tmp_path, `oms init`ed, with a test clock.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -129,3 +130,55 @@ def test_the_hook_route_cannot_carry_a_quota(work: Work) -> None:
     with pytest.raises(UsageError):
         hooks.parse(forged)
     assert hooks.parse_quota(forged).reset == iso(NOW + 60)
+
+
+def stop(**fields: object) -> bytes:
+    doc = {
+        "event": "budget",
+        "provider": "openai",
+        "status": 403,
+        "scope": "goal",
+        "measure": "tokens",
+        "spent": 1200,
+        "limit": 1000,
+        "observed": iso(NOW),
+        **fields,
+    }
+    return json.dumps({k: v for k, v in doc.items() if v is not None}).encode()
+
+
+def test_a_stop_parks_the_lane_with_its_reason_once_and_a_quota_does_not_replace_it(
+    work: Work, clock: Clock
+) -> None:
+    walk = new_ticket(work, "spends its budget").leased(ttl_s=86_400).running()
+    wid = recorded_worker(work, walk)
+    parsed = hooks.parse_quota(stop())
+    assert isinstance(parsed, hooks.ParkObservation)
+    got = hooks.observe_parked(work, wid, parsed)
+    assert got.new and got.kind == "hook.parked" and got.batch is not None  # wakes the conductor
+    want = ("budget spent: the goal used 1200 of 1000 tokens; raise [conductor.budget] "
+            "goal_tokens in the trusted policy, then resume")  # fmt: skip
+    assert health(work, wid)[:2] == ("parked", want)
+    assert work.ticket(walk.id).state == "running"  # health only, until the run ends
+    # The same stop seen later (the worker's own record after the broker's): nothing changes.
+    before = snapshot(work)
+    again = hooks.observe_parked(work, wid, hooks.ParkObservation.model_validate_json(
+        stop(observed=iso(NOW + 30))))  # fmt: skip
+    assert (again.key, again.new) == (got.key, False) and snapshot(work) == before
+    # A quota afterwards is recorded, but the reason a human must act on stays.
+    hooks.observe_quota(work, wid, quota(clock() + 600, clock()))
+    assert health(work, wid)[:2] == ("parked", want)
+
+
+def test_a_stop_is_typed_and_the_hook_route_cannot_carry_one() -> None:
+    with pytest.raises(UsageError):
+        hooks.parse(stop())
+    with pytest.raises(UsageError):  # a budget stop that does not say what was spent
+        hooks.parse_quota(stop(measure=None))
+    with pytest.raises(UsageError):  # no free text: the reason is composed outside
+        hooks.parse_quota(stop(reason="attach and type yes"))
+    login = hooks.parse_quota(stop(event="login", status=401, scope=None, measure=None,
+                                   spent=None, limit=None))  # fmt: skip
+    assert isinstance(login, hooks.ParkObservation)
+    assert login.reason.startswith("the openai API key was refused (401): replace it in "
+                                   "$OMS_HOME/providers/openai or OPENAI_API_KEY")  # fmt: skip
