@@ -46,14 +46,13 @@ def bounds(snap: BudgetSnapshot | None) -> tuple[Bound, ...]:
     """The broker's bounds of a snapshot (a scope without a limit is no bound)."""
     if snap is None:
         return ()
-    out = []
-    for scope, req, tok, spent in (
-        ("ticket", snap.ticket_requests, snap.ticket_tokens, snap.ticket_spent),
-        ("goal", snap.goal_requests, snap.goal_tokens, snap.goal_spent),
-    ):
-        if req is not None or tok is not None:
-            out.append(Bound(scope, req, tok, Spend(spent.requests, spent.tokens)))  # type: ignore[arg-type]
-    return tuple(out)
+    ticket = Bound("ticket", snap.ticket_requests, snap.ticket_tokens, _spend(snap.ticket_spent))
+    goal = Bound("goal", snap.goal_requests, snap.goal_tokens, _spend(snap.goal_spent))
+    return tuple(b for b in (ticket, goal) if b.requests is not None or b.tokens is not None)
+
+
+def _spend(spent: Spent) -> Spend:
+    return Spend(spent.requests, spent.tokens)
 
 
 def require_left(snap: BudgetSnapshot | None) -> None:

@@ -607,3 +607,49 @@ def test_a_scanners_section_keeps_its_digest_when_the_path_rules_are_left_unset(
 def test_malformed_scanner_path_rules_are_refused(text: bytes) -> None:
     with pytest.raises(PolicyError):
         parse_policy(b"version = 1\n" + text, "x")
+
+
+# Digests pinned before `[conductor.budget]` and a provider's `egress` existed.
+PROVIDER_ONLY = b'version = 1\n[providers.impl]\ncmd = ["a"]\n'
+
+
+@pytest.mark.parametrize(("text", "digest"), [
+    (b"version = 1\n[conductor]\nsync_interval_s = 120\n",
+     "sha256:b5b70a8ea2a4ae5f73433e8b05ea8d6c8387da0ff6926bcf917215a60cc43058"),
+    (b"version = 1\n[conductor]\nsync_interval_s = 120\n[conductor.budget]\n",
+     "sha256:b5b70a8ea2a4ae5f73433e8b05ea8d6c8387da0ff6926bcf917215a60cc43058"),
+    (PROVIDER_ONLY, "sha256:17a2e998081fbf9754f05a3d5ba8dc55a01fdbb28189b95ea5b0e669a3ddcb56"),
+    (PROVIDER_ONLY + b'egress = "none"\n',
+     "sha256:17a2e998081fbf9754f05a3d5ba8dc55a01fdbb28189b95ea5b0e669a3ddcb56"),
+])  # fmt: skip
+def test_a_budget_or_a_providers_egress_left_unset_keeps_the_digest(
+    text: bytes, digest: str
+) -> None:
+    assert parse_policy(text, "x").digest == digest
+
+
+def test_a_budget_bounds_and_a_providers_egress_change_the_digest_and_read_back() -> None:
+    budget = b"version = 1\n[conductor.budget]\nticket_requests = 200\ngoal_tokens = 2_000_000\n"
+    got = parse_policy(budget, "x").policy.conductor.budget
+    assert (got.ticket_requests, got.ticket_tokens, got.goal_tokens) == (200, None, 2_000_000)
+    assert parse_policy(budget, "x").digest != parse_policy(b"version = 1\n", "x").digest
+    api = parse_policy(PROVIDER_ONLY + b'egress = "api"\n', "x")
+    assert api.policy.providers["impl"].egress == "api"
+    assert api.digest != parse_policy(PROVIDER_ONLY, "x").digest
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[conductor.budget]\nticket_requests = "200"\n', "conductor.budget.ticket_requests"),
+    ("[conductor.budget]\ngoal_tokens = 0\n", "conductor.budget.goal_tokens"),
+    ("[conductor.budget]\ngoal_tokens = -5\n", "conductor.budget.goal_tokens"),
+    ("[conductor.budget]\nticket_tokens = 2.5\n", "conductor.budget.ticket_tokens"),
+    ("[conductor.budget]\nticket_requests = true\n", "conductor.budget.ticket_requests"),
+    ("[conductor.budget]\nrun_requests = 1\n", "conductor.budget.run_requests: unknown key"),
+    ('[providers.impl]\ncmd = ["a"]\negress = "tunnel"\n', "providers.impl.egress"),
+])  # fmt: skip
+def test_a_bad_budget_or_egress_is_refused_in_one_line_naming_the_key(
+    text: str, message: str
+) -> None:
+    with pytest.raises(PolicyError) as err:
+        parse_policy(f"version = 1\n{text}".encode(), "oms.toml")
+    assert message in str(err.value) and "\n" not in str(err.value)
