@@ -54,11 +54,12 @@ def dispatch(repo_dir: Path, ticket: str, lease_token: str, role_name: str, nonc
         try:
             doc = task_document(work, started)
             got = run(ProviderRequest(work.repo.top, plan.base, role, plan.run_id, doc,
-                                      timeout_s=timeout_s, loaded=work.loaded))  # fmt: skip
+                                      timeout_s=timeout_s, loaded=work.loaded,
+                                      budget=budget.bounds(plan.budget)))  # fmt: skip
         except Exception as exc:
             _end_quietly(work, started, lease_token, refusal(exc).message)
             raise
-        settle(work, started, lease_token, got)
+        settle(work, started, lease_token, got, got.stopped)
         return _shown(work, started.id, role, got)
 
 

@@ -28,7 +28,7 @@ from gatekeeper.gates.records import init
 from gatekeeper.work import roles
 from gatekeeper.work.budget import BudgetSpent
 from gatekeeper.work.conductor import tokens, view, workers
-from gatekeeper.work.dispatch import _plan
+from gatekeeper.work.dispatch import _plan, dispatch
 from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import Spent
 
@@ -181,6 +181,19 @@ def test_the_budget_counts_every_attempt_of_the_ticket(lab_of: object) -> None:
     t = work.ticket(ticket)
     assert t.health == "parked"
     assert (t.reason or "").startswith("budget spent: the ticket used 3 of 3 requests")
+
+
+def test_oms_dispatch_holds_its_run_to_the_budget_too(lab_of: object) -> None:
+    with fake_anthropic("true") as fake:
+        work = lab_of("ticket_requests = 1", fake.url)  # type: ignore[operator]
+        goal = work.create_goal("ship it", "tickets done", "until-empty", new_nonce())
+        ticket = work.add_ticket(goal.id, "spend", b"talk to the model", new_nonce()).id
+        lease, _ = work.lease_ticket(ticket, work.ticket(ticket).version, new_nonce())
+        out = dispatch(work.repo.top, ticket, lease.token, "impl", new_nonce())
+        assert len(fake.model_requests()) == 1
+    assert markers(work, out["dispatch"]["id"]) == [200, 403]
+    assert out["dispatch"]["reason"].startswith("budget spent: the ticket used 1 of 1 requests")
+    assert out["ticket"]["state"] == "retryable"
 
 
 def test_a_401_from_the_provider_parks_the_lane_saying_how_to_fix_it(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gatekeeper.agent.budget import Bound
 from gatekeeper.agent.run import AgentRunOutcome
 from gatekeeper.errors import Unavailable
 from gatekeeper.scan import ScanItem
@@ -76,6 +77,7 @@ class ProviderRequest:
     document: bytes  # the task or grading document: stdin and $OMS_TASK_FILE, never argv
     timeout_s: int | None = None  # None: the role's
     output_schema: Mapping[str, Any] | None = None  # a grader's JSON schema for its answer
+    budget: tuple[Bound, ...] = ()  # the broker's bounds (`[conductor.budget]`, spent so far)
     loaded: LoadedPolicy = field(kw_only=True)  # the trusted policy the answer is scanned under
 
 
@@ -95,6 +97,7 @@ class ProviderReceipt:
     workspace: str
     redacted: int = 0  # findings in the answer, whose lines `output` shows as a marker
     spend: tuple[int, int] | None = None  # model requests, tokens: an `api` run's broker's
+    stopped: str | None = None  # why its broker stopped the run's model traffic, if it did
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": self.engine, "run_id": self.run_id, "exit_code": self.exit_code,
@@ -136,4 +139,5 @@ def receipt(role: Role, loaded: LoadedPolicy, out: AgentRunOutcome, answer: byte
         output=bounded(output), usage=usage, evidence_seq=out.evidence_seq,
         workspace=out.workspace, redacted=found,
         spend=(out.egress.model_requests, out.egress.tokens) if out.egress_mode == "api" else None,
+        stopped=out.egress.stopped.reason if out.egress.stopped is not None else None,
     )  # fmt: skip

@@ -67,7 +67,7 @@ def claude_request(req: ProviderRequest) -> AgentRunRequest:
         repo_dir=req.repo_dir, cmd=claude_argv(role), agent="claude-code", egress="api",
         base_ref=req.base, capture=True, run_id=req.run_id, stdin=req.document,
         task_file=req.document, timeout_s=req.timeout_s or role.timeout_s,
-        read_only=role.authority == "read-only",
+        read_only=role.authority == "read-only", budget=req.budget,
     )  # fmt: skip
 
 

@@ -83,6 +83,7 @@ def codex_request(req: ProviderRequest) -> AgentRunRequest:
         egress=egress, base_ref=req.base, capture=True, run_id=req.run_id,
         stdin=req.document, task_file=req.document, schema_file=schema,
         timeout_s=req.timeout_s or role.timeout_s, read_only=role.authority == "read-only",
+        budget=req.budget,
     )  # fmt: skip
 
 

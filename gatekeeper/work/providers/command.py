@@ -29,10 +29,11 @@ def command_request(req: ProviderRequest) -> AgentRunRequest:
     if req.output_schema is not None:
         schema = json.dumps(req.output_schema, sort_keys=True).encode()
     return AgentRunRequest(
-        repo_dir=req.repo_dir, cmd=role.cmd, agent="command", egress="none",
+        repo_dir=req.repo_dir, cmd=role.cmd, agent="command",
+        egress="api" if role.egress == "api" else "none",
         base_ref=req.base, capture=True, run_id=req.run_id, stdin=req.document,
         task_file=req.document, schema_file=schema, timeout_s=req.timeout_s or role.timeout_s,
-        read_only=role.authority == "read-only",
+        read_only=role.authority == "read-only", budget=req.budget,
     )  # fmt: skip
 
 
