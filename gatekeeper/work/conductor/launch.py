@@ -27,8 +27,8 @@ from pathlib import Path
 
 from evidence import state_root
 from evidence.state import ensure_private_dir
-from gatekeeper.agent.codex_sessions import stored_session
 from gatekeeper.agent.budget import Bound
+from gatekeeper.agent.codex_sessions import stored_session
 from gatekeeper.agent.kinds import INSIDE_OMS
 from gatekeeper.agent.payloads import AgentKind, EgressMode
 from gatekeeper.agent.run import SOURCE, AgentRunRequest
@@ -190,7 +190,8 @@ def codex_store(top: Path, ticket: str) -> Path:
 
 
 def codex_worker_request(role: Role, top: Path, d: Dispatch, document: bytes, worker_id: str,
-                         timeout_s: int, budget: tuple[Bound, ...] = ()) -> AgentRunRequest:  # fmt: skip
+                         timeout_s: int,
+                         budget: tuple[Bound, ...] = ()) -> AgentRunRequest:  # fmt: skip
     """An api-key (or no-auth) Codex worker: `codex exec` with the exec provider's flags,
     ending by itself, its stdin /dev/null and its text output in the pane; a later attempt of
     the same ticket resumes that ticket's stored session (`codex exec resume`)."""
