@@ -74,10 +74,6 @@ def anthropic_events(
     the tool `tool` with `tool_input`, when the request offers it), the final text once a
     tool_result is back, a short text for any side call."""
     model = body.get("model", "claude-fake")
-    start = {"type": "message_start", "message": {
-        "id": "msg_oms_fake", "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": 1, "output_tokens": 1}}}  # fmt: skip
     done = _has_tool_result(body, TOOL_USE_ID if tool_input is not None else None)
     if not done and _offers_tool(body, tool):
         block = {"type": "tool_use", "id": TOOL_USE_ID, "name": tool, "input": {}}
@@ -95,6 +91,29 @@ def anthropic_events(
         text = FINAL_TEXT if done else "oms fake title"
         delta = {"type": "text_delta", "text": text}
         stop_reason = "end_turn"
+    return anthropic_frames(model, block, delta, stop_reason)
+
+
+def anthropic_call(body: dict[str, Any], use_id: str, name: str,
+                   args: dict[str, Any]) -> list[bytes]:  # fmt: skip
+    """The SSE frames of one assistant turn that calls the tool `name` with `args`."""
+    block = {"type": "tool_use", "id": use_id, "name": name, "input": {}}
+    delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+    return anthropic_frames(body.get("model", "claude-fake"), block, delta, "tool_use")
+
+
+def anthropic_text(body: dict[str, Any], text: str) -> list[bytes]:
+    """The SSE frames of one assistant turn that only answers `text` and ends."""
+    block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": text}
+    return anthropic_frames(body.get("model", "claude-fake"), block, delta, "end_turn")
+
+
+def anthropic_frames(model: str, block: dict[str, Any], delta: dict[str, Any],
+                     stop_reason: str) -> list[bytes]:  # fmt: skip
+    start = {"type": "message_start", "message": {
+        "id": "msg_oms_fake", "type": "message", "role": "assistant", "model": model,
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1}}}  # fmt: skip
     return [
         sse("message_start", start),
         sse("content_block_start", {"type": "content_block_start", "index": 0,
