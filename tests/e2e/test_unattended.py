@@ -1,0 +1,290 @@
+"""The unattended loop, end to end: a goal's two GitHub tickets become two draft PRs with no
+input after the conductor starts (issue 31).
+
+Real parts: the real Claude Code CLI as the conductor, started by `oms conductor start
+--no-attach` on oms' private tmux socket, under the real `oms agent run` (bwrap) with its
+bridge relayed over the broker; its SessionStart/Stop hooks running `oms conductor
+wait-event`; `oms events sync github` run as the schedule runs it; worker panes running
+`oms conductor worker` under `oms agent run`; the real result gate (bwrap, Gitleaks,
+detect-secrets) and grade; a real bare remote on disk; real git and work.db.
+
+Stand-ins, for what cannot run here: the model provider (tests/support/unattended.py
+scripts the conductor's turns from each request's content: propose_goal, then, once woken
+with the dispatchable tickets, prepare/advise/propose for each, one start_team, and
+process_result for each), GitHub (the loopback GitHub-shaped server of `oms trace fixture`,
+and a `gh` on PATH whose `gh auth token` answers the stand-in's token: the conductor's pane
+is given no token variable), and, for now, the two workers: `command:` roles writing
+start and end markers and committing. REAL_CLI_WORKERS switches them to an interactive
+Claude Code worker and a Codex worker on the same fakes, once those run unattended.
+
+A tmux on PATH records every call oms makes to tmux: none types into a pane (send-keys).
+Skipped, saying why, without tmux, bwrap or the npm-installed CLI (`make agents`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import string
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support.oms import run_oms
+from support.repos import git, make_repo
+from support.unattended import (
+    WORKER_PY,
+    ConductorScript,
+    calls,
+    is_conductor,
+    messages_fake,
+    responses_fake,
+    woken,
+)
+
+from gatekeeper.gates.records import init
+from gatekeeper.work import roles
+from gatekeeper.work.conductor.start import confirmed_path
+from gatekeeper.work.conductor.tmux import Tmux, socket_for
+from gatekeeper.work.conductor.trace_github import FakeGitHub, bare_head
+from gatekeeper.work.fence import Work
+from policy.load import parse_policy
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / ".cache" / "agents" / "node_modules" / ".bin"
+PY = "/usr/bin/python3"
+TMUX = shutil.which("tmux")
+pytestmark = [
+    pytest.mark.skipif(
+        TMUX is None or not os.access("/usr/bin/bwrap", os.X_OK) or not os.access(PY, os.X_OK),
+        reason="needs tmux (Debian: apt-get install tmux), /usr/bin/bwrap and /usr/bin/python3",
+    ),
+    pytest.mark.skipif(
+        not os.access(BIN / "claude", os.X_OK) or not os.access(BIN / "codex", os.X_OK),
+        reason="claude or codex is not installed under .cache/agents: run `make agents` "
+        "(needs npm)",
+    ),
+]
+# False: the workers are scripted `command:` roles. True: the real CLIs, on the fakes'
+# scripted turns (a Bash / exec_command call writing the markers and committing), once a
+# Claude Code worker runs interactive to its receipt with no one at its pane and Codex
+# runs on `codex exec` (issue 31, w-claude and w-codex).
+REAL_CLI_WORKERS = False
+GH_REPO = "octo/unattended"
+TOKEN = "gh-stand-in-token"  # nosec B105 (the stand-in accepts any token)
+WAIT_S = 300.0  # a bound on waiting, never an assertion on time
+
+
+def _command(name: str, authority: str, script: str) -> str:
+    """A scripted `command:` role running `script` with python."""
+    return "\n".join([
+        f"[roles.{name}]", f'provider = "command:{name}"', 'model = "scripted"',
+        'auth = "none"', 'billing = "none"', 'transport = "exec"',
+        f'authority = "{authority}"', "unattended = true", "timeout_s = 120", "",
+        f"[providers.{name}]", f"cmd = [{json.dumps(PY)}, \"-c\", {json.dumps(script)}]", "",
+    ])  # fmt: skip
+
+
+# The real CLIs as workers, on an API key the broker injects; "none" is true of the fakes.
+REAL_WORKERS = """[roles.claude_worker]
+provider = "claude-code"
+model = "claude-sonnet-4-5"
+auth = "api-key"
+billing = "none"
+transport = "interactive"
+authority = "worktree-write"
+unattended = true
+timeout_s = 180
+
+[roles.codex_worker]
+provider = "codex-cli"
+model = "gpt-5.5"
+auth = "api-key"
+billing = "none"
+transport = "exec"
+authority = "worktree-write"
+unattended = true
+timeout_s = 180
+"""
+SCRIPTED_WORKERS = _command("claude_worker", "worktree-write", WORKER_PY) + "\n" + _command(
+    "codex_worker", "worktree-write", WORKER_PY)  # fmt: skip
+ADVISOR = 'print(\'{"verdict": "approve", "reasons": ["the task matches the ticket"]}\')'
+GRADER = 'print(\'{"grade": "pass", "reasons": ["the markers"], "confidence": 0.9}\')'
+
+
+def policy(real_workers: bool = REAL_CLI_WORKERS) -> str:
+    """The repository's policy: the real Claude Code conductor, two worker roles, a scripted
+    advisor and grader, one check, and delivery to `origin` as GH_REPO."""
+    return "\n".join([
+        "version = 1", "", "[[checks]]", 'name = "unit"',
+        f'cmd = [{json.dumps(PY)}, "-m", "unittest", "-q"]', "timeout_s = 120", "",
+        "[work]", 'grader = "grader"', "",
+        "[conductor]", 'advisor = "advisor"', 'remote = "origin"',
+        f'github_repo = "{GH_REPO}"', "",
+        "[roles.conductor]", 'provider = "claude-code"', 'model = "claude-sonnet-4-5"',
+        'auth = "api-key"', 'billing = "none"', 'transport = "interactive"',
+        'authority = "read-only"', "",
+        REAL_WORKERS if real_workers else SCRIPTED_WORKERS, "",
+        _command("advisor", "read-only", ADVISOR), _command("grader", "read-only", GRADER),
+    ])  # fmt: skip
+
+
+TEST_FILE = ("import unittest\n\n\nclass T(unittest.TestCase):\n"
+             "    def test_ok(self):\n        self.assertTrue(True)\n")  # fmt: skip
+GOAL = {"objective": "ship the ready GitHub tickets", "stop_when": "both are draft PRs",
+        "horizon": "until-empty"}  # fmt: skip
+WORKER_ROLES = ("claude_worker", "codex_worker")
+SCRIPT = ConductorScript(GOAL, WORKER_ROLES)
+
+
+def until(what: Callable[[], bool], why: str, limit_s: float = WAIT_S) -> None:
+    """Poll for `what` (a bound on waiting, never an assertion on time)."""
+    end = time.monotonic() + limit_s
+    while not what():
+        if time.monotonic() > end:
+            raise AssertionError(f"never happened: {why}")
+        time.sleep(0.5)
+
+
+@dataclass
+class Lab:
+    work: Work
+    repo: Path
+    origin: Path
+    env: dict[str, str]
+    tmux_log: Path
+
+
+def _shims(where: Path, log: Path) -> Path:
+    """`tmux` recording each call oms makes (then the real one), and `gh` whose `auth
+    token` is the stand-in's (the stand-in for a user's `gh auth login`)."""
+    where.mkdir()
+    (where / "tmux").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{TMUX}" "$@"\n')
+    (where / "gh").write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "auth token" ] && echo "{TOKEN}" && exit 0\nexit 1\n'
+    )
+    for f in ("tmux", "gh"):
+        (where / f).chmod(0o755)
+    return where
+
+
+@pytest.fixture
+def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    repo = make_repo(tmp_path / "repo", {"oms.toml": policy(), "test_sample.py": TEST_FILE},
+                     env=oms_env)  # fmt: skip
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", str(origin), env=oms_env)
+    git(repo, "remote", "add", "origin", str(origin), env=oms_env)
+    git(repo, "push", "-q", "origin", "HEAD:main", env=oms_env)
+    init(repo)
+    runtime = tempfile.mkdtemp(prefix="oms-rt-")  # short: a socket path is at most 107 bytes
+    os.chmod(runtime, 0o700)
+    log = tmp_path / "tmux-calls.log"
+    shims = _shims(tmp_path / "shims", log)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
+    monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
+    for k, v in oms_env.items():
+        if k.startswith(("OMS_", "GIT_")):
+            monkeypatch.setenv(k, v)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(shims), str(BIN), os.environ["PATH"]]))
+    key = "".join(random.choices(string.ascii_letters, k=32))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-" + key)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-" + key)
+    work = Work.open(repo)
+    socket = socket_for(work.repo.repo_id)
+    try:
+        yield Lab(work, repo, origin, dict(os.environ), log)
+    finally:
+        Tmux(socket).kill_server()
+        work.close()
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def oms(lab: Lab, *args: str, **extra: str) -> dict[str, object]:
+    done = run_oms([*args, "--json"], env={**lab.env, **extra}, cwd=lab.repo, timeout=180)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return dict(json.loads(done.stdout))
+
+
+def states(work: Work) -> dict[str, str]:
+    return {r["id"]: r["state"] for r in work.db.read("SELECT id, state FROM tickets")}
+
+
+def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(lab: Lab) -> None:
+    with messages_fake(SCRIPT) as claude, responses_fake() as codex, FakeGitHub(
+        GH_REPO, bare_head(str(lab.origin), lab.env)
+    ) as gh:  # fmt: skip
+        gh.add_issue(1, "Add the markers", "Write start and end markers.", ["oms:ready"])
+        gh.add_issue(2, "Add them again", "Write start and end markers too.", ["oms:ready"])
+        env = {"OMS_EGRESS_UPSTREAM_ANTHROPIC": claude.url,
+               "OMS_EGRESS_UPSTREAM_OPENAI": codex.url, "OMS_GITHUB_API_URL": gh.url}  # fmt: skip
+        lab.env.update(env)
+        confirmed_path(lab.work).write_text("{}")  # confirmed once at a terminal before
+        started = oms(lab, "conductor", "start", "--no-attach", "--repo", str(lab.repo))
+        # As the schedule runs it: GitHub's ready issues become tickets and a notification.
+        synced = oms(lab, "events", "sync", "github", "--dir", str(lab.repo),
+                     GITHUB_TOKEN=TOKEN)  # fmt: skip
+        tickets = list(synced["tickets"])  # type: ignore[call-overload]
+        assert len(tickets) == 2
+        try:
+            until(lambda: all(states(lab.work).get(t) == "completed" for t in tickets)
+                  and len(lab.work.db.read("SELECT ticket FROM deliveries WHERE state = "
+                                           "'confirmed'")) == 2,
+                  "both tickets completed and delivered")  # fmt: skip
+        except AssertionError:
+            pane = Tmux(str(started["socket"])).capture(str(started["pane"]), 60)
+            raise AssertionError(
+                f"tickets {states(lab.work)}; the conductor's pane:\n{pane}\n"
+                f"its last calls: {claude.tool_outputs()[-4:]}"
+            ) from None
+    for t in tickets:
+        (d,) = lab.work.db.read("SELECT * FROM deliveries WHERE ticket = ?", t)
+        (v,) = lab.work.db.read("SELECT * FROM verifications WHERE ticket = ? AND state = "
+                                "'finished'", t)  # fmt: skip
+        assert v["decision"] == "READY_FOR_HUMAN"
+        verified = lab.work.dispatch(v["dispatch"]).run
+        assert verified is not None and verified.candidate == d["commit_sha"]
+        # The draft PR on the stand-in and the branch on the bare remote: the verified commit.
+        (pr,) = [p for p in gh.pulls if p["number"] == d["pr_number"]]
+        assert pr["draft"] and pr["state"] == "open" and pr["head"]["ref"] == d["branch"]
+        assert git(lab.origin, "rev-parse", f"refs/heads/{d['branch']}",
+                   env=lab.env).strip() == d["commit_sha"]  # fmt: skip
+        # Containment: the worker's contained code ran from start to end, and committed.
+        assert git(lab.repo, "show", f"{d['commit_sha']}:start.marker",
+                   env=lab.env) == "oms-worker-start\n"  # fmt: skip
+        assert git(lab.repo, "show", f"{d['commit_sha']}:end.marker",
+                   env=lab.env).startswith("oms-worker-end ")  # fmt: skip
+    assert len(gh.pulls) == 2
+    # The conductor did it: woken by wait-event with the tickets' ids (never their text), it
+    # got each ticket's READY_FOR_HUMAN from its own process_result call.
+    bodies = [r.json() for r in claude.model_requests()]
+    mine = [b for b in bodies if is_conductor(b)]
+    assert any(woken(b) for b in mine), "wait-event never woke the conductor"
+    decided = [c for b in mine for c in calls(b) if c.name == "process_result" and c.result]
+    ready = {c.args["ticket"] for c in decided if c.result["decision"] == "READY_FOR_HUMAN"}
+    assert ready == set(tickets)
+    assert not [b for b in mine if "Add the markers" in json.dumps(b)]
+    assert GOAL["objective"] in [
+        r["objective"] for r in lab.work.db.read("SELECT objective FROM goals")
+    ]
+    used = {r["role"] for r in lab.work.db.read("SELECT role FROM dispatches")}
+    assert used == set(WORKER_ROLES)
+    # Nothing typed at any pane: oms called tmux (the panes were made) and never send-keys.
+    calls = lab.tmux_log.read_text().splitlines()
+    assert any(" new-window " in f" {c} " or " new-session " in f" {c} " for c in calls)
+    assert not [c for c in calls if {"send-keys", "send", "paste-buffer"} & set(c.split())]
+
+
+def test_the_real_cli_worker_roles_the_switch_turns_on_parse_and_resolve() -> None:
+    """REAL_CLI_WORKERS' roles are valid policy: Claude Code and Codex on an API key.
+    (Whether they may run unattended is the workers' eligibility rule, issue 31.)"""
+    loaded = parse_policy(policy(real_workers=True).encode(), "oms.toml")
+    for name, provider in zip(WORKER_ROLES, ("claude-code", "codex-cli"), strict=True):
+        role = roles.resolve(loaded, name)
+        assert (role.provider, role.auth, role.billing) == (provider, "api-key", "none")
+        assert role.authority == "worktree-write"
