@@ -21,6 +21,7 @@ BENCHES = [
     "work_bench.py",
     "runs_bench.py",
     "events_bench.py",
+    "loop_bench.py",
 ]
 
 
