@@ -7,9 +7,9 @@ tools it offers, the tool results and the wake line in its messages), never from
 of requests: the CLIs make side calls (a session title, a pre-connect probe).
 
 One Messages fake serves the conductor and a Claude Code worker (they share the broker's
-upstream): the conductor is the one offered the bridge's `mcp__oms__*` tools (or, before
-its server connects, WaitForMcpServers without any writing tool); a worker is offered
-Bash and the editing tools; a side call is offered none.
+upstream): the conductor is the one offered the bridge's tools (`mcp__oms__propose_goal`…,
+or, before its server connects, WaitForMcpServers) and no writing tool; a worker is
+offered Bash and the editing tools; a side call is offered none.
 """
 
 from __future__ import annotations
@@ -205,10 +205,11 @@ def offered(body: dict[str, Any]) -> set[str]:
 
 
 def is_conductor(body: dict[str, Any]) -> bool:
-    """The conductor is offered the bridge's tools, or (while its server connects) waits
-    for them with no writing tool; a worker is offered Edit."""
+    """The conductor is offered no writing tool, and the bridge's tools or (while its
+    server connects) WaitForMcpServers; a worker is offered Edit (and maybe oms' own
+    `mcp__oms__*` gate tools, never the bridge's)."""
     names = offered(body)
-    return any(n.startswith(MCP) for n in names) or (WAIT_MCP in names and "Edit" not in names)
+    return "Edit" not in names and (f"{MCP}propose_goal" in names or WAIT_MCP in names)
 
 
 def messages_fake(script: ConductorScript) -> FakeModel:
