@@ -33,8 +33,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.fake_models import FakeModel
 from support.oms import run_oms
 from support.repos import git, make_repo
 from support.unattended import (
@@ -215,6 +217,18 @@ def states(work: Work) -> dict[str, str]:
     return {r["id"]: r["state"] for r in work.db.read("SELECT id, state FROM tickets")}
 
 
+def conductor_bodies(fake: FakeModel) -> list[dict[str, Any]]:
+    return [b for b in (r.json() for r in fake.model_requests()) if is_conductor(b)]
+
+
+def ready_told(fake: FakeModel) -> set[str]:
+    """The tickets whose READY_FOR_HUMAN the conductor's own process_result call returned
+    to its model."""
+    made = [c for b in conductor_bodies(fake) for c in calls(b)]
+    return {str(c.args["ticket"]) for c in made if c.name == "process_result" and c.result
+            and c.result.get("decision") == "READY_FOR_HUMAN"}  # fmt: skip
+
+
 def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(lab: Lab) -> None:
     with messages_fake(SCRIPT) as claude, responses_fake() as codex, FakeGitHub(
         GH_REPO, bare_head(str(lab.origin), lab.env)
@@ -236,6 +250,8 @@ def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(l
                   and len(lab.work.db.read("SELECT ticket FROM deliveries WHERE state = "
                                            "'confirmed'")) == 2,
                   "both tickets completed and delivered")  # fmt: skip
+            # (and the last process_result's answer reached the conductor's model)
+            until(lambda: ready_told(claude) == set(tickets), "the conductor was told both")
         except AssertionError:
             pane = Tmux(str(started["socket"])).capture(str(started["pane"]), 60)
             raise AssertionError(
@@ -262,12 +278,9 @@ def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(l
     assert len(gh.pulls) == 2
     # The conductor did it: woken by wait-event with the tickets' ids (never their text), it
     # got each ticket's READY_FOR_HUMAN from its own process_result call.
-    bodies = [r.json() for r in claude.model_requests()]
-    mine = [b for b in bodies if is_conductor(b)]
+    mine = conductor_bodies(claude)
     assert any(woken(b) for b in mine), "wait-event never woke the conductor"
-    decided = [c for b in mine for c in calls(b) if c.name == "process_result" and c.result]
-    ready = {c.args["ticket"] for c in decided if c.result["decision"] == "READY_FOR_HUMAN"}
-    assert ready == set(tickets)
+    assert ready_told(claude) == set(tickets)
     assert not [b for b in mine if "Add the markers" in json.dumps(b)]
     assert GOAL["objective"] in [
         r["objective"] for r in lab.work.db.read("SELECT objective FROM goals")
@@ -275,9 +288,9 @@ def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(l
     used = {r["role"] for r in lab.work.db.read("SELECT role FROM dispatches")}
     assert used == set(WORKER_ROLES)
     # Nothing typed at any pane: oms called tmux (the panes were made) and never send-keys.
-    calls = lab.tmux_log.read_text().splitlines()
-    assert any(" new-window " in f" {c} " or " new-session " in f" {c} " for c in calls)
-    assert not [c for c in calls if {"send-keys", "send", "paste-buffer"} & set(c.split())]
+    made = lab.tmux_log.read_text().splitlines()
+    assert any(" new-window " in f" {c} " or " new-session " in f" {c} " for c in made)
+    assert not [c for c in made if {"send-keys", "send", "paste-buffer"} & set(c.split())]
 
 
 def test_the_real_cli_worker_roles_the_switch_turns_on_parse_and_resolve() -> None:
