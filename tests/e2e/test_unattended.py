@@ -46,6 +46,7 @@ from support.unattended import (
     is_conductor,
     messages_fake,
     responses_fake,
+    stuck,
     woken,
 )
 
@@ -93,7 +94,16 @@ def _command(name: str, authority: str, script: str) -> str:
 
 
 # The real CLIs as workers, on an API key the broker injects; "none" is true of the fakes.
-REAL_WORKERS = """[roles.claude_worker]
+# (An external role's dispatch needs an approved transfer: this rule approves the
+# manifests the test previews for them before the conductor starts.)
+REAL_WORKERS = """[[transfer.autopilot]]
+name = "auto-workers"
+destinations = ["claude-code:claude-sonnet-4-5", "codex-cli:gpt-5.5"]
+max_bytes = 10000000
+context = ["repo"]
+require_clean_pushed = false
+
+[roles.claude_worker]
 provider = "claude-code"
 model = "claude-sonnet-4-5"
 auth = "api-key"
@@ -141,7 +151,7 @@ TEST_FILE = ("import unittest\n\n\nclass T(unittest.TestCase):\n"
 GOAL = {"objective": "ship the ready GitHub tickets", "stop_when": "both are draft PRs",
         "horizon": "until-empty"}  # fmt: skip
 WORKER_ROLES = ("claude_worker", "codex_worker")
-SCRIPT = ConductorScript(GOAL, WORKER_ROLES)
+DESTINATIONS = ("claude-code:claude-sonnet-4-5", "codex-cli:gpt-5.5")
 
 
 def until(what: Callable[[], bool], why: str, limit_s: float = WAIT_S) -> None:
@@ -217,8 +227,29 @@ def states(work: Work) -> dict[str, str]:
     return {r["id"]: r["state"] for r in work.db.read("SELECT id, state FROM tickets")}
 
 
+def transfers(lab: Lab) -> tuple[str, ...]:
+    """For the real CLI workers: one transfer manifest of the repository per worker role,
+    previewed before the conductor starts and approved by the policy's autopilot rule."""
+    if not REAL_CLI_WORKERS:
+        return ()
+    return tuple(str(oms(lab, "transfer", "preview", "--repo", str(lab.repo), "--to", to,
+                         "--purpose", "the worker's ticket", "--context", "repo",
+                         "--kind", "cli")["digest"]) for to in DESTINATIONS)  # fmt: skip
+
+
 def conductor_bodies(fake: FakeModel) -> list[dict[str, Any]]:
     return [b for b in (r.json() for r in fake.model_requests()) if is_conductor(b)]
+
+
+def not_stuck(fake: FakeModel) -> bool:
+    """True; fails at once when a bridge tool refused the conductor's script (the script
+    then ends its turn: nothing would ever move)."""
+    bodies = conductor_bodies(fake)
+    refused = stuck(calls(bodies[-1])) if bodies else None
+    if refused is not None:
+        told = [o for o in fake.tool_outputs() if refused in o]
+        raise AssertionError(f"the bridge refused {refused}: {told[-1:]}")
+    return True
 
 
 def ready_told(fake: FakeModel) -> set[str]:
@@ -230,7 +261,8 @@ def ready_told(fake: FakeModel) -> set[str]:
 
 
 def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(lab: Lab) -> None:
-    with messages_fake(SCRIPT) as claude, responses_fake() as codex, FakeGitHub(
+    script = ConductorScript(GOAL, WORKER_ROLES, transfers=transfers(lab))
+    with messages_fake(script) as claude, responses_fake() as codex, FakeGitHub(
         GH_REPO, bare_head(str(lab.origin), lab.env)
     ) as gh:  # fmt: skip
         gh.add_issue(1, "Add the markers", "Write start and end markers.", ["oms:ready"])
@@ -246,16 +278,17 @@ def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(l
         tickets = list(synced["tickets"])  # type: ignore[call-overload]
         assert len(tickets) == 2
         try:
-            until(lambda: all(states(lab.work).get(t) == "completed" for t in tickets)
+            until(lambda: not_stuck(claude)
+                  and all(states(lab.work).get(t) == "completed" for t in tickets)
                   and len(lab.work.db.read("SELECT ticket FROM deliveries WHERE state = "
                                            "'confirmed'")) == 2,
                   "both tickets completed and delivered")  # fmt: skip
             # (and the last process_result's answer reached the conductor's model)
             until(lambda: ready_told(claude) == set(tickets), "the conductor was told both")
-        except AssertionError:
+        except AssertionError as exc:
             pane = Tmux(str(started["socket"])).capture(str(started["pane"]), 60)
             raise AssertionError(
-                f"tickets {states(lab.work)}; the conductor's pane:\n{pane}\n"
+                f"{exc}; tickets {states(lab.work)}; the conductor's pane:\n{pane}\n"
                 f"its last calls: {claude.tool_outputs()[-4:]}"
             ) from None
     for t in tickets:

@@ -139,6 +139,15 @@ def _ok(made: Sequence[Call], name: str, **match: Any) -> Call | None:
     return None
 
 
+def stuck(made: Sequence[Call]) -> str | None:
+    """The tool refused in this history (but process_result's refusal while its ticket still
+    runs, which the script polls through, and a wait for the MCP server)."""
+    for c in made:
+        if c.refused and c.name not in ("process_result", WAIT_MCP):
+            return c.name
+    return None
+
+
 @dataclass(frozen=True)
 class ConductorScript:
     """The conductor's turns: a goal, then, once woken with the dispatchable tickets, for
@@ -148,11 +157,12 @@ class ConductorScript:
     goal: dict[str, Any]
     roles: tuple[str, ...]
     task: str = "Write the start and end markers and commit them, as the ticket says."
+    transfers: tuple[str, ...] = ()  # per role: the approved transfer an external role needs
 
     def next_call(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         made = calls(body)
-        if len(made) >= MAX_CALLS:
-            return None
+        if len(made) >= MAX_CALLS or stuck(made) is not None:
+            return None  # end the turn: a refusal here is the test's failure, not a retry
         if not any(c.name == "propose_goal" for c in made):
             return "propose_goal", self.goal
         wake = woken(body)
@@ -167,6 +177,8 @@ class ConductorScript:
                         "task": self.task}  # fmt: skip
                 if not any(c.name == "prepare_dispatch" for c in made):
                     args["notification"] = wake["notification"]
+                if self.transfers:
+                    args["transfer"] = self.transfers[i]
                 return "prepare_dispatch", args
             intent = {"intent": prep.result["intent"], "digest": prep.result["digest"]}
             if _ok(made, "advise_dispatch", intent=intent["intent"]) is None:
