@@ -321,9 +321,10 @@ def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(l
     used = {r["role"] for r in lab.work.db.read("SELECT role FROM dispatches")}
     assert used == set(WORKER_ROLES)
     # Nothing typed at any pane: oms called tmux (the panes were made) and never send-keys.
-    made = lab.tmux_log.read_text().splitlines()
-    assert any(" new-window " in f" {c} " or " new-session " in f" {c} " for c in made)
-    assert not [c for c in made if {"send-keys", "send", "paste-buffer"} & set(c.split())]
+    made = [c.split() for c in lab.tmux_log.read_text().splitlines()]
+    panes = [c for c in made if {"new-window", "new-session"} & set(c)]
+    assert len(panes) == 3, panes  # the conductor's and one per worker, all seen here
+    assert not [c for c in made if {"send-keys", "send", "paste-buffer"} & set(c)]
 
 
 def test_the_real_cli_worker_roles_the_switch_turns_on_parse_and_resolve() -> None:
