@@ -3,9 +3,11 @@
 A role that sends repository context to an external model (claude-code, codex-cli, or a
 command provider that says so) needs a transfer manifest of this repository that is not
 blocked, has not expired, and is approved or released by a human, or covered by an
-autopilot rule of the trusted policy. The transfer gate's own state decides; this only
-asks it. A role that is not external may name one too: it is checked the same way and
-recorded.
+autopilot rule of the trusted policy, whose destination is the role's own
+(`<provider>:<model>`, a command provider without its `command:` prefix): what a human
+approved for one model never carries context to another. The transfer gate's own state
+decides; this only asks it. A role that is not external may name one too: it is checked
+the same way and recorded.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from gatekeeper.work.providers.base import Role
 
 class TransferRefused(Blocked):
     """An external role's run without an approved, unexpired transfer manifest."""
+
+
+def destination_of(role: Role) -> str:
+    """`PROVIDER:MODEL` as `oms transfer preview --to` names the model a role reaches."""
+    return f"{role.provider.removeprefix('command:')}:{role.model}"
 
 
 def approved_transfer(work: Work, role: Role, digest: Sha256Digest | None,
@@ -49,4 +56,8 @@ def approved_transfer(work: Work, role: Role, digest: Sha256Digest | None,
     ):
         raise TransferRefused(f"transfer manifest {digest} is {status}, not approved, and no "
                               "autopilot rule covers it")  # fmt: skip
+    own, dest = destination_of(role), f"{m.destination.provider}:{m.destination.model}"
+    if role.external and dest != own:
+        raise TransferRefused(f"transfer manifest {digest} is for {dest}, not {own}: role "
+                              f"{role.name} sends its context to {own}"[:300])  # fmt: skip
     return str(digest)

@@ -127,7 +127,7 @@ def _dispatch(work: Work, ticket: str) -> Dispatch:
     lease, _ = work.lease_ticket(ticket, work.ticket(ticket).version, new_nonce())
     tokens.keep(work.repo.repo_id, ticket, lease.token)
     role = roles.require(roles.resolve(work.loaded, "coder"), unattended=True)
-    return work.begin_dispatch(ticket, lease.token, _plan(work, role, None), new_nonce())
+    return work.begin_dispatch(ticket, lease.token, _plan(work, role, None, ticket), new_nonce())
 
 
 def _run_worker(work: Work, d: Dispatch, monkeypatch: pytest.MonkeyPatch, command: str | None,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from support.oms import OMS, parse_single_json, run_oms
-from support.pty import trust_tip
+from support.pty import approve_copied, trust_tip
 from support.repos import commit_on, git, make_repo
 from support.work import dump
 
@@ -585,4 +585,19 @@ def test_an_external_role_with_a_transfer_nobody_approved_is_refused(
     lab, ticket, token = leased
     digest = _preview(lab, "elsewhere:model")["digest"]
     _refused(lab, 3, "blocked", "not approved",
+             *_dispatch_args(ticket, token, "outside", None, "--transfer", digest))  # fmt: skip
+
+
+def test_an_approved_transfer_for_another_destination_is_refused(
+    leased: tuple[Lab, str, str],
+) -> None:
+    """A human approved context for one model: it never carries an external role's
+    context to another (the role `outside` reaches `ext:scripted`)."""
+    lab, ticket, token = leased
+    shown = _preview(lab, "elsewhere:model")
+    digest, code = shown["digest"], shown["manifest"]["nonce"][:8]
+    rc, said = approve_copied(["transfer", "approve", digest, "--code", code], env=lab.env,
+                              cwd=lab.repo)  # fmt: skip
+    assert rc == 0, said
+    _refused(lab, 3, "blocked", "is for elsewhere:model, not ext:scripted",
              *_dispatch_args(ticket, token, "outside", None, "--transfer", digest))  # fmt: skip

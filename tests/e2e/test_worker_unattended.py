@@ -106,7 +106,7 @@ def dispatched(work: Work) -> Dispatch:
     lease, _ = work.lease_ticket(t.id, work.ticket(t.id).version, new_nonce())
     tokens.keep(work.repo.repo_id, t.id, lease.token)
     role = roles.require(roles.resolve(work.loaded, "impl"), unattended=True, worker_pane=True)
-    return work.begin_dispatch(t.id, lease.token, _plan(work, role, None), new_nonce())
+    return work.begin_dispatch(t.id, lease.token, _plan(work, role, None, t.id), new_nonce())
 
 
 def hook_calls(work: Work, run_id: str) -> list[dict[str, object]]:
