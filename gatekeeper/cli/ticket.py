@@ -1,5 +1,5 @@
-"""`oms ticket add|show|list|lease|deliver`: tickets, their immutable bodies, fenced leases
-and the delivery of a verified one."""
+"""`oms ticket add|show|list|lease|resume|deliver`: tickets, their immutable bodies, fenced
+leases, a parked lane resumed by a human, and the delivery of a verified one."""
 
 from __future__ import annotations
 
@@ -72,6 +72,18 @@ def ticket_lease(repo: Path, ticket_id: str, expected_version: int, nonce: str,
     lease = data["lease"]
     return Outcome(data, lines=[ticket_line(data["ticket"]),
                                 f"lease {lease['token']} until {lease['expires']}"])  # fmt: skip
+
+
+@ticket.command("resume")
+@REPO_OPTION
+@click.argument("ticket_id")
+@NONCE_OPTION
+@command
+def ticket_resume(repo: Path, ticket_id: str, nonce: str | None) -> Outcome:
+    """Resume a lane parked for budget or login, once you dealt with its reason."""
+    data = api.resume(repo, ticket_id, nonce)
+    return Outcome(data, lines=[ticket_line(data["ticket"]), "resumed: the conductor may "
+                                "dispatch it again"])  # fmt: skip
 
 
 @ticket.command("deliver")

@@ -85,6 +85,17 @@ def deliver(repo_dir: Path, ticket: str, nonce: str | None) -> dict[str, Any]:
         return deliver_ticket(work, ticket, nonce or new_nonce())
 
 
+def resume(repo_dir: Path, ticket: str, nonce: str | None) -> dict[str, Any]:
+    """A human resumes a ticket's parked lane; refused while the trusted policy's budget
+    for it is still spent (raise it, commit and trust the policy first)."""
+    from gatekeeper.work import budget
+
+    with opened(repo_dir) as work:
+        if work.ticket(ticket).health == "parked":
+            budget.require_left(budget.snapshot(work, ticket), "nothing changed")
+        return {"ticket": work.resume_ticket(ticket, nonce or new_nonce()).to_json()}
+
+
 def lease(repo_dir: Path, ticket: str, expected_version: int, nonce: str,
           ttl_s: int | None) -> dict[str, Any]:  # fmt: skip
     with opened(repo_dir) as work:

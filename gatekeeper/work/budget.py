@@ -55,8 +55,8 @@ def _spend(spent: Spent) -> Spend:
     return Spend(spent.requests, spent.tokens)
 
 
-def require_left(snap: BudgetSnapshot | None) -> None:
-    """BudgetSpent when any bound of `snap` is already reached."""
+def require_left(snap: BudgetSnapshot | None, then: str = "nothing dispatched") -> None:
+    """BudgetSpent when any bound of `snap` is already reached (`then`: what did not happen)."""
     for bound in bounds(snap):
         if (why := bound.reached(Spend())) is not None:
-            raise BudgetSpent(budget_reason(bound.scope, *why) + "; nothing dispatched")
+            raise BudgetSpent(f"{budget_reason(bound.scope, *why)}; {then}")

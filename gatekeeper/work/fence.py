@@ -75,6 +75,7 @@ from policy import LoadedPolicy
 
 _TICKET_COLUMNS = frozenset({"activity", "health", "attempts", "human_hold", "reason"})
 LEASABLE = ("pending", "retryable", "parked")
+PARKABLE = ("pending", "retryable")  # by health: a lane parked for a human (`resume_ticket`)
 RECOVERABLE = ("leased", "running", "verifying")  # when the lease has expired
 
 
@@ -94,6 +95,11 @@ class WrongState(Blocked):
     """The ticket is not in a state this operation may start from."""
 
 
+class LaneParked(Blocked):
+    """A pending or retryable ticket parked by health (budget, a refused login, a quota):
+    it is not leased until a human resumes it (or a quota's reset does)."""
+
+
 class AttemptsExhausted(Blocked):
     """The ticket has used every attempt the policy allows."""
 
@@ -105,6 +111,19 @@ class ReceiptRefused(Blocked):
 def new_nonce() -> str:
     """A fresh nonce for a transition oms starts itself (recording a run, finishing a verify)."""
     return f"oms-{secrets.token_hex(16)}"
+
+
+def parked_lane(state: str, health: str) -> bool:
+    """A ticket that waits for a human (or a quota's reset): not dispatched meanwhile."""
+    return state in PARKABLE and health == "parked"
+
+
+def refuse_parked(ticket: str, state: str, health: str, reason: str | None) -> None:
+    """LaneParked, with the reason, when `ticket` is a parked lane."""
+    if parked_lane(state, health):
+        why = (reason or "no reason recorded")[:300]
+        raise LaneParked(f"ticket {ticket} is {state} and parked ({why}); `oms ticket resume "
+                         f"{ticket}` once that is dealt with; nothing changed")  # fmt: skip
 
 
 def _new_id(prefix: str) -> str:
@@ -345,6 +364,25 @@ class Work:
                          nonce=nonce, detail={"from_goal": from_goal})  # fmt: skip
         return self.ticket(ticket)
 
+    def resume_ticket(self, ticket: str, nonce: str) -> Ticket:
+        """A human dealt with what parked a pending or retryable ticket's lane: its health
+        `healthy` again, the reason cleared, fenced on its version, and the conductor told
+        in the same transaction (`work.resume`). Any other ticket is refused unchanged."""
+        with self._fenced(nonce, "ticket.resume") as tx:
+            row = self._ticket_row(tx, ticket)
+            if not parked_lane(row["state"], row["health"]):
+                raise WrongState(f"ticket {ticket} is {row['state']}, health {row['health']}; "
+                                 "only a pending or retryable ticket parked by health is "
+                                 "resumed; nothing changed")  # fmt: skip
+            version = self._move(tx, row, row["state"], health="healthy", reason=None)
+            self._record(tx, p.TicketResumed, ticket, row["goal"], object="ticket", id=ticket,
+                         from_state=row["state"], to_state=row["state"], version=version,
+                         nonce=nonce, detail={"parked": (row["reason"] or "")[:500]})  # fmt: skip
+            outbox.notify_change(tx, "work.resume", f"work:resume:{ticket}@{version}",
+                                 {"ticket": ticket, "goal": row["goal"], "state": row["state"],
+                                  "health": "healthy"})  # fmt: skip
+        return self.ticket(ticket)
+
     def _ticket_row(self, tx: _Tx, ticket: str) -> sqlite3.Row:
         _checked(ticket, TICKET_ID_RE, "ticket id")
         row = tx.one("SELECT * FROM tickets WHERE id = ?", ticket)
@@ -408,6 +446,7 @@ class Work:
                     f"ticket {ticket} is {state}; only a pending, retryable or "
                     "parked ticket (or one whose lease expired) can be leased"
                 )
+            refuse_parked(ticket, state, row["health"], row["reason"])
             expires = now + ttl
             tx.run(
                 "INSERT INTO leases (token_sha256, ticket, state, expires, created) "
@@ -540,7 +579,9 @@ class Work:
     def end_dispatch(self, dispatch: str, token: str, reason: str,
                      nonce: str | None = None) -> Ticket:  # fmt: skip
         """A dispatch that ends with no receipt (no commit): the attempt is used, the ticket
-        `retryable`, or `blocked` at the attempt limit; the lease is released."""
+        `retryable`, or `blocked` at the attempt limit; the lease is released. A lane parked
+        by health keeps the park's reason on the ticket (what a human or a quota's reset
+        lifts); the dispatch records `reason`."""
         nonce = nonce or new_nonce()
         with self._fenced(nonce, "dispatch.end") as tx:
             d = self._dispatch_row(tx, dispatch)
@@ -555,7 +596,8 @@ class Work:
             tx.run("UPDATE attempts SET outcome = 'no-result' WHERE dispatch = ?", dispatch)
             state = self._next_after_failure(row)
             self._end_lease(tx, row["id"], "released")
-            version = self._move(tx, row, state, activity="idle", reason=reason[:500])
+            kept = row["reason"] if row["health"] == "parked" and row["reason"] else None
+            version = self._move(tx, row, state, activity="idle", reason=kept or reason[:500])
             self._record(tx, p.DispatchEnded, row["id"], row["goal"], object="dispatch",
                          id=dispatch, from_state="running", to_state=state, version=version,
                          nonce=nonce, lease=digest, detail={"attempt": d["attempt"]})  # fmt: skip

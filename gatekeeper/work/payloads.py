@@ -88,6 +88,12 @@ class TicketMoved(WorkRecord):
     KIND: ClassVar[str] = "work.ticket.move"
 
 
+class TicketResumed(WorkRecord):
+    """A human resumed a ticket whose lane was parked by health (`detail.parked`: why)."""
+
+    KIND: ClassVar[str] = "work.ticket.resume"
+
+
 class TicketLeased(WorkRecord):
     KIND: ClassVar[str] = "work.ticket.lease"
 
@@ -185,7 +191,7 @@ class WatchdogPassed(WorkRecord):
 
 
 KINDS: tuple[type[WorkRecord], ...] = (GoalCreated, TicketAdded, TicketMoved, TicketLeased,
-                                       DispatchStarted,
+                                       TicketResumed, DispatchStarted,
                                        DispatchRan, DispatchEnded, ReceiptFiled, VerifyStarted,
                                        VerifyFinished, RunCreated, RunStepped, ConductorChanged,
                                        IntentRecorded, WorkerChanged, TeamStarted, WaiterChanged,

@@ -25,7 +25,7 @@ from support.fake_models import fake_anthropic
 from support.repos import git, make_repo
 
 from gatekeeper.gates.records import init
-from gatekeeper.work import roles
+from gatekeeper.work import api, roles
 from gatekeeper.work.budget import BudgetSpent
 from gatekeeper.work.conductor import tokens, view, workers
 from gatekeeper.work.dispatch import _plan, dispatch
@@ -157,9 +157,12 @@ def test_a_budget_of_one_request_refuses_the_second_and_parks_the_lane(lab_of: o
     assert d.envelope.budget.ticket_spent == Spent()
     [seen] = parked_events(work)  # the broker's publish and the worker's, recorded once
     assert seen["event"] == "budget" and str(seen["reason"]).startswith(want)
-    # The HUD says why and does not suggest a dispatch that would only stop again.
+    # The HUD says why and suggests the human's resume, not a dispatch that would only stop
+    # again; the resume itself is refused while the budget is spent.
     [hint] = [n for n in view.snapshot(work)["next"] if n["what"].startswith(ticket)]
-    assert want in hint["what"] and hint["command"].startswith("a human acts on the reason")
+    assert want in hint["what"] and hint["command"] == f"oms ticket resume {ticket}"
+    with pytest.raises(BudgetSpent, match="nothing changed"):
+        api.resume(work.repo.top, ticket, None)
     # Nothing retries into a spent budget: the next dispatch is refused before it starts.
     role = roles.require(roles.resolve(work.loaded, "impl"), unattended=True)
     with pytest.raises(BudgetSpent, match="budget spent: the ticket used 1 of 1 requests"):

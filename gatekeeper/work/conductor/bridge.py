@@ -37,6 +37,7 @@ from gatekeeper.work.fence import (
     StaleVersion,
     Work,
     WrongState,
+    refuse_parked,
     token_digest,
 )
 from gatekeeper.work.model import DispatchPlan
@@ -160,6 +161,7 @@ def prepare_dispatch(work: Work, conductor: str, req: m.PrepareDispatch) -> dict
     if t.state not in LEASABLE:
         raise WrongState(f"ticket {t.id} is {t.state}; only a pending, retryable or parked "
                          "ticket is dispatched; nothing changed")  # fmt: skip
+    refuse_parked(t.id, t.state, t.health, t.reason)  # a human resumes it, not the conductor
     if t.attempts + 1 > work.max_attempts:
         raise AttemptsExhausted(f"ticket {t.id} has used all {work.max_attempts} attempts; "
                                 "nothing changed")  # fmt: skip

@@ -109,10 +109,11 @@ def next_actions(data: dict[str, Any]) -> list[dict[str, str]]:
         elif state == "verifying":
             out.append({"what": f"{tid}: receipt filed", "command": f"oms verify {tid}"})
         elif state in ("pending", "retryable") and t.get("health") == "parked":
-            # Parked for budget or a refused key: dispatching it now would only stop again.
+            # Parked for budget, a refused key or a quota: not dispatched until a human acts
+            # on the reason and resumes it (a quota's reset resumes it by itself).
             why = t["reason"] or "no reason recorded"
             out.append({"what": f"{tid}: {state}, parked ({why})",
-                        "command": "a human acts on the reason; then dispatch"})  # fmt: skip
+                        "command": f"oms ticket resume {tid}"})  # fmt: skip
         elif state in ("pending", "retryable"):
             out.append({"what": f"{tid}: {state}", "command": "prepare_dispatch (conductor)"})
         elif state in ("blocked", "parked"):

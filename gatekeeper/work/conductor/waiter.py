@@ -193,12 +193,14 @@ MAX_DISPATCHABLE = 20
 def dispatchable(work: Work) -> list[dict[str, str]]:
     """What a woken conductor re-reads of canonical state: the tickets it acts on now, of
     open goals, as opaque ids and states only: `verifying` first (a receipt is filed:
-    `process_result` is next), then those it may prepare (pending or retryable), oldest
+    `process_result` is next), then those it may prepare (pending or retryable, not parked
+    by health: a parked lane waits for `oms ticket resume` or its quota's reset), oldest
     first, at most MAX_DISPATCHABLE. Never a title or body (GitHub's or anyone's text),
     which reaches a worker as its task file and never the conductor's session."""
     rows = work.db.read(
         "SELECT t.id, t.goal, t.state FROM tickets t JOIN goals g ON g.id = t.goal "
-        "WHERE t.state IN ('verifying', 'pending', 'retryable') AND g.state = 'open' "
+        "WHERE (t.state = 'verifying' OR (t.state IN ('pending', 'retryable') AND "
+        "t.health != 'parked')) AND g.state = 'open' "
         "ORDER BY t.state != 'verifying', t.created, t.rowid LIMIT ?", MAX_DISPATCHABLE,
     )  # fmt: skip
     return [{"goal": r["goal"], "ticket": r["id"], "state": r["state"]} for r in rows]

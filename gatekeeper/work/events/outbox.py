@@ -25,7 +25,7 @@ MAX_KEY_CHARS = 200
 # Kinds: GitHub (`gh.issue`, `gh.comment`, `gh.label`, `gh.branch`, `gh.pr`, `gh.review`,
 # `gh.check`), provider hooks (`hook.session`, `hook.activity`, `hook.completion-observed`,
 # `hook.quota`), oms' own state changes the conductor is woken for (`work.receipt`,
-# `work.verdict`, `work.delivery`), and the outbox's request-only `slack.request`.
+# `work.verdict`, `work.delivery`, `work.resume`), and the outbox's request-only `slack.request`.
 KIND_PREFIXES = ("gh.", "hook.", "work.", "slack.")
 
 
@@ -84,7 +84,8 @@ def notify(tx: Any, keys: Sequence[str]) -> str | None:
 
 
 def notify_change(tx: Any, kind: str, key: str, body: Mapping[str, p.Small]) -> str | None:
-    """A state change the conductor acts on (a receipt, a verdict, a delivery) as ONE event
+    """A state change the conductor acts on (a receipt, a verdict, a delivery, a resumed
+    lane) as ONE event
     and ONE pending notification, inside the transaction that makes the change: neither
     exists without the other. `body` holds opaque ids and states only, never a title, a
     body, a commit message or any text from GitHub or a model."""
