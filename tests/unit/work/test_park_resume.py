@@ -25,6 +25,7 @@ from support.repos import commit_policy, make_repo
 from support.work import Clock, Walk, initialised_work, new_ticket, nonce, snapshot
 
 from gatekeeper.agent.quota import iso
+from gatekeeper.work import payloads as p
 from gatekeeper.work.conductor import bridge, sessions, view, waiter
 from gatekeeper.work.events import hooks
 from gatekeeper.work.fence import LaneParked, Work
@@ -128,6 +129,12 @@ def test_a_parked_lane_waits_for_a_human_and_resumes_once(
                                                           events[0])]  # fmt: skip
     assert "ignore" not in json.dumps(body) and body["ticket"] == walk.id
     assert listed(work, walk.id)
+    # The entry carries the rows the resume set (what a rebuild replays).
+    changes = str(entry.data["changes"]).removeprefix("sha256:")
+    rows = p.ChangeSet.model_validate_json(work.store.blobs.get(changes)).rows
+    assert {r.table for r in rows} >= {"tickets", "events", "batches"}
+    [row] = [r.row for r in rows if r.table == "tickets"]
+    assert row is not None and (row["health"], row["reason"]) == ("healthy", None)
     # The same nonce again, and a ticket no longer parked: exit 3, nothing changed.
     before = snapshot(work)
     code, out = resume(run_oms, git_repo, walk.id, "--nonce", n)
