@@ -99,9 +99,11 @@ def build_bridge(repo_dir: Path, conductor: str) -> MCPServer[Any]:
     async def prepare_dispatch(goal: m.GoalId, ticket: m.TicketId, role: m.RoleName,
                                task: m.Task, nonce: Nonce,
                                transfer: m.Digest | None = None,
-                               notification: Notification = None) -> Result:  # fmt: skip
+                               notification: Notification = None,
+                               attach_from: m.GoalId | None = None) -> Result:  # fmt: skip
         return await ask("prepare_dispatch", goal=goal, ticket=ticket, role=role, task=task,
-                         nonce=nonce, transfer=transfer, notification=notification)  # fmt: skip
+                         nonce=nonce, transfer=transfer, notification=notification,
+                         attach_from=attach_from)  # fmt: skip
 
     @server.tool(description="Ask a fresh read-only advisor for a verdict (approve, revise, "
                  "reject) on exactly this intent digest.", annotations=CHANGES)  # fmt: skip

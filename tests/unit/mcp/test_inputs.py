@@ -19,6 +19,7 @@ from support.work import initialised_work
 
 from gatekeeper.mcp.bridge import build_bridge
 from gatekeeper.mcp.server import build_server
+from gatekeeper.work.conductor import bridge
 
 MARK = "wrong-input-7f3c9a"  # the value given; never echoed back
 LINE = re.compile(r"^Error executing tool (?P<tool>\w+): usage: (?P<why>[^\n]+)$")
@@ -99,3 +100,14 @@ def test_the_line_is_the_tool_then_field_and_why(
 ) -> None:
     got = refusal(build_server(git_repo, "all"), tool, args)
     assert got == f"Error executing tool {tool}: usage: {expected}"
+
+
+def test_each_bridge_tool_takes_every_field_of_its_request_model(
+    servers: dict[str, MCPServer[Any]],
+) -> None:
+    """The MCP tool is the only way in: a field the bridge's request model takes (say
+    prepare_dispatch's attach_from) but its tool lacks would be refused as unknown."""
+    tools = {t.name: t for t in servers["bridge"]._tool_manager.list_tools()}
+    assert set(tools) == set(bridge.HANDLERS)
+    for name, (model, _) in bridge.HANDLERS.items():
+        assert set(tools[name].parameters["properties"]) == set(model.model_fields), name
