@@ -88,6 +88,17 @@ def _eligible(work: Work, name: str, authority: str) -> Role:
     return role
 
 
+def _runnable(role: Role) -> None:
+    """The worker role has a way to run: an unattended interactive Claude Code worker in its
+    pane under `oms agent run` (roles.check with worker_pane: workers.run_worker's end rule),
+    any other through its provider adapter, which refuses an engine without one (and an
+    attended interactive role: it asks at its pane, so it is no conductor's worker)."""
+    if role.transport == "interactive" and roles.check(role, unattended=True,
+                                                       worker_pane=True).eligible:  # fmt: skip
+        return
+    adapter(role)
+
+
 def _intent(work: Work, conductor: str, intent: str) -> sqlite3.Row:
     rows = work.db.read("SELECT * FROM intents WHERE id = ? AND conductor = ?", intent, conductor)
     if not rows:
@@ -166,7 +177,7 @@ def prepare_dispatch(work: Work, conductor: str, req: m.PrepareDispatch) -> dict
         raise AttemptsExhausted(f"ticket {t.id} has used all {work.max_attempts} attempts; "
                                 "nothing changed")  # fmt: skip
     role = _eligible(work, req.role, "worktree-write")
-    adapter(role)  # an engine without an adapter is refused here, before anything changes
+    _runnable(role)  # refused here, before anything changes
     transfer = approved_transfer(
         work, role, Sha256Digest.parse(req.transfer) if req.transfer else None
     )

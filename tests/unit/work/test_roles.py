@@ -15,6 +15,7 @@ import pytest
 from support.npm import fake_npm
 from support.repos import make_repo
 
+from gatekeeper.work.conductor import bridge
 from gatekeeper.work.providers import adapter
 from gatekeeper.work.providers.base import Role
 from gatekeeper.work.providers.command import run_command
@@ -205,6 +206,27 @@ def test_an_interactive_codex_worker_is_not_unattended_in_a_pane(npm: str) -> No
                                   transport="interactive")}), "r")  # fmt: skip
     found = check(r, unattended=True, search_path=npm, worker_pane=True)
     assert not found.eligible and "only as a conductor's Claude Code worker" in found.reasons[0]
+
+
+@pytest.mark.parametrize(
+    ("over", "runs"),
+    [({"auth": "api-key"}, True), ({"auth": "none"}, True),
+     ({"auth": "subscription", "billing": "subscription"}, False),
+     ({"auth": "api-key", "unattended": False}, False)],
+)  # fmt: skip
+def test_the_bridge_takes_an_interactive_claude_code_worker_only_when_it_runs_unattended(
+    npm: str, monkeypatch: pytest.MonkeyPatch, over: dict[str, Any], runs: bool
+) -> None:
+    """prepare_dispatch's check that the worker can run: an unattended interactive worker
+    runs in its pane (no provider adapter); an attended one is refused as before."""
+    monkeypatch.setenv("PATH", npm)
+    r = resolve(loaded({"r": role(provider="claude-code", transport="interactive",
+                                  **over)}), "r")  # fmt: skip
+    if runs:
+        bridge._runnable(r)
+    else:
+        with pytest.raises(RoleUnavailable, match="interactive sessions run in the conductor"):
+            bridge._runnable(r)
 
 
 def test_worker_pane_changes_nothing_for_an_exec_role() -> None:
