@@ -1,21 +1,23 @@
 """The unattended loop, end to end: a goal's two GitHub tickets become two draft PRs with no
-input after the conductor starts (issue 31).
+input after the conductor starts, made by the real Claude Code and Codex workers (issue 31).
 
 Real parts: the real Claude Code CLI as the conductor, started by `oms conductor start
 --no-attach` on oms' private tmux socket, under the real `oms agent run` (bwrap) with its
 bridge relayed over the broker; its SessionStart/Stop hooks running `oms conductor
 wait-event`; `oms events sync github` run as the schedule runs it; worker panes running
-`oms conductor worker` under `oms agent run`; the real result gate (bwrap, Gitleaks,
-detect-secrets) and grade; a real bare remote on disk; real git and work.db.
+`oms conductor worker` under `oms agent run`: the real Claude Code CLI, interactive and
+unattended (acceptEdits with oms' PreToolUse hook, ended by oms after its receipt), and the
+real Codex CLI on `codex exec`, each editing, committing and filing its receipt; the real
+result gate (bwrap, Gitleaks, detect-secrets) and grade; a real bare remote on disk; real
+git and work.db; the GitHub token in the owner-only `$OMS_HOME/github/token`.
 
-Stand-ins, for what cannot run here: the model provider (tests/support/unattended.py
-scripts the conductor's turns from each request's content: propose_goal, then, once woken
-with the dispatchable tickets, prepare/advise/propose for each, one start_team, and
-process_result for each), GitHub (the loopback GitHub-shaped server of `oms trace fixture`,
-and a `gh` on PATH whose `gh auth token` answers the stand-in's token: the conductor's pane
-is given no token variable), and, for now, the two workers: `command:` roles writing
-start and end markers and committing. REAL_CLI_WORKERS switches them to an interactive
-Claude Code worker and a Codex worker on the same fakes, once those run unattended.
+Stand-ins, for what cannot run here: the model providers (tests/support/unattended.py
+scripts the answers of the Messages and Responses APIs from each request's content: the
+conductor's propose_goal, then, once woken with the dispatchable tickets, prepare (attaching
+each to its goal)/advise/propose for each, one start_team, and process_result for each once
+a wake line says it is verifying; each worker's one shell call writing start and end
+markers and committing), GitHub (the loopback GitHub-shaped server of `oms trace fixture`),
+and the scripted advisor and grader (`command:` roles).
 
 A tmux on PATH records every call oms makes to tmux: none types into a pane (send-keys).
 Skipped, saying why, without tmux, bwrap or the npm-installed CLI (`make agents`).
@@ -40,7 +42,6 @@ from support.fake_models import FakeModel
 from support.oms import run_oms
 from support.repos import git, make_repo
 from support.unattended import (
-    WORKER_PY,
     ConductorScript,
     calls,
     is_conductor,
@@ -56,6 +57,7 @@ from gatekeeper.work.conductor.start import confirmed_path
 from gatekeeper.work.conductor.tmux import Tmux, socket_for
 from gatekeeper.work.conductor.trace_github import FakeGitHub, bare_head
 from gatekeeper.work.fence import Work
+from gatekeeper.work.github import token_file
 from policy.load import parse_policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,11 +75,6 @@ pytestmark = [
         "(needs npm)",
     ),
 ]
-# False: the workers are scripted `command:` roles. True: the real CLIs, on the fakes'
-# scripted turns (a Bash / exec_command call writing the markers and committing), once a
-# Claude Code worker runs interactive to its receipt with no one at its pane and Codex
-# runs on `codex exec` (issue 31, w-claude and w-codex).
-REAL_CLI_WORKERS = False
 GH_REPO = "octo/unattended"
 TOKEN = "gh-stand-in-token"  # nosec B105 (the stand-in accepts any token)
 WAIT_S = 300.0  # a bound on waiting, never an assertion on time
@@ -96,7 +93,7 @@ def _command(name: str, authority: str, script: str) -> str:
 # The real CLIs as workers, on an API key the broker injects; "none" is true of the fakes.
 # (An external role's dispatch needs an approved transfer: this rule approves the
 # manifests the test previews for them before the conductor starts.)
-REAL_WORKERS = """[[transfer.autopilot]]
+WORKERS = """[[transfer.autopilot]]
 name = "auto-workers"
 destinations = ["claude-code:claude-sonnet-4-5", "codex-cli:gpt-5.5"]
 max_bytes = 10000000
@@ -123,14 +120,12 @@ authority = "worktree-write"
 unattended = true
 timeout_s = 180
 """
-SCRIPTED_WORKERS = _command("claude_worker", "worktree-write", WORKER_PY) + "\n" + _command(
-    "codex_worker", "worktree-write", WORKER_PY)  # fmt: skip
 ADVISOR = 'print(\'{"verdict": "approve", "reasons": ["the task matches the ticket"]}\')'
 GRADER = 'print(\'{"grade": "pass", "reasons": ["the markers"], "confidence": 0.9}\')'
 
 
-def policy(real_workers: bool = REAL_CLI_WORKERS) -> str:
-    """The repository's policy: the real Claude Code conductor, two worker roles, a scripted
+def policy() -> str:
+    """The repository's policy: the real Claude Code conductor, the two workers, a scripted
     advisor and grader, one check, and delivery to `origin` as GH_REPO."""
     return "\n".join([
         "version = 1", "", "[[checks]]", 'name = "unit"',
@@ -141,7 +136,7 @@ def policy(real_workers: bool = REAL_CLI_WORKERS) -> str:
         "[roles.conductor]", 'provider = "claude-code"', 'model = "claude-sonnet-4-5"',
         'auth = "api-key"', 'billing = "none"', 'transport = "interactive"',
         'authority = "read-only"', "",
-        REAL_WORKERS if real_workers else SCRIPTED_WORKERS, "",
+        WORKERS, "",
         _command("advisor", "read-only", ADVISOR), _command("grader", "read-only", GRADER),
     ])  # fmt: skip
 
@@ -173,15 +168,10 @@ class Lab:
 
 
 def _shims(where: Path, log: Path) -> Path:
-    """`tmux` recording each call oms makes (then the real one), and `gh` whose `auth
-    token` is the stand-in's (the stand-in for a user's `gh auth login`)."""
+    """`tmux` recording each call oms makes (then the real one)."""
     where.mkdir()
     (where / "tmux").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{TMUX}" "$@"\n')
-    (where / "gh").write_text(
-        f'#!/bin/sh\n[ "$1 $2" = "auth token" ] && echo "{TOKEN}" && exit 0\nexit 1\n'
-    )
-    for f in ("tmux", "gh"):
-        (where / f).chmod(0o755)
+    (where / "tmux").chmod(0o755)
     return where
 
 
@@ -207,6 +197,12 @@ def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
     key = "".join(random.choices(string.ascii_letters, k=32))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-" + key)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-" + key)
+    # The GitHub token where a schedule and the conductor's bridge read it (its pane's
+    # environment carries no *TOKEN* variable): owner-only under $OMS_HOME.
+    held = token_file(os.environ)
+    held.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    held.write_text(TOKEN + "\n")
+    held.chmod(0o600)
     work = Work.open(repo)
     socket = socket_for(work.repo.repo_id)
     try:
@@ -228,10 +224,8 @@ def states(work: Work) -> dict[str, str]:
 
 
 def transfers(lab: Lab) -> tuple[str, ...]:
-    """For the real CLI workers: one transfer manifest of the repository per worker role,
-    previewed before the conductor starts and approved by the policy's autopilot rule."""
-    if not REAL_CLI_WORKERS:
-        return ()
+    """One transfer manifest of the repository per worker role, previewed before the
+    conductor starts and approved by the policy's autopilot rule."""
     return tuple(str(oms(lab, "transfer", "preview", "--repo", str(lab.repo), "--to", to,
                          "--purpose", "the worker's ticket", "--context", "repo",
                          "--kind", "cli")["digest"]) for to in DESTINATIONS)  # fmt: skip
@@ -273,8 +267,7 @@ def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(l
         confirmed_path(lab.work).write_text("{}")  # confirmed once at a terminal before
         started = oms(lab, "conductor", "start", "--no-attach", "--repo", str(lab.repo))
         # As the schedule runs it: GitHub's ready issues become tickets and a notification.
-        synced = oms(lab, "events", "sync", "github", "--dir", str(lab.repo),
-                     GITHUB_TOKEN=TOKEN)  # fmt: skip
+        synced = oms(lab, "events", "sync", "github", "--dir", str(lab.repo))
         tickets = list(synced["tickets"])  # type: ignore[call-overload]
         assert len(tickets) == 2
         try:
@@ -315,9 +308,12 @@ def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(l
     assert any(woken(b) for b in mine), "wait-event never woke the conductor"
     assert ready_told(claude) == set(tickets)
     assert not [b for b in mine if "Add the markers" in json.dumps(b)]
-    assert GOAL["objective"] in [
-        r["objective"] for r in lab.work.db.read("SELECT objective FROM goals")
-    ]
+    # The goal the conductor proposed holds both tickets (attached from the standing goal).
+    (goal,) = [r["id"] for r in lab.work.db.read("SELECT id FROM goals WHERE objective = ?",
+                                                 GOAL["objective"])]  # fmt: skip
+    status = oms(lab, "goal", "status", goal)
+    assert {k: v for k, v in dict(status["counts"]).items() if v} == {"completed": 2}  # type: ignore[call-overload]
+    assert {lab.work.ticket(t).goal for t in tickets} == {goal}
     used = {r["role"] for r in lab.work.db.read("SELECT role FROM dispatches")}
     assert used == set(WORKER_ROLES)
     # Nothing typed at any pane: oms called tmux (the panes were made) and never send-keys.
@@ -327,10 +323,10 @@ def test_two_github_tickets_become_two_draft_prs_with_no_input_after_the_start(l
     assert not [c for c in made if {"send-keys", "send", "paste-buffer"} & set(c)]
 
 
-def test_the_real_cli_worker_roles_the_switch_turns_on_parse_and_resolve() -> None:
-    """REAL_CLI_WORKERS' roles are valid policy: Claude Code and Codex on an API key.
-    (Whether they may run unattended is the workers' eligibility rule, issue 31.)"""
-    loaded = parse_policy(policy(real_workers=True).encode(), "oms.toml")
+def test_the_worker_roles_are_claude_code_and_codex_on_an_api_key() -> None:
+    """The workers' roles are valid policy: Claude Code and Codex on an API key (whether
+    they may run unattended is the workers' eligibility rule, issue 31)."""
+    loaded = parse_policy(policy().encode(), "oms.toml")
     for name, provider in zip(WORKER_ROLES, ("claude-code", "codex-cli"), strict=True):
         role = roles.resolve(loaded, name)
         assert (role.provider, role.auth, role.billing) == (provider, "api-key", "none")

@@ -37,16 +37,6 @@ WORKER_SHELL = (
     "git add start.marker end.marker && "
     "git -c user.name=worker -c user.email=worker@example.invalid commit -q -m markers"
 )
-# The same for a `command:` worker (python, as tests/e2e/test_conductor_panes.py's).
-WORKER_PY = r"""
-import os, subprocess
-open("start.marker", "w").write("oms-worker-start\n")
-task = open(os.environ["OMS_TASK_FILE"], "rb").read()
-open("end.marker", "w").write("oms-worker-end %d\n" % len(task))
-subprocess.run(["git", "add", "start.marker", "end.marker"], check=True)
-subprocess.run(["git", "-c", "user.name=worker", "-c", "user.email=worker@example.invalid",
-                "commit", "-q", "-m", "markers"], check=True)
-"""
 WAKE = re.compile(r'\{"notification": "n-[0-9a-f]{12}", "dispatchable": \[[^\]]*\]\}')
 MCP = "mcp__oms__"
 MAX_CALLS = 400  # a runaway script ends its turn instead of calling on
@@ -74,10 +64,11 @@ def _texts(value: Any) -> Iterator[str]:
 
 
 def _result_json(block: dict[str, Any]) -> Any:
-    """A tool's answer: the bridge's `{ok, truncated, data}` document's `data`."""
+    """A tool's answer: the bridge's `{ok, truncated, data}` document's `data` (Claude Code
+    may append a `<system-reminder>` after it in the same result)."""
     text = "".join(_texts(block.get("content")))
     try:
-        doc = json.loads(text)
+        doc, _ = json.JSONDecoder().raw_decode(text.lstrip())
     except ValueError:
         return None
     return doc.get("data") if isinstance(doc, dict) else None
@@ -105,15 +96,22 @@ def calls(body: dict[str, Any]) -> list[Call]:
     return out
 
 
-def woken(body: dict[str, Any]) -> dict[str, Any] | None:
-    """The first wake line `oms conductor wait-event` handed the conductor that listed
-    dispatchable tickets, if any."""
+def wakes(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every wake line `oms conductor wait-event` handed the conductor, oldest first."""
     for t in _texts(body.get("messages", [])):
         for m in WAKE.finditer(t):
-            wake = json.loads(m.group(0))
-            if wake["dispatchable"]:
-                return dict(wake)
-    return None
+            yield dict(json.loads(m.group(0)))
+
+
+def woken(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The first wake line that listed dispatchable tickets, if any."""
+    return next((w for w in wakes(body) if w["dispatchable"]), None)
+
+
+def verifying(body: dict[str, Any]) -> set[str]:
+    """The tickets a wake line said are `verifying` (a receipt woke the conductor)."""
+    return {t["ticket"] for w in wakes(body) for t in w["dispatchable"]
+            if t["state"] == "verifying"}  # fmt: skip
 
 
 # What each tool's answer holds when it did its work (anything else is a refusal).
@@ -140,10 +138,9 @@ def _ok(made: Sequence[Call], name: str, **match: Any) -> Call | None:
 
 
 def stuck(made: Sequence[Call]) -> str | None:
-    """The tool refused in this history (but process_result's refusal while its ticket still
-    runs, which the script polls through, and a wait for the MCP server)."""
+    """The tool refused in this history (but a wait for the MCP server)."""
     for c in made:
-        if c.refused and c.name not in ("process_result", WAIT_MCP):
+        if c.refused and c.name != WAIT_MCP:
             return c.name
     return None
 
@@ -151,8 +148,9 @@ def stuck(made: Sequence[Call]) -> str | None:
 @dataclass(frozen=True)
 class ConductorScript:
     """The conductor's turns: a goal, then, once woken with the dispatchable tickets, for
-    each (ticket i gets `roles[i]`) prepare -> advise -> propose, one start_team for all,
-    and process_result for each until it decides."""
+    each (ticket i gets `roles[i]`) prepare (attaching it to that goal) -> advise ->
+    propose, one start_team for all, and process_result for each once a wake line says
+    it is verifying."""
 
     goal: dict[str, Any]
     roles: tuple[str, ...]
@@ -163,7 +161,9 @@ class ConductorScript:
         made = calls(body)
         if len(made) >= MAX_CALLS or stuck(made) is not None:
             return None  # end the turn: a refusal here is the test's failure, not a retry
-        if not any(c.name == "propose_goal" for c in made):
+        goal = next((c.result["goal"] for c in made if c.name == "propose_goal"
+                     and isinstance(c.result, dict)), None)  # fmt: skip
+        if goal is None:
             return "propose_goal", self.goal
         wake = woken(body)
         if wake is None:
@@ -173,8 +173,10 @@ class ConductorScript:
         for i, t in enumerate(tickets):
             prep = _ok(made, "prepare_dispatch", ticket=t["ticket"])
             if prep is None:
-                args = {"goal": t["goal"], "ticket": t["ticket"], "role": self.roles[i],
+                args = {"goal": goal, "ticket": t["ticket"], "role": self.roles[i],
                         "task": self.task}  # fmt: skip
+                if t["goal"] != goal:  # a GitHub ticket in the standing goal
+                    args["attach_from"] = t["goal"]
                 if not any(c.name == "prepare_dispatch" for c in made):
                     args["notification"] = wake["notification"]
                 if self.transfers:
@@ -189,14 +191,11 @@ class ConductorScript:
             dispatches.append(accepted.result["dispatch"])
         if dispatches and _ok(made, "start_team") is None:
             return "start_team", {"dispatches": dispatches}
+        ready = verifying(body)
         for t in tickets:
-            # TODO(issue 31, w-notify): main's wait-event lists no `verifying` ticket and a
-            # receipt wakes nobody, so the conductor polls process_result (refused, changing
-            # nothing, until the ticket is verifying). Once a receipt notifies, end the turn
-            # here and act on the wake line's verifying tickets instead.
-            if _ok(made, "process_result", ticket=t["ticket"]) is None:
+            if t["ticket"] in ready and _ok(made, "process_result", ticket=t["ticket"]) is None:
                 return "process_result", {"ticket": t["ticket"]}
-        return None
+        return None  # end the turn; a receipt's notification wakes it
 
     def answer(self, body: dict[str, Any]) -> list[bytes]:
         names = offered(body)
