@@ -31,11 +31,11 @@ from evidence import Draft, EvidenceStore, Payload, state_root
 from gatekeeper.agent import codex_sessions, inside, logins
 from gatekeeper.agent.budget import Bound, Meter, Parked
 from gatekeeper.agent.collect_deadline import CollectTimeout
-from gatekeeper.agent.egress import Broker, provider_keys, upstreams_from_env
+from gatekeeper.agent.egress import Broker, ParkWatch, provider_keys, upstreams_from_env
 from gatekeeper.agent.egress_config import Provider
 from gatekeeper.agent.kinds import KIND_PROVIDER, KindSetup, prepare_kind, require_keys
 from gatekeeper.agent.mcp_relay import conductor_routes, mcp_route
-from gatekeeper.agent.observe import observe_routes, quota_report
+from gatekeeper.agent.observe import QuotaReport, observe_routes, quota_report
 from gatekeeper.agent.payloads import (
     RUN_ID_RE,
     AgentKind,
@@ -225,6 +225,21 @@ def _stop_egress(run: _Run) -> EgressTotals:
             run.spend = RunSpend(requests=spent.requests, tokens=spent.tokens,
                                  stopped=_fact(stopped))  # fmt: skip
     return run.totals or EgressTotals()
+
+
+def _on_park(watch: QuotaReport | None, rule: EndRule | None) -> ParkWatch | None:
+    """The broker's stop: its watch parks the lane outside, and an unattended worker's end
+    rule ends the CLI (every model request it makes is refused from now on; an
+    interactive CLI would wait at its prompt until its time-out)."""
+    if rule is None:
+        return None if watch is None else watch.park
+
+    def park(stop: Parked) -> None:
+        rule.stopped.set()
+        if watch is not None:
+            watch.park(stop)
+
+    return park
 
 
 def _fact(stop: Parked | None) -> StopFact | None:
@@ -421,7 +436,7 @@ def _start_egress(run: _Run, stack: ExitStack) -> None:
                     canaries=canary_tokens(), record=run.record, socket_uid=uid,
                     routes=routes,
                     on_response=watch, meter=Meter(bounds=run.req.budget),
-                    on_park=watch.park if watch is not None else None)  # fmt: skip
+                    on_park=_on_park(watch, run.req.end_rule))  # fmt: skip
     broker.start()
     run.broker = broker
     stack.callback(_stop_egress, run)

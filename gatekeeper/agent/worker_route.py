@@ -8,10 +8,12 @@ the worker and role of THIS run, never names from the body) and answers; the ans
 printed inside is the broker's. A Stop (or a result) with a commit beyond the base in the
 workspace marks the worker done; a later tool call (a human talking to it) unmarks it.
 
-`EndRule` is the worker path's half: while marked done, `may_end()` (the caller's: no
-tmux client is attached to the pane) is asked every `poll_s`; when it says yes, the
-agent's process group is sent SIGTERM (SIGKILL after a grace) and `ended` is set, so
-that the run is collected and settled as a finished one. The agent layer imports nothing
+`EndRule` is the worker path's half: while marked done, or once the broker stopped the
+run's model traffic (`stopped`: its budget spent or its key refused, so its lane is parked
+and nothing it asks can leave), `may_end()` (the caller's: no tmux client is attached to
+the pane) is asked every `poll_s`; when it says yes, the agent's process group is sent
+SIGTERM (SIGKILL after a grace) and `ended` is set, so that the run is collected and
+settled (a finished one when it was done and not stopped). The agent layer imports nothing
 of the orchestration: the caller passes the callable.
 """
 
@@ -42,11 +44,13 @@ _DECISIONS = ("allow", "deny", "block", "silent", "error")
 
 @dataclass(eq=False)
 class EndRule:
-    """The end of an unattended worker: done (a receipt's commit is there) AND `may_end()`."""
+    """The end of an unattended worker: done (a receipt's commit is there) or stopped (the
+    broker parked its lane), AND `may_end()`."""
 
     may_end: Callable[[], bool]
     poll_s: float = 0.5
     done: threading.Event = field(default_factory=threading.Event)
+    stopped: threading.Event = field(default_factory=threading.Event)
     ended: bool = False
     _pid: int | None = None
 
@@ -57,7 +61,7 @@ class EndRule:
 
     def _loop(self, finished: threading.Event) -> None:
         while not finished.wait(self.poll_s):
-            if not self.done.is_set() or not self._allowed():
+            if not (self.done.is_set() or self.stopped.is_set()) or not self._allowed():
                 continue
             self.ended = True
             self._signal(signal.SIGTERM)

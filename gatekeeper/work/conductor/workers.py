@@ -347,7 +347,8 @@ def run_worker(work: Work, worker_id: str) -> int:
     try:
         out = agent_run(executor_request(role, work.repo.top, d, doc, worker_id, timeout_s,
                                          rule, bounds))  # fmt: skip
-        if rule is not None and rule.ended:  # ended by oms after its receipt: a finished run
+        if rule is not None and rule.ended and not rule.stopped.is_set():
+            # ended by oms after its receipt: a finished run (after a broker's stop: not)
             out = out.model_copy(update={"exit_code": 0, "signal": None})
     except Exception as exc:
         reason = refusal(exc).message[:200]

@@ -18,13 +18,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from aiohttp import web
 
 import gatekeeper.agent.inside as inside
 from evidence import Payload
+from gatekeeper.agent.budget import Parked
 from gatekeeper.agent.payloads import HookEvent
+from gatekeeper.agent.run import _on_park
 from gatekeeper.agent.worker_route import EndRule, worker_routes
 from gatekeeper.cli.main import main
 from gatekeeper.integrations.hooks import run_hook
@@ -251,3 +254,30 @@ def test_the_end_rule_waits_while_attached_and_ends_the_group_when_nobody_is() -
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_a_broker_stop_ends_the_worker_once_nobody_is_attached() -> None:
+    """Its budget spent or its key refused, an interactive CLI would wait at its prompt (or
+    retry into the broker's refusals) until its time-out: the stop ends it as a receipt
+    does, and the rule says it was stopped, not done."""
+    rule = EndRule(lambda: True, poll_s=0.05)
+    proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    finished = threading.Event()
+    try:
+        rule.watch(proc.pid, finished)
+        time.sleep(0.3)
+        assert proc.poll() is None and not rule.ended  # neither done nor stopped
+        on_park = _on_park(None, rule)
+        assert on_park is not None
+        on_park(Parked("login", "anthropic", 401))
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+        assert rule.ended and rule.stopped.is_set() and not rule.done.is_set()
+    finally:
+        finished.set()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # A run that is no worker's keeps its watch alone.
+    watch = SimpleNamespace(park=print)
+    assert _on_park(watch, None) is print  # type: ignore[arg-type]
+    assert _on_park(None, None) is None
