@@ -15,6 +15,7 @@ identity. Skipped, saying why, without tmux, bwrap or the CLI (`make agents`).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from pytest_httpserver import HTTPServer
 from support.fake_models import fake_anthropic
 from support.repos import git, make_repo
 
@@ -78,8 +80,12 @@ def until(what: Callable[[], bool], why: str, limit_s: float = 120) -> None:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
-    repo = make_repo(tmp_path / "repo", {"oms.toml": POLICY}, env=oms_env)
+def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> Iterator[Work]:  # fmt: skip
+    """The repository (its policy POLICY and, parametrized, more: a budget), oms' private
+    tmux socket and the broker's key."""
+    more = str(getattr(request, "param", ""))
+    repo = make_repo(tmp_path / "repo", {"oms.toml": POLICY + more}, env=oms_env)
     init(repo)
     runtime = tempfile.mkdtemp(prefix="oms-rt-")  # short: a socket path is at most 107 bytes
     os.chmod(runtime, 0o700)
@@ -187,3 +193,73 @@ def _drain(fd: int) -> None:
                 return
         except OSError:
             return
+
+
+# -- the lane parks: a refused key, a spent budget (issue 31) ---------------------------------
+
+REFUSED = ("the anthropic API key was refused (401): replace it in "
+           "$OMS_HOME/providers/anthropic or ANTHROPIC_API_KEY, then resume")  # fmt: skip
+
+
+def parked_events(work: Work) -> list[dict[str, object]]:
+    return [json.loads(r["body"]) for r in
+            work.db.read("SELECT body FROM events WHERE kind = 'hook.parked'")]  # fmt: skip
+
+
+def _parked(work: Work, d: Dispatch, w: str, pane_text: Callable[[], str]) -> None:
+    """The lane parked and the worker ended (by oms: nobody is at its pane), its dispatch
+    ended with the reason and the attempt used; a second dispatch is not what oms does."""
+    try:
+        until(lambda: work.ticket(d.ticket).health == "parked", "the lane parked")
+        until(lambda: workers.get(work, w).state == "exited", "the worker exited")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; its pane shows:\n{pane_text()}") from None
+    assert work.ticket(d.ticket).state == "retryable"
+    assert work.dispatch(d.id).state == "ended"
+    assert work.db.read("SELECT COUNT(*) AS n FROM dispatches")[0]["n"] == 1
+
+
+def test_a_refused_key_parks_the_real_worker_lane_asking_the_provider_once(
+    lab: Work, monkeypatch: pytest.MonkeyPatch, httpserver: HTTPServer
+) -> None:
+    """The provider is a loopback stand-in answering 401 (pytest-httpserver)."""
+    httpserver.expect_request("/v1/messages", method="POST").respond_with_json(
+        {"type": "error", "error": {"type": "authentication_error",
+                                    "message": "invalid x-api-key"}}, status=401)  # fmt: skip
+    monkeypatch.setenv("OMS_EGRESS_UPSTREAM_ANTHROPIC", httpserver.url_for("/").rstrip("/"))
+    d = dispatched(lab)
+    w = workers.start_worker(lab, d.id, new_nonce())
+    tm = Tmux(socket_for(lab.repo.repo_id))
+    _parked(lab, d, w.id, lambda: tm.capture(w.pane or "", 80))
+    t = lab.ticket(d.ticket)
+    assert (t.health, t.reason) == ("parked", REFUSED)
+    assert lab.dispatch(d.id).reason == REFUSED
+    [seen] = parked_events(lab)
+    assert (seen["event"], seen["status"], seen["reason"]) == ("login", 401, REFUSED)
+    # The provider was asked once, with the key oms injected: nothing retried, nor with
+    # other credentials (the CLI's later requests stopped at the broker).
+    asked = [r for r, _ in httpserver.log if r.path == "/v1/messages"]
+    assert len(asked) == 1
+    assert asked[0].headers.get("x-api-key") == os.environ["ANTHROPIC_API_KEY"]
+    assert not asked[0].headers.get("authorization")
+
+
+@pytest.mark.parametrize("lab", ["\n[conductor.budget]\nticket_requests = 1\n"], indirect=True)
+def test_a_budget_of_one_request_parks_the_real_worker_lane_after_it(
+    lab: Work, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with fake_anthropic(COMMAND) as fake:
+        monkeypatch.setenv("OMS_EGRESS_UPSTREAM_ANTHROPIC", fake.url)
+        d = dispatched(lab)
+        w = workers.start_worker(lab, d.id, new_nonce())
+        tm = Tmux(socket_for(lab.repo.repo_id))
+        _parked(lab, d, w.id, lambda: tm.capture(w.pane or "", 80))
+        assert len(fake.model_requests()) == 1  # the CLI's next request never left
+    want = "budget spent: the ticket used 1 of 1 requests"
+    t = lab.ticket(d.ticket)
+    assert (t.reason or "").startswith(want)
+    assert (lab.dispatch(d.id).reason or "").startswith(want)
+    [seen] = parked_events(lab)
+    assert seen["event"] == "budget" and str(seen["reason"]).startswith(want)
+    run = lab.dispatch(d.id).run
+    assert run is not None and run.spend is not None and run.spend.requests == 1
