@@ -93,8 +93,9 @@ def build_bridge(repo_dir: Path, conductor: str) -> MCPServer[Any]:
                          horizon=horizon, nonce=nonce, notification=notification)  # fmt: skip
 
     @server.tool(description="Lease an open goal's ticket for a worktree-write role of the "
-                 "policy and record the dispatch intent (task as data). Returns the intent, "
-                 "its digest and the ticket version.", annotations=CHANGES)  # fmt: skip
+                 "policy and record the dispatch intent (task as data); with attach_from (the "
+                 "goal the ticket is in now) it is attached to this goal first. Returns the "
+                 "intent, its digest and the ticket version.", annotations=CHANGES)  # fmt: skip
     @tool_errors
     async def prepare_dispatch(goal: m.GoalId, ticket: m.TicketId, role: m.RoleName,
                                task: m.Task, nonce: Nonce,
