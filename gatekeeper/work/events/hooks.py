@@ -272,8 +272,9 @@ def observe_parked(work: Work, worker: str, stop: ParkObservation) -> Observatio
 
 
 def _park_lane(tx: Any, w: Any, reason: str) -> None:
-    """The worker's sessions and its running ticket parked by health, with `reason` (over a
-    quota's, which a reset would lift: this one waits for a human)."""
+    """The worker's sessions and its running ticket parked by health, with `reason`: a
+    quota's (which its reset lifts) or a stop's (which waits for a human); either replaces
+    an earlier quota's, never a stop's."""
     tx.run("UPDATE sessions SET health = 'parked', version = version + 1, updated = ? WHERE "
            "dispatch = ? AND health IN ('healthy', 'stalled')", tx.now, w["dispatch"])  # fmt: skip
     t = tx.one("SELECT * FROM tickets WHERE id = ?", w["ticket"])
@@ -303,20 +304,7 @@ def _park(tx: Any, w: Any, q: QuotaObservation) -> None:
         tx.run("UPDATE quotas SET state = 'waiting', provider = ?, status = ?, reset = ?, "
                "version = version + 1, updated = ? WHERE worker = ? AND version = ?",
                q.provider, q.status, q.reset, tx.now, w["id"], row["version"])  # fmt: skip
-    tx.run("UPDATE sessions SET health = 'parked', version = version + 1, updated = ? WHERE "
-           "dispatch = ? AND health IN ('healthy', 'stalled')", tx.now, w["dispatch"])  # fmt: skip
-    t = tx.one("SELECT * FROM tickets WHERE id = ?", w["ticket"])
-    if (
-        t is not None
-        and t["state"] == "running"
-        and (
-            t["health"] in ("healthy", "stalled")
-            or (t["health"] == "parked" and (t["reason"] or "").startswith("quota until "))
-        )
-    ):
-        tx.run("UPDATE tickets SET health = 'parked', reason = ?, version = version + 1, "
-               "updated = ? WHERE id = ? AND version = ?", quota_reason(q.reset), tx.now,
-               t["id"], t["version"])  # fmt: skip
+    _park_lane(tx, w, quota_reason(q.reset))
 
 
 def _session(tx: Any, w: Any, obs: Observation) -> None:
