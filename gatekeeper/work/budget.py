@@ -20,11 +20,15 @@ class BudgetSpent(Blocked):
     """A ticket's or its goal's `[conductor.budget]` is spent: no model request may go."""
 
 
-def _spent(work: Work, where: str, ident: str) -> Spent:
-    sql = ("SELECT COALESCE(SUM(json_extract(d.run, '$.spend.requests')), 0) AS requests, "
-           "COALESCE(SUM(json_extract(d.run, '$.spend.tokens')), 0) AS tokens "
-           "FROM dispatches d JOIN tickets t ON t.id = d.ticket WHERE " + where)  # fmt: skip
-    row = work.db.read(sql, ident)[0]
+# What the runs of one ticket, or of every ticket of one goal, spent (fixed statements).
+_SPENT = ("SELECT COALESCE(SUM(json_extract(d.run, '$.spend.requests')), 0) AS requests, "
+          "COALESCE(SUM(json_extract(d.run, '$.spend.tokens')), 0) AS tokens "
+          "FROM dispatches d JOIN tickets t ON t.id = d.ticket WHERE ")  # fmt: skip
+_BY = {"ticket": _SPENT + "d.ticket = ?", "goal": _SPENT + "t.goal = ?"}
+
+
+def _spent(work: Work, scope: str, ident: str) -> Spent:
+    row = work.db.read(_BY[scope], ident)[0]
     return Spent(requests=int(row["requests"]), tokens=int(row["tokens"]))
 
 
@@ -37,8 +41,8 @@ def snapshot(work: Work, ticket: str) -> BudgetSnapshot | None:
     return BudgetSnapshot(
         ticket_requests=pol.ticket_requests, ticket_tokens=pol.ticket_tokens,
         goal_requests=pol.goal_requests, goal_tokens=pol.goal_tokens,
-        ticket_spent=_spent(work, "d.ticket = ?", ticket),
-        goal_spent=_spent(work, "t.goal = ?", goal),
+        ticket_spent=_spent(work, "ticket", ticket),
+        goal_spent=_spent(work, "goal", goal),
     )  # fmt: skip
 
 
