@@ -20,14 +20,14 @@ from types import SimpleNamespace
 
 import pytest
 from pytest_httpserver import HTTPServer
-from support.conductor import recorded_worker
+from support.conductor import dispatched, recorded_worker
 from support.fake_models import fake_anthropic
 from support.repos import git, make_repo
 
 from gatekeeper.gates.records import init
 from gatekeeper.work import api, roles
 from gatekeeper.work.budget import BudgetSpent
-from gatekeeper.work.conductor import tokens, view, workers
+from gatekeeper.work.conductor import view, workers
 from gatekeeper.work.dispatch import _plan, dispatch
 from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import Spent
@@ -108,16 +108,10 @@ def lab_of(tmp_path: Path, oms_env: dict[str, str],
 def attempt(work: Work, ticket: str | None = None) -> tuple[str, str]:
     """A ticket leased (its token kept by oms), dispatched to `impl`, and run by a recorded
     worker as its pane would: (ticket, dispatch)."""
-    if ticket is None:
-        goal = work.create_goal("ship it", "tickets done", "until-empty", new_nonce())
-        ticket = work.add_ticket(goal.id, "spend", b"talk to the model", new_nonce()).id
-    lease, _ = work.lease_ticket(ticket, work.ticket(ticket).version, new_nonce())
-    tokens.keep(work.repo.repo_id, ticket, lease.token)
-    role = roles.require(roles.resolve(work.loaded, "impl"), unattended=True)
-    d = work.begin_dispatch(ticket, lease.token, _plan(work, role, None, ticket), new_nonce())
-    wid = recorded_worker(work, SimpleNamespace(id=ticket, dispatch=d.id))  # type: ignore[arg-type]
+    d = dispatched(work, "impl", ticket)
+    wid = recorded_worker(work, SimpleNamespace(id=d.ticket, dispatch=d.id))  # type: ignore[arg-type]
     assert workers.run_worker(work, wid) == 1
-    return ticket, d.id
+    return d.ticket, d.id
 
 
 def markers(work: Work, dispatch: str) -> list[int]:

@@ -17,12 +17,12 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.conductor import dispatched, tmux_work
 from support.fake_models import fake_openai
 from support.repos import git, make_repo
 
@@ -30,10 +30,9 @@ from gatekeeper.agent.codex_sessions import stored_session
 from gatekeeper.agent.kinds import CODEX_OWN_FLAGS, installed_cli
 from gatekeeper.gates.records import init
 from gatekeeper.work import roles
-from gatekeeper.work.conductor import tokens, workers
+from gatekeeper.work.conductor import workers
 from gatekeeper.work.conductor.launch import WORKER_PROMPT, codex_store
 from gatekeeper.work.conductor.tmux import Tmux, socket_for
-from gatekeeper.work.dispatch import _plan
 from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import Dispatch
 from gatekeeper.work.providers.codex_cli import codex_argv, exec_argv
@@ -106,28 +105,10 @@ def test_every_flag_oms_passes_codex_exec_and_resume_is_the_pinned_binarys() -> 
 def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
     repo = make_repo(tmp_path / "repo", {"oms.toml": POLICY}, env=oms_env)
     init(repo)
-    monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
     monkeypatch.setenv("PATH", f"{BIN}:{os.environ.get('PATH', os.defpath)}")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-real-codex-worker-key")
-    for k in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_TERMINAL_PROMPT"):
-        monkeypatch.setenv(k, oms_env[k])
-    runtime = tempfile.mkdtemp(prefix="oms-rt-")  # short: a socket path is at most 107 bytes
-    os.chmod(runtime, 0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
-    work = Work.open(repo)
-    try:
+    with tmux_work(repo, tmp_path / "work", oms_env, monkeypatch) as work:
         yield work
-    finally:
-        Tmux(socket_for(work.repo.repo_id)).kill_server()
-        work.close()
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
-def _dispatch(work: Work, ticket: str) -> Dispatch:
-    lease, _ = work.lease_ticket(ticket, work.ticket(ticket).version, new_nonce())
-    tokens.keep(work.repo.repo_id, ticket, lease.token)
-    role = roles.require(roles.resolve(work.loaded, "coder"), unattended=True)
-    return work.begin_dispatch(ticket, lease.token, _plan(work, role, None, ticket), new_nonce())
 
 
 def _run_worker(work: Work, d: Dispatch, monkeypatch: pytest.MonkeyPatch, command: str | None,
@@ -161,7 +142,7 @@ def test_a_codex_worker_ends_by_itself_and_its_retry_resumes_the_tickets_session
 ) -> None:
     goal = lab.create_goal("ship it", "tickets done", "until-empty", new_nonce())
     t = lab.add_ticket(goal.id, "add the markers", b"write the markers and commit", new_nonce())
-    first = _dispatch(lab, t.id)
+    first = dispatched(lab, "coder", t.id)
     w1, reqs1 = _run_worker(lab, first, monkeypatch, None, FIRST_ANSWER)
     assert w1.state == "exited" and reqs1, w1
     assert lab.dispatch(first.id).state != "received"
@@ -172,7 +153,7 @@ def test_a_codex_worker_ends_by_itself_and_its_retry_resumes_the_tickets_session
     assert kept is not None and (store / "rollout.jsonl").is_file()
     assert lab.repo.top not in store.parents
 
-    second = _dispatch(lab, t.id)
+    second = dispatched(lab, "coder", t.id)
     w2, reqs2 = _run_worker(lab, second, monkeypatch, MARKERS, "the markers are committed")
     # Resumed: the model's first request of the second attempt holds the first's answer.
     assert FIRST_ANSWER not in _texts(reqs1[0]) and FIRST_ANSWER in _texts(reqs2[0])

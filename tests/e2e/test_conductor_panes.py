@@ -15,22 +15,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.conductor import dispatched, tmux_work
 from support.repos import git, make_repo
 from support.work import snapshot
 
 from gatekeeper.gates.records import init
-from gatekeeper.work import roles
-from gatekeeper.work.conductor import tokens, workers
-from gatekeeper.work.conductor.tmux import Tmux, socket_for
-from gatekeeper.work.dispatch import _plan
+from gatekeeper.work.conductor import workers
 from gatekeeper.work.fence import NonceReplayed, Work, new_nonce
-from gatekeeper.work.model import Dispatch
 
 PY = "/usr/bin/python3"
 pytestmark = pytest.mark.skipif(
@@ -90,29 +86,8 @@ def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
     repo = make_repo(tmp_path / "repo", {"oms.toml": POLICY, "impl.py": IMPL, "hang.py": HANG},
                      env=oms_env)  # fmt: skip
     init(repo)
-    monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
-    for k in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_TERMINAL_PROMPT"):
-        monkeypatch.setenv(k, oms_env[k])
-    runtime = tempfile.mkdtemp(prefix="oms-rt-")  # short: a socket path is at most 107 bytes
-    os.chmod(runtime, 0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
-    work = Work.open(repo)
-    try:
+    with tmux_work(repo, tmp_path / "work", oms_env, monkeypatch) as work:
         yield work
-    finally:
-        Tmux(socket_for(work.repo.repo_id)).kill_server()
-        work.close()
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
-def dispatched(work: Work, role_name: str) -> Dispatch:
-    """A ticket leased (its token kept by oms, as the bridge does) and its dispatch begun."""
-    goal = work.create_goal("ship it", "tickets done", "until-empty", new_nonce())
-    t = work.add_ticket(goal.id, "add the markers", b"write the markers and commit", new_nonce())
-    lease, _ = work.lease_ticket(t.id, work.ticket(t.id).version, new_nonce())
-    tokens.keep(work.repo.repo_id, t.id, lease.token)
-    role = roles.require(roles.resolve(work.loaded, role_name), unattended=True)
-    return work.begin_dispatch(t.id, lease.token, _plan(work, role, None, t.id), new_nonce())
 
 
 def until(what: Callable[[], bool], why: str, limit_s: float = 90) -> None:

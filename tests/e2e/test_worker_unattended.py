@@ -21,7 +21,6 @@ import random
 import shutil
 import string
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,14 +28,13 @@ from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
+from support.conductor import dispatched, tmux_work
 from support.fake_models import fake_anthropic
 from support.repos import git, make_repo
 
 from gatekeeper.gates.records import init
-from gatekeeper.work import roles
-from gatekeeper.work.conductor import tokens, workers
+from gatekeeper.work.conductor import workers
 from gatekeeper.work.conductor.tmux import Tmux, session_for, socket_for
-from gatekeeper.work.dispatch import _plan
 from gatekeeper.work.fence import Work, new_nonce
 from gatekeeper.work.model import Dispatch
 
@@ -87,32 +85,11 @@ def lab(tmp_path: Path, oms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
     more = str(getattr(request, "param", ""))
     repo = make_repo(tmp_path / "repo", {"oms.toml": POLICY + more}, env=oms_env)
     init(repo)
-    runtime = tempfile.mkdtemp(prefix="oms-rt-")  # short: a socket path is at most 107 bytes
-    os.chmod(runtime, 0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", runtime)
-    monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
-    for k in ("GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_TERMINAL_PROMPT"):
-        monkeypatch.setenv(k, oms_env[k])
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")
     key = "sk-ant-test-real-" + "".join(random.choices(string.ascii_letters, k=32))
     monkeypatch.setenv("ANTHROPIC_API_KEY", key)
-    work = Work.open(repo)
-    try:
+    with tmux_work(repo, tmp_path / "work", oms_env, monkeypatch) as work:
         yield work
-    finally:
-        Tmux(socket_for(work.repo.repo_id)).kill_server()
-        work.close()
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
-def dispatched(work: Work) -> Dispatch:
-    """A ticket leased (its token kept by oms, as the bridge does) and its dispatch begun."""
-    goal = work.create_goal("ship it", "tickets done", "until-empty", new_nonce())
-    t = work.add_ticket(goal.id, "add the markers", b"write the markers and commit", new_nonce())
-    lease, _ = work.lease_ticket(t.id, work.ticket(t.id).version, new_nonce())
-    tokens.keep(work.repo.repo_id, t.id, lease.token)
-    role = roles.require(roles.resolve(work.loaded, "impl"), unattended=True, worker_pane=True)
-    return work.begin_dispatch(t.id, lease.token, _plan(work, role, None, t.id), new_nonce())
 
 
 def hook_calls(work: Work, run_id: str) -> list[dict[str, object]]:
@@ -143,7 +120,7 @@ def test_an_unattended_claude_code_worker_runs_to_its_receipt_and_ends(
 ) -> None:
     with fake_anthropic(COMMAND) as fake:
         monkeypatch.setenv("OMS_EGRESS_UPSTREAM_ANTHROPIC", fake.url)
-        d = dispatched(lab)
+        d = dispatched(lab, "impl", worker_pane=True)
         w = workers.start_worker(lab, d.id, new_nonce())
         tm = Tmux(socket_for(lab.repo.repo_id))
         commit = _settled(lab, d, w.id, lambda: tm.capture(w.pane or "", 80))
@@ -161,7 +138,7 @@ def test_a_human_attached_keeps_the_worker_until_they_detach(
 ) -> None:
     with fake_anthropic(COMMAND) as fake:
         monkeypatch.setenv("OMS_EGRESS_UPSTREAM_ANTHROPIC", fake.url)
-        d = dispatched(lab)
+        d = dispatched(lab, "impl", worker_pane=True)
         w = workers.start_worker(lab, d.id, new_nonce())
         tm = Tmux(socket_for(lab.repo.repo_id))
         master, slave = os.openpty()
@@ -227,7 +204,7 @@ def test_a_refused_key_parks_the_real_worker_lane_asking_the_provider_once(
         {"type": "error", "error": {"type": "authentication_error",
                                     "message": "invalid x-api-key"}}, status=401)  # fmt: skip
     monkeypatch.setenv("OMS_EGRESS_UPSTREAM_ANTHROPIC", httpserver.url_for("/").rstrip("/"))
-    d = dispatched(lab)
+    d = dispatched(lab, "impl", worker_pane=True)
     w = workers.start_worker(lab, d.id, new_nonce())
     tm = Tmux(socket_for(lab.repo.repo_id))
     _parked(lab, d, w.id, lambda: tm.capture(w.pane or "", 80))
@@ -250,7 +227,7 @@ def test_a_budget_of_one_request_parks_the_real_worker_lane_after_it(
 ) -> None:
     with fake_anthropic(COMMAND) as fake:
         monkeypatch.setenv("OMS_EGRESS_UPSTREAM_ANTHROPIC", fake.url)
-        d = dispatched(lab)
+        d = dispatched(lab, "impl", worker_pane=True)
         w = workers.start_worker(lab, d.id, new_nonce())
         tm = Tmux(socket_for(lab.repo.repo_id))
         _parked(lab, d, w.id, lambda: tm.capture(w.pane or "", 80))

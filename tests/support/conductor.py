@@ -20,10 +20,14 @@ from pathlib import Path
 import pytest
 
 from gatekeeper.work import payloads as p
+from gatekeeper.work import roles
+from gatekeeper.work.conductor import tokens
 from gatekeeper.work.conductor.model import new_id
 from gatekeeper.work.conductor.proc import ProcId
 from gatekeeper.work.conductor.tmux import Tmux, socket_for
-from gatekeeper.work.fence import Work
+from gatekeeper.work.dispatch import _plan
+from gatekeeper.work.fence import Work, new_nonce
+from gatekeeper.work.model import Dispatch
 from support.work import Walk, nonce
 
 PY = "/usr/bin/python3"
@@ -70,6 +74,21 @@ def tmux_work(repo: Path, work_dir: Path, oms_env: dict[str, str],
         Tmux(socket).kill_server()
         work.close()
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def dispatched(work: Work, role_name: str, ticket: str | None = None, *,
+               worker_pane: bool = False) -> Dispatch:  # fmt: skip
+    """`ticket` (by default a new one in a new goal) leased, its token kept by oms as the
+    bridge does, and its dispatch to `role_name` begun (no transfer)."""
+    if ticket is None:
+        goal = work.create_goal("ship it", "tickets done", "until-empty", new_nonce())
+        ticket = work.add_ticket(goal.id, "add the markers", b"write the markers and commit",
+                                 new_nonce()).id  # fmt: skip
+    lease, _ = work.lease_ticket(ticket, work.ticket(ticket).version, new_nonce())
+    tokens.keep(work.repo.repo_id, ticket, lease.token)
+    role = roles.require(roles.resolve(work.loaded, role_name), unattended=True,
+                         worker_pane=worker_pane)  # fmt: skip
+    return work.begin_dispatch(ticket, lease.token, _plan(work, role, None, ticket), new_nonce())
 
 
 def until(what: Callable[[], bool], why: str, limit_s: float = 90) -> None:
