@@ -4,7 +4,7 @@ A role that sends repository context to an external model (claude-code, codex-cl
 command provider that says so) needs a transfer manifest of this repository that is not
 blocked, has not expired, and is approved or released by a human, or covered by an
 autopilot rule of the trusted policy, whose destination is the role's own
-(`<provider>:<model>`, a command provider without its `command:` prefix): what a human
+(`<provider>:<model>`, e.g. `claude-code:claude-sonnet-4-5`, `command:ext:scripted`): what a human
 approved for one model never carries context to another. The transfer gate's own state
 decides; this only asks it. A role that is not external may name one too: it is checked
 the same way and recorded.
@@ -26,8 +26,9 @@ class TransferRefused(Blocked):
 
 
 def destination_of(role: Role) -> str:
-    """`PROVIDER:MODEL` as `oms transfer preview --to` names the model a role reaches."""
-    return f"{role.provider.removeprefix('command:')}:{role.model}"
+    """`PROVIDER:MODEL`, as `oms transfer preview --to` and a run's own manifests name the
+    model a role reaches (`command:ext:scripted` for a command provider)."""
+    return f"{role.provider}:{role.model}"
 
 
 def approved_transfer(work: Work, role: Role, digest: Sha256Digest | None,

@@ -112,7 +112,7 @@ external = true
 
 [[transfer.autopilot]]
 name = "scripted"
-destinations = ["ext:scripted"]
+destinations = ["command:ext:scripted"]
 max_bytes = 1000000
 context = ["none"]
 require_clean_pushed = false
@@ -564,7 +564,7 @@ def test_an_approved_transfer_is_bound_into_the_envelope(
 ) -> None:
     """An external role needs it; a role that is not external may name one too (recorded)."""
     lab, ticket, token = leased
-    shown = _preview(lab, "ext:scripted")
+    shown = _preview(lab, "command:ext:scripted")
     digest = shown["digest"]
     lab.ok("transfer", "approve", digest, "--code", shown["manifest"]["nonce"][:8])
     code, data = lab.dispatch(ticket, token, role, "--transfer", digest)
@@ -592,12 +592,12 @@ def test_an_approved_transfer_for_another_destination_is_refused(
     leased: tuple[Lab, str, str],
 ) -> None:
     """A human approved context for one model: it never carries an external role's
-    context to another (the role `outside` reaches `ext:scripted`)."""
+    context to another (the role `outside` reaches `command:ext:scripted`)."""
     lab, ticket, token = leased
     shown = _preview(lab, "elsewhere:model")
     digest, code = shown["digest"], shown["manifest"]["nonce"][:8]
     rc, said = approve_copied(["transfer", "approve", digest, "--code", code], env=lab.env,
                               cwd=lab.repo)  # fmt: skip
     assert rc == 0, said
-    _refused(lab, 3, "blocked", "is for elsewhere:model, not ext:scripted",
+    _refused(lab, 3, "blocked", "is for elsewhere:model, not command:ext:scripted",
              *_dispatch_args(ticket, token, "outside", None, "--transfer", digest))  # fmt: skip

@@ -84,7 +84,7 @@ timeout_s = {timeout}
 # What lets the tests approve a transfer to an external grader without a terminal.
 AUTOPILOT = """[[transfer.autopilot]]
 name = "scripted"
-destinations = ["{engine}:scripted"]
+destinations = ["command:{engine}:scripted"]
 max_bytes = 1000000
 context = ["none"]
 require_clean_pushed = false
@@ -417,7 +417,7 @@ def _preview(lab: Lab, to: str) -> dict[str, Any]:
 def test_an_external_grader_grades_under_an_approved_transfer(lab: Lab) -> None:
     lab.set_policy(policy(external="true"))
     t = lab.verifying(GOOD)
-    shown = _preview(lab, "judge:scripted")
+    shown = _preview(lab, "command:judge:scripted")
     code, approved = lab.oms("transfer", "approve", shown["digest"], "--code",
                              shown["manifest"]["nonce"][:8])  # fmt: skip
     assert code == 0, approved

@@ -37,6 +37,7 @@ from gatekeeper.work import payloads as p
 from gatekeeper.work.fence import Work
 from gatekeeper.work.providers.base import Role
 from gatekeeper.work.runs.model import Gate, Run
+from gatekeeper.work.transfers import destination_of
 
 PLAN_QUESTION = b"Approve this plan? Type 'yes' to approve: "
 LINE_CHARS = 300
@@ -76,7 +77,7 @@ def auto_passes(work: Work, gate: Gate | None) -> bool:
 
 
 def destination(role: Role) -> str:
-    return f"{role.provider}:{role.model}"
+    return destination_of(role)
 
 
 def transfer_gate(work: Work, run: Run, role: Role, run_role: str, step: str,
