@@ -35,12 +35,16 @@ from .model import (
     SandboxPolicy,
     ScannerAllow,
     ScannersPolicy,
+    Signer,
     Toolchain,
     ToolchainKind,
     TransferPolicy,
+    TrustPolicy,
     VerifyPolicy,
     WeakeningClass,
     WorkPolicy,
+    signer_key_bytes,
+    signer_key_text,
 )
 
 __all__ = [
@@ -69,9 +73,11 @@ __all__ = [
     "SandboxPolicy",
     "ScannerAllow",
     "ScannersPolicy",
+    "Signer",
     "Toolchain",
     "ToolchainKind",
     "TransferPolicy",
+    "TrustPolicy",
     "VerifyPolicy",
     "WeakeningClass",
     "WorkPolicy",
@@ -82,4 +88,6 @@ __all__ = [
     "plan_digest",
     "policy_digest",
     "policy_json",
+    "signer_key_bytes",
+    "signer_key_text",
 ]

@@ -29,6 +29,7 @@ from .model import (
     Policy,
     ProviderPolicy,
     RunsPolicy,
+    TrustPolicy,
     VerifyPolicy,
     WorkPolicy,
 )
@@ -99,6 +100,8 @@ def policy_digest(policy: Policy) -> str:
             del data["scanners"][key]
     if policy.mcp == McpPolicy():
         del data["mcp"]  # likewise `[mcp]`
+    if policy.trust == TrustPolicy():
+        del data["trust"]  # and `[trust]`
     return _digest(data)
 
 
@@ -117,6 +120,8 @@ def policy_json(policy: Policy) -> dict[str, Any]:
             del data["scanners"][key]
     if policy.mcp == McpPolicy():
         del data["mcp"]
+    if policy.trust == TrustPolicy():
+        del data["trust"]
     return data
 
 

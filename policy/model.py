@@ -6,7 +6,10 @@ never a silently ignored setting. Defaults are the built-in strict policy.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+from datetime import date
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -390,6 +393,99 @@ class VerifyPolicy(_Model):
     allow_runs_later: list[RunsLaterKind] = []
 
 
+SIGNER_KEY_PREFIX = "ed25519:"
+SIGNER_KEY_BYTES = 32
+MAX_SIGNERS = 64
+_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+
+
+def signer_key_text(raw: bytes) -> str:
+    """A raw Ed25519 public key in the policy's form: `ed25519:` and standard base64 (44
+    characters, padded), never hex, so it cannot be taken for a key id (SHA-256 hex)."""
+    if len(raw) != SIGNER_KEY_BYTES:
+        raise ValueError(f"an Ed25519 public key is {SIGNER_KEY_BYTES} bytes, not {len(raw)}")
+    return SIGNER_KEY_PREFIX + base64.b64encode(raw).decode("ascii")
+
+
+def signer_key_bytes(text: str) -> bytes:
+    """The 32 raw bytes of an `ed25519:<base64>` key; only the one canonical spelling of
+    each key is taken, so two entries naming one key are always seen as duplicates."""
+    body = text.removeprefix(SIGNER_KEY_PREFIX)
+    try:
+        raw = base64.b64decode(body, validate=True) if body != text else b""
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != SIGNER_KEY_BYTES or signer_key_text(raw) != text:
+        raise ValueError(f'key must be "{SIGNER_KEY_PREFIX}" and the standard base64 of a '
+                         f"{SIGNER_KEY_BYTES}-byte raw Ed25519 public key (as `oms evidence key` "
+                         f"prints it): {text[:60]!r}")  # fmt: skip
+    return raw
+
+
+def _day(value: object) -> object:
+    # A TOML date (2026-06-30) or the string "2026-06-30"; a date-time is not a day.
+    if type(value) is str and _DATE.match(value):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    if type(value) is date:
+        return value
+    raise ValueError(f"must be a date, YYYY-MM-DD: {str(value)[:40]!r}")
+
+
+class Signer(_Model):
+    """`[trust] signers` entry: a key whose attestations the verifier accepts, from the
+    start of `not_before` to the end of `not_after` (UTC days, both optional). Removing the
+    entry revokes the key; rotation is a new entry whose window starts as the old one ends."""
+
+    name: Name
+    key: Annotated[str, Field(max_length=128)]
+    not_before: date | None = None
+    not_after: date | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str) -> str:
+        signer_key_bytes(key)
+        return key
+
+    @field_validator("not_before", "not_after", mode="before")
+    @classmethod
+    def _dates(cls, value: object) -> object:
+        return None if value is None else _day(value)
+
+    @model_validator(mode="after")
+    def _window(self) -> Signer:
+        if self.not_before and self.not_after and self.not_after < self.not_before:
+            raise ValueError(f"signer {self.name}: not_after {self.not_after} is before "
+                             f"not_before {self.not_before}")  # fmt: skip
+        return self
+
+    @property
+    def public_raw(self) -> bytes:
+        return signer_key_bytes(self.key)
+
+
+class TrustPolicy(_Model):
+    """`[trust]`: who may sign a verdict that travels with the commit (`signers`), and
+    whether the verifier also asks that the commit came from a contained `oms agent run`."""
+
+    signers: Annotated[list[Signer], Field(max_length=MAX_SIGNERS)] = []
+    require_contained: bool = False
+
+    @field_validator("signers")
+    @classmethod
+    def _unique(cls, signers: list[Signer]) -> list[Signer]:
+        for i, s in enumerate(signers):
+            for other in signers[:i]:
+                if s.name == other.name:
+                    raise ValueError(f"signer name {s.name} is listed twice")
+                if s.key == other.key:
+                    raise ValueError(f"signers {other.name} and {s.name} name the same key")
+        return signers
+
+
 class Policy(_Model):
     """The whole of `oms.toml`. `version = 1` is required in a file."""
 
@@ -408,6 +504,7 @@ class Policy(_Model):
     conductor: ConductorPolicy = ConductorPolicy()
     verify: VerifyPolicy = VerifyPolicy()
     mcp: McpPolicy = McpPolicy()
+    trust: TrustPolicy = TrustPolicy()
 
     @field_validator("version", mode="before")
     @classmethod
