@@ -77,7 +77,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "policy": (
         "gatekeeper.cli.policy:policy",
-        "The policy file: init (a starter oms.toml), check, show (effective), trust (a new tip).",
+        "The policy file: init (a starter oms.toml), check, show, trust (a new tip), signers.",
     ),
     "process-result": (
         "gatekeeper.cli.result:process_result",

@@ -1,7 +1,8 @@
-"""`oms policy init|check|show`: write, validate and read `oms.toml`."""
+"""`oms policy init|check|show|trust|signer`: write, validate, read and trust `oms.toml`."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from gatekeeper.gates.policy_file import (
     show_policy,
     trust_policy,
 )
+from gatekeeper.gates.signers import add_signer, remove_signer
 from gatekeeper.gates.transfer.tty import confirm_at_terminal
 from gatekeeper.text import sanitize
 from policy.templates import TEMPLATES
@@ -25,7 +27,7 @@ from policy.templates import TEMPLATES
 
 @click.group(cls=FullHelpGroup)
 def policy() -> None:
-    """The policy file: init (a starter oms.toml), check, show (effective), trust (a new tip)."""
+    """The policy file: init (a starter oms.toml), check, show, trust (a new tip), signers."""
 
 
 @policy.command("init")
@@ -79,6 +81,46 @@ def policy_trust(repo: Path) -> Outcome:
     return Outcome(data, lines=trust_lines(data))
 
 
+@policy.group("signer", cls=FullHelpGroup)
+def signer() -> None:
+    """The keys whose attestations a verifier accepts ([trust] signers): add, remove."""
+
+
+DATE = click.DateTime(formats=["%Y-%m-%d"])
+
+
+@signer.command("add")
+@click.option("--name", required=True, help="The signer's name in the policy (e.g. ci-2026).")
+@click.option("--key", help="Its public key, ed25519:BASE64 as `oms evidence key` prints it "
+              "(default: this state root's evidence key).")  # fmt: skip
+@click.option("--not-before", type=DATE, help="The first UTC day it is valid (YYYY-MM-DD).")
+@click.option("--not-after", type=DATE, help="The last UTC day it is valid (YYYY-MM-DD).")
+@REPO_OPTION
+@command
+def signer_add(name: str, key: str | None, not_before: datetime | None,
+               not_after: datetime | None, repo: Path) -> Outcome:  # fmt: skip
+    """Add a signer to the worktree's oms.toml (never committed: commit it, then trust it).
+
+    \b
+    Example:
+      oms policy signer add --name laptop --not-after 2027-06-30
+    """
+    days = [d.date() if d else None for d in (not_before, not_after)]
+    data = add_signer(repo, name, key, days[0], days[1]).to_json()
+    return Outcome(data, lines=signer_lines(data))
+
+
+@signer.command("remove")
+@click.option("--name", required=True, help="The signer to take out (its key is revoked).")
+@REPO_OPTION
+@command
+def signer_remove(name: str, repo: Path) -> Outcome:
+    """Remove a signer from the worktree's oms.toml: once committed and trusted, its key is
+    revoked."""
+    data = remove_signer(repo, name).to_json()
+    return Outcome(data, lines=signer_lines(data))
+
+
 def _ask(lines: list[str], question: bytes) -> object:
     return confirm_at_terminal(lines, question, header=TRUST_HEADER)
 
@@ -106,6 +148,15 @@ def trust_lines(data: Data) -> list[str]:
         f"trusted {data['ref']} at {data['commit'][:12]} as entry {data['seq']} "
         f"({data['commits']} commit(s) after {data['previous'][:12]}; changed: {changed})",
         f"the gates now read the policy there (digest {data['digest']})")]  # fmt: skip
+
+
+def signer_lines(data: Data) -> list[str]:
+    window = [f"{k} {data[k]}" for k in ("not_before", "not_after") if data[k]]
+    when = f", {', '.join(window)}" if window else ""
+    where = "to" if data["action"] == "added" else "from"
+    lines = [f"{data['action']} signer {data['name']} ({data['key']}{when}) {where} "
+             f"{data['path']}", "nothing is committed; next:"]  # fmt: skip
+    return [sanitize(x) for x in [*lines, *(f"  {s}" for s in data["next_steps"])]]
 
 
 def show_lines(data: Data) -> list[str]:

@@ -179,7 +179,8 @@ def note_lines(data: Data) -> list[str]:
 
 
 def key_lines(data: Data) -> list[str]:
-    return [f"key_id {data['key_id']}", data["public_key_pem"].rstrip()]
+    return [f"key_id {data['key_id']}", data["public_key_pem"].rstrip(),
+            f"signer_key {data['signer_key']}"]  # fmt: skip
 
 
 def repair_lines(data: Data) -> list[str]:

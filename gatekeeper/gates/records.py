@@ -35,6 +35,7 @@ from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.gates.result.vsa import result_predicate
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.refs import default_branch_ref, record_default_branch
+from policy import signer_key_text
 
 MAX_NOTE_CHARS = 4096
 MAX_ATTACHMENT_BYTES = 64 << 20
@@ -70,6 +71,8 @@ class KeyInfo(_Result):
     key_id: str
     public_key_pem: str
     note_name: str
+    # The same key as a `[trust] signers` entry names it: "ed25519:<base64 of the raw key>".
+    signer_key: str
 
 
 class NothingToRepair(_Result):
@@ -270,7 +273,8 @@ def verify_envelope_file(path: Path, key_file: Path | None) -> EnvelopeVerdict:
 def key_info(repo_dir: Path) -> KeyInfo:
     _, store = open_store(repo_dir)
     key = store.key
-    return KeyInfo(key_id=key.key_id, public_key_pem=key.public_pem, note_name=store.origin)
+    return KeyInfo(key_id=key.key_id, public_key_pem=key.public_pem, note_name=store.origin,
+                   signer_key=signer_key_text(key.public_raw))  # fmt: skip
 
 
 def repair(repo_dir: Path) -> Repair:

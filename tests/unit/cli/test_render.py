@@ -54,8 +54,9 @@ CASES: list[tuple[str, Callable[[], list[str]], list[str]]] = [
     ("export", lambda: render.export_lines({"payloadType": "x"}),
      ['{\n  "payloadType": "x"\n}']),
     ("note", lambda: render.note_lines({"seq": 7}), ["appended note as seq 7"]),
-    ("key", lambda: render.key_lines({"key_id": "kid", "public_key_pem": "PEM\n"}),
-     ["key_id kid", "PEM"]),
+    ("key", lambda: render.key_lines({"key_id": "kid", "public_key_pem": "PEM\n",
+                                      "signer_key": "ed25519:K"}),
+     ["key_id kid", "PEM", "signer_key ed25519:K"]),
     ("repair adopted", lambda: render.repair_lines({"adopted_entries": 2, "repaired": False}),
      ["adopted 2 entries of an interrupted append"]),
     ("repair quarantined", lambda: render.repair_lines(

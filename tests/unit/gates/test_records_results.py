@@ -50,5 +50,5 @@ def test_init_note_and_key_keep_their_keys_in_order() -> None:
     ]  # fmt: skip
     note = NoteRecorded(seq=3, kind="note", time="t", blobs=("a" * 64,))
     assert note.to_json() == {"seq": 3, "kind": "note", "time": "t", "blobs": ["a" * 64]}
-    key = KeyInfo(key_id="k", public_key_pem="PEM", note_name="oms/r")
-    assert list(key.to_json()) == ["key_id", "public_key_pem", "note_name"]
+    key = KeyInfo(key_id="k", public_key_pem="PEM", note_name="oms/r", signer_key="ed25519:K")
+    assert list(key.to_json()) == ["key_id", "public_key_pem", "note_name", "signer_key"]
