@@ -174,7 +174,7 @@ def _signer(item: dict[str, str]) -> Signer:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = "".join(f" {p}" for p in first["loc"])
-        raise UsageError(f"signer{where}: {first['msg']}") from None
+        raise UsageError(f"signer{where}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 def _table(item: dict[str, str]) -> Table:

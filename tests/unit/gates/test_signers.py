@@ -156,7 +156,7 @@ def test_add_defaults_to_this_state_roots_evidence_key(git_repo: Path, oms_home:
     ("ci", signer_key_text(NEW), "signer ci is listed already"),
     ("other", signer_key_text(OLD), "signer ci is listed already"),
     ("x y", signer_key_text(NEW), "signer name: String should match pattern"),
-    ("new", "ed25519:" + "00" * 32, "signer key: Value error, key must be"),
+    ("new", "ed25519:" + "00" * 32, "signer key: key must be"),
 ])  # fmt: skip
 def test_add_refuses_duplicates_and_bad_entries_and_writes_nothing(
     git_repo: Path, name: str, key: str, message: str
