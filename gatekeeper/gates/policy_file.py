@@ -147,7 +147,7 @@ def detect(top: Path, template: TemplateName | None) -> Project:
     return Project("go")
 
 
-def _write_new(path: Path, data: bytes, force: bool) -> bool:
+def write_regular_file(path: Path, data: bytes, force: bool) -> bool:
     """Write `path` (never through a symlink); True when a file was replaced."""
     if path.is_symlink():
         raise UsageError(f"{path} is a symlink; oms never writes through one")
@@ -217,7 +217,7 @@ def next_steps(top: Path, s: Starter) -> tuple[str, ...]:
 
 
 def write_starter(top: Path, s: Starter, force: bool) -> PolicyWritten:
-    replaced = _write_new(top / POLICY_FILE, s.text.encode(), force)
+    replaced = write_regular_file(top / POLICY_FILE, s.text.encode(), force)
     return PolicyWritten(path=str(top / POLICY_FILE), template=s.project.template,
                          toolchain_kind=s.toolchain_kind, lock=s.project.lock,
                          replaced=replaced, digest=s.digest,
@@ -318,7 +318,7 @@ def not_accepted(offer: Offer, asked: bool) -> StarterAccepted:
 # -- check ------------------------------------------------------------------------------
 
 
-def _read_file(path: Path, follow: bool) -> bytes:
+def read_regular_file(path: Path, follow: bool) -> bytes:
     """At most the policy size limit (and one byte more) of a regular file; without
     `follow`, never through a symlink. A FIFO or device is refused, never waited on."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
@@ -346,7 +346,7 @@ def check_policy(file: Path | None, repo_dir: Path) -> PolicyChecked:
     issues = [_SYMLINK] if path.is_symlink() else []
     digest = None
     if file is not None or not issues:  # a FILE named on the command line is the user's
-        report = check_policy_text(_read_file(path, follow=file is not None), origin)
+        report = check_policy_text(read_regular_file(path, follow=file is not None), origin)
         issues += report.issues
         digest = report.loaded.digest if report.loaded is not None else None
         if report.loaded is not None:

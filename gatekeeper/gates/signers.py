@@ -21,7 +21,7 @@ from tomlkit.items import AoT, Array, Table
 
 from evidence import load_key, state_root
 from gatekeeper.errors import UsageError
-from gatekeeper.gates.policy_file import _read_file, _write_new
+from gatekeeper.gates.policy_file import read_regular_file, write_regular_file
 from gatekeeper.repo.git import open_repo
 from policy import (
     POLICY_FILE,
@@ -100,7 +100,7 @@ def _worktree_policy(repo_dir: Path) -> tuple[Path, str]:
     path = open_repo(repo_dir).top / POLICY_FILE
     if path.is_symlink():
         raise UsageError(f"{path} is a symlink; oms never writes through one")
-    data = _read_file(path, follow=False)
+    data = read_regular_file(path, follow=False)
     parse_policy(data, str(path))  # an invalid file is fixed first (`oms policy check`)
     return path, data.decode("utf-8")
 
@@ -132,7 +132,7 @@ def _write(path: Path, doc: tomlkit.TOMLDocument) -> LoadedPolicy:
         loaded = parse_policy(text.encode(), str(path))
     except PolicyError as exc:
         raise UsageError(f"the edited policy would not be valid, nothing written: {exc}") from None
-    _write_new(path, text.encode(), force=True)
+    write_regular_file(path, text.encode(), force=True)
     return loaded
 
 
