@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,17 +132,21 @@ PredicateBuilder = Callable[[Entry, Attestation], tuple[str, dict[str, Any]] | N
 
 
 def entry_statement(
-    store: EvidenceStore, seq: int, predicate: PredicateBuilder | None = None
+    store: EvidenceStore,
+    seq: int,
+    predicate: PredicateBuilder | None = None,
+    subjects: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """An in-toto Statement v1 for an entry, verified first.
 
-    When `predicate` claims the entry, its subjects are the entry's own and the entry
-    line is the predicate's input; otherwise the subjects are the entry's own plus the
-    entry line, and the predicate is the entry with its checkpoint and inclusion proof.
+    When `predicate` claims the entry, its subjects are `subjects` (default: the entry's
+    own) and the entry line is the predicate's input; otherwise the subjects are the
+    entry's own plus the entry line, and the predicate is the entry with its checkpoint
+    and inclusion proof.
     """
     v = verified_entry(store, seq)
     entry = v.entry
-    subjects: list[dict[str, Any]] = [s.model_dump() for s in entry.subject]
+    own: list[dict[str, Any]] = [s.model_dump() for s in entry.subject]
     att = Attestation(
         uri=f"oms-evidence/{store.repo_id}/{seq}",
         sha256=hashlib.sha256(v.line).hexdigest(),
@@ -150,15 +154,18 @@ def entry_statement(
     )
     claimed = predicate(entry, att) if predicate is not None else None
     if claimed is not None:
-        return dsse.statement(subjects, *claimed)
-    subjects.append({"name": att.uri, "digest": {"sha256": att.sha256}})
+        return dsse.statement(list(subjects) if subjects is not None else own, *claimed)
+    own.append({"name": att.uri, "digest": {"sha256": att.sha256}})
     body = {"entry": entry.model_dump(mode="json"), **att.membership}
-    return dsse.statement(subjects, ENTRY_PREDICATE, body)
+    return dsse.statement(own, ENTRY_PREDICATE, body)
 
 
 def export_dsse(
-    store: EvidenceStore, seq: int, predicate: PredicateBuilder | None = None
+    store: EvidenceStore,
+    seq: int,
+    predicate: PredicateBuilder | None = None,
+    subjects: Sequence[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     key = store.key
-    statement = entry_statement(store, seq, predicate)
+    statement = entry_statement(store, seq, predicate, subjects)
     return dsse.export_statement(statement, key.private, key.key_id)

@@ -1,8 +1,9 @@
-"""`oms evidence …`: audit, show, log, blob, prove, export, verify, note, acknowledge, key
-and repair."""
+"""`oms evidence …`: audit, show, log, blob, prove, export, attest, verify, note, acknowledge,
+key and repair."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -17,14 +18,20 @@ from gatekeeper.gates import records
 from gatekeeper.gates.result.acknowledge import HEADER as ACK_HEADER
 from gatekeeper.gates.result.acknowledge import acknowledge
 from gatekeeper.gates.transfer.tty import confirm_at_terminal
+from gatekeeper.outfile import check_output, write_output
 from gatekeeper.text import sanitize
+from gatekeeper.work import provenance
 
 SEQ = click.argument("seq", type=click.IntRange(min=0))
 
 
-@click.group(cls=FullHelpGroup)
+HELP = ("Evidence: audit, show, log, blob, prove, export, attest, verify, note, acknowledge, "
+        "key, repair.")  # fmt: skip
+
+
+@click.group(cls=FullHelpGroup, help=HELP)
 def evidence() -> None:
-    """Evidence: audit, show, log, blob, prove, export, verify, note, acknowledge, key, repair."""
+    pass
 
 
 @evidence.command("audit")
@@ -111,6 +118,24 @@ def evidence_export(seq: int, dsse: bool, repo: Path) -> Outcome:
     """Export an entry as a DSSE envelope holding an in-toto Statement v1."""
     env = records.export_entry(repo, seq)
     return Outcome({"envelope": env}, lines=render.export_lines(env))
+
+
+@evidence.command("attest")
+@click.argument("commit")
+@REPO_OPTION
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the envelope to FILE (a regular file or a new name) instead of "
+              "printing it.")  # fmt: skip
+@command
+def evidence_attest(commit: str, repo: Path, out: Path | None) -> Outcome:
+    """A signed provenance attestation (DSSE) for a commit's READY verdict."""
+    if out is not None:
+        check_output(out)  # before the scan and the signature, not after
+    env = provenance.attest(repo, commit)
+    if out is None:
+        return Outcome({"envelope": env, "out": None}, lines=render.export_lines(env))
+    write_output(out, json.dumps(env, indent=2) + "\n")
+    return Outcome({"envelope": env, "out": str(out)}, lines=[sanitize(f"wrote {out}")])
 
 
 @evidence.command("note")

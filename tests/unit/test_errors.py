@@ -116,6 +116,7 @@ KINDS = {
     "WorkDbUnavailable": "unavailable", "StaleVersion": "blocked", "NonceReplayed": "blocked",
     "LeaseRefused": "blocked", "WrongState": "blocked", "AttemptsExhausted": "blocked",
     "ReceiptRefused": "blocked", "RoleUnavailable": "unavailable", "TransferRefused": "blocked",
+    "NoReadyVerdict": "blocked",
     "LaneParked": "blocked",
     "ApprovalRefused": "blocked", "RunFinished": "blocked", "TransferBlocked": "blocked",
     # the conductor and events (issue 18)
