@@ -13,7 +13,8 @@ scanners, as a pull request body is, before anything is signed.
 
 from __future__ import annotations
 
-import json
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +39,8 @@ from gatekeeper.work.payloads import DispatchRan, DispatchStarted
 
 PREDICATE = "https://oms.local/provenance/v1"
 P = TypeVar("P", bound=Payload)
+# What oms computed: a git object id, a hex SHA-256 (bare or `sha256:`), a base64 root.
+_HASH = re.compile(r"(sha256:)?[0-9a-f]{64}|[0-9a-f]{40}|[A-Za-z0-9+/]{43}=")
 
 
 class NoReadyVerdict(Blocked):
@@ -165,8 +168,10 @@ def _transfer(log: _Before, digest: str) -> dict[str, Any]:
 
 def _scan(top: Path, record: ResultRecord, subjects: list[dict[str, Any]],
           predicate: dict[str, Any]) -> None:  # fmt: skip
-    """Both scanners over the statement as it will be signed, with the verdict's policy."""
-    text = json.dumps({"subject": subjects, "predicate": predicate}, indent=1, sort_keys=True)
+    """Both scanners over the statement's text, with the verdict's policy, as over a pull
+    request body. Digests and oms' own signed checkpoint are left out: oms computed them,
+    and the entropy rules flag every hash; every other string is scanned."""
+    text = "\n".join(_texts({"subject": subjects, "predicate": predicate}))
     loaded = read_policy_at(top, record.policy_commit)
     report = scan_with_policy([ScanItem.of_bytes("provenance.json", text.encode())], loaded)
     if report.blocking:
@@ -174,3 +179,16 @@ def _scan(top: Path, record: ResultRecord, subjects: list[dict[str, Any]],
         raise Blocked(f"the provenance attestation has {len(report.blocking)} secret "
                       f"finding(s) ({', '.join(rules)[:120]}); nothing signed",
                       data={"findings": [f.fingerprint for f in report.blocking]})  # fmt: skip
+
+
+def _texts(value: object, key: str = "") -> Iterator[str]:
+    """`key: value` for each string leaf but digests and the checkpoint note."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k != "checkpoint":
+                yield from _texts(v, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _texts(v, key)
+    elif isinstance(value, str) and not _HASH.fullmatch(value):
+        yield f"{key}: {value}"
