@@ -23,9 +23,14 @@ import jsonschema
 import pytest
 from support.env import clean_env
 from support.oms import parse_single_json, run_oms
-from support.repos import commit_on, make_repo
+from support.repos import commit_on, git, make_repo
+from support.secrets import fake_aws_key
 from support.work import new_ticket, nonce, open_work, plan
 
+from gatekeeper.errors import Blocked
+from gatekeeper.gates.records import open_store
+from gatekeeper.gates.result.payloads import ResultRecord
+from gatekeeper.work import provenance
 from gatekeeper.work.model import RunFacts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +74,7 @@ class World:
         return proc.returncode, parse_single_json(proc)
 
     def gate(self, candidate: str, want: str) -> None:
-        code, out = self.json("process-result", "--candidate", candidate)
+        _, out = self.json("process-result", "--candidate", candidate)
         assert out["decision"] == want, out
 
 
@@ -84,8 +89,8 @@ def _approved_transfer(w: World) -> str:
 
 
 def _agent_commit(w: World) -> tuple[str, str, int]:
-    script = (f"echo oms-start; echo fixed > fix.txt; git add fix.txt; "
-              f"git -c user.name=a -c user.email=a@b commit -qm {MESSAGE}; echo oms-end")  # fmt: skip
+    commit = f"git -c user.name=a -c user.email=a@b commit -qm {MESSAGE}"
+    script = f"echo oms-start; echo fixed > fix.txt; git add fix.txt; {commit}; echo oms-end"
     proc = w.run("agent", "run", "--json", "--", "/bin/sh", "-c", script)
     out = parse_single_json(proc)
     assert out["exit_code"] == 0 and "oms-end" in out["stdout"], out
@@ -102,8 +107,8 @@ def _record_dispatch(w: World, run_seq: int, candidate: str, transfer: str) -> N
         try:
             walk = new_ticket(work).leased()
             assert walk.lease is not None
-            d = work.begin_dispatch(walk.id, walk.lease.token,
-                                    plan().model_copy(update={"transfer": transfer}), nonce())  # fmt: skip
+            given = plan().model_copy(update={"transfer": transfer})
+            d = work.begin_dispatch(walk.id, walk.lease.token, given, nonce())
             facts = RunFacts(exit_code=0, signal=None, timed_out=False, candidate=candidate,
                              candidate_ref=None, workspace="/nonexistent/ws",
                              evidence_seq=run_seq)  # fmt: skip
@@ -145,8 +150,7 @@ def attest(w: World, commit: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_a_contained_run_commit_carries_its_run_and_transfer(world: World) -> None:
     _, stmt = attest(world, world.contained)
     assert stmt["predicateType"] == PREDICATE
-    tree = subprocess.run(["git", "-C", str(world.repo), "rev-parse", f"{world.contained}^{{tree}}"],
-                          capture_output=True, text=True, env=world.env, check=True).stdout.strip()  # fmt: skip
+    tree = git(world.repo, "rev-parse", f"{world.contained}^{{tree}}", env=world.env).strip()
     assert stmt["subject"] == [{"name": "commit", "digest": {"gitCommit": world.contained}},
                                {"name": "tree", "digest": {"gitTree": tree}}]  # fmt: skip
     pred = stmt["predicate"]
@@ -208,3 +212,18 @@ def test_out_never_replaces_a_symlink(world: World) -> None:
     code, out = world.json("evidence", "attest", world.contained, "--out", link)
     assert code == 2 and out["error"]["kind"] == "usage", out
     assert target.read_text() == "keep\n" and link.is_symlink()
+
+
+def test_a_secret_in_the_statement_refuses_before_signing(world: World) -> None:
+    """The scan over the statement's text: a planted key in a string field blocks it."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OMS_HOME", world.env["OMS_HOME"])
+    try:
+        _, store = open_store(world.repo)
+        (record,) = [r for _, r in store.payloads(ResultRecord) if r.candidate == world.contained]
+        subjects = [{"name": "commit", "digest": {"gitCommit": world.contained}}]
+        provenance._scan(world.repo, record, subjects, {"version": 1, "contained": False})
+        with pytest.raises(Blocked, match="secret finding"):
+            provenance._scan(world.repo, record, subjects, {"run": {"cli_version": fake_aws_key()}})
+    finally:
+        mp.undo()
