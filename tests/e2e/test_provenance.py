@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,13 @@ from support.repos import commit_on, git, make_repo
 from support.secrets import fake_aws_key
 from support.work import new_ticket, nonce, open_work, plan
 
+from evidence import EvidenceStore
+from evidence.merkle import leaf_hash
+from gatekeeper.agent.inside import RELAY_PORT as INSIDE_PORT
 from gatekeeper.errors import Blocked
 from gatekeeper.gates.records import open_store
 from gatekeeper.gates.result.payloads import ResultRecord
+from gatekeeper.repo.git import Repo
 from gatekeeper.work import provenance
 from gatekeeper.work.model import RunFacts
 
@@ -37,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "provenance.schema.json").read_text())
 PREDICATE = "https://oms.local/provenance/v1"
 MESSAGE = "agent-says-zqxv-marker"  # a commit message that must never appear
+KEY = "sk-ant-test-real-" + "k" * 24  # oms' provider key: outside, never in the statement
 POLICY = """version = 1
 
 [[checks]]
@@ -89,12 +95,18 @@ def _approved_transfer(w: World) -> str:
 
 
 def _agent_commit(w: World) -> tuple[str, str, int]:
+    """A commit from a real `oms agent run --egress api` that sends one request the broker
+    refuses (and records): the run's egress ledger has one entry. Its upstream is a
+    loopback port nothing listens on: no request is forwarded."""
     commit = f"git -c user.name=a -c user.email=a@b commit -qm {MESSAGE}"
-    script = f"echo oms-start; echo fixed > fix.txt; git add fix.txt; {commit}; echo oms-end"
-    proc = w.run("agent", "run", "--json", "--", "/bin/sh", "-c", script)
+    ask = f"curl -q -sS -o /dev/null http://127.0.0.1:{INSIDE_PORT}/v1/not-a-model-route"
+    script = f"echo oms-start; {ask}; echo fixed > fix.txt; git add fix.txt; {commit}; echo oms-end"
+    env = {**w.env, "ANTHROPIC_API_KEY": KEY, "OMS_EGRESS_UPSTREAM_ANTHROPIC": "http://127.0.0.1:9"}
+    proc = run_oms(["agent", "run", "--egress", "api", "--json", "--", "/bin/sh", "-c", script],
+                   env=env, cwd=w.repo, timeout=300)  # fmt: skip
     out = parse_single_json(proc)
     assert out["exit_code"] == 0 and "oms-end" in out["stdout"], out
-    assert out["candidate"], out
+    assert out["candidate"] and out["egress"]["requests"] == 1, out
     return out["candidate"], out["run_id"], out["evidence_seq"]
 
 
@@ -115,6 +127,17 @@ def _record_dispatch(w: World, run_seq: int, candidate: str, transfer: str) -> N
             work.record_run(d.id, walk.lease.token, facts, nonce())
         finally:
             work.close()
+    finally:
+        mp.undo()
+
+
+@contextmanager
+def _store(w: World) -> Iterator[tuple[Repo, EvidenceStore]]:
+    """The repository's evidence store, opened in-process under the world's OMS_HOME."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OMS_HOME", w.env["OMS_HOME"])
+    try:
+        yield open_store(w.repo)
     finally:
         mp.undo()
 
@@ -157,9 +180,14 @@ def test_a_contained_run_commit_carries_its_run_and_transfer(world: World) -> No
     jsonschema.validate(pred, SCHEMA)
     assert pred["contained"] is True
     run = pred["run"]
-    assert run["run_id"] == world.run_id and run["agent"] == "command" and run["egress"] == "none"
+    assert run["run_id"] == world.run_id and run["agent"] == "command" and run["egress"] == "api"
     assert run["profile_digest"].startswith("sha256:") and run["mountinfo_digest"]
-    assert run["egress_ledger"]["count"] == 0  # --egress none: no requests, the empty root
+    ledger = run["egress_ledger"]
+    assert ledger["count"] == 1 and len(ledger["seqs"]) == 1, ledger
+    with _store(world) as (_, store):
+        (line,) = [store.line(s) for s in ledger["seqs"]]
+    assert json.loads(line)["kind"] == "agent.egress"
+    assert ledger["root"] == leaf_hash(line).hex()  # the RFC 6962 root of one leaf
     (transfer,) = pred["transfers"]
     assert transfer["manifest"] == world.transfer
     assert [(a["by"], a["name"]) for a in transfer["approvals"]] == [
@@ -180,6 +208,7 @@ def test_no_commit_message_in_the_attestation(world: World) -> None:
     for commit in (world.contained, world.uncontained):
         env, stmt = attest(world, commit)
         assert MESSAGE not in json.dumps(stmt) and MESSAGE not in json.dumps(env)
+        assert KEY not in json.dumps(stmt)
 
 
 def test_the_envelope_verifies_and_a_changed_one_does_not(world: World) -> None:
@@ -216,14 +245,9 @@ def test_out_never_replaces_a_symlink(world: World) -> None:
 
 def test_a_secret_in_the_statement_refuses_before_signing(world: World) -> None:
     """The scan over the statement's text: a planted key in a string field blocks it."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OMS_HOME", world.env["OMS_HOME"])
-    try:
-        _, store = open_store(world.repo)
+    with _store(world) as (_, store):
         (record,) = [r for _, r in store.payloads(ResultRecord) if r.candidate == world.contained]
         subjects = [{"name": "commit", "digest": {"gitCommit": world.contained}}]
         provenance._scan(world.repo, record, subjects, {"version": 1, "contained": False})
         with pytest.raises(Blocked, match="secret finding"):
             provenance._scan(world.repo, record, subjects, {"run": {"cli_version": fake_aws_key()}})
-    finally:
-        mp.undo()
