@@ -13,6 +13,7 @@ scanners, as a pull request body is, before anything is signed.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,8 +40,14 @@ from gatekeeper.work.payloads import DispatchRan, DispatchStarted
 
 PREDICATE = "https://oms.local/provenance/v1"
 P = TypeVar("P", bound=Payload)
-# What oms computed: a git object id, a hex SHA-256 (bare or `sha256:`), a base64 root.
+# What oms computed, left out of the scan only under these keys: a git object id, a hex
+# SHA-256 (bare or `sha256:`), a base64 Merkle root.
 _HASH = re.compile(r"(sha256:)?[0-9a-f]{64}|[0-9a-f]{40}|[A-Za-z0-9+/]{43}=")
+_HASH_KEYS = frozenset({
+    "gitCommit", "gitTree", "sha256", "base", "commit", "digest", "manifest", "root",
+    "leaf_hash", "hashes", "plan_digest", "profile_digest", "mountinfo_digest", "tree_digest",
+    "inventory_digest", "id",
+})  # fmt: skip
 
 
 class NoReadyVerdict(Blocked):
@@ -182,7 +189,9 @@ def _scan(top: Path, record: ResultRecord, subjects: list[dict[str, Any]],
 
 
 def _texts(value: object, key: str = "") -> Iterator[str]:
-    """`key: value` for each string leaf but digests and the checkpoint note."""
+    """`{"key": "value"}` (quoted as in the statement: entropy rules look at quoted strings)
+    for each string leaf but the checkpoint note and a hash under a key that holds one (a
+    hash-shaped string anywhere else is scanned)."""
     if isinstance(value, dict):
         for k, v in value.items():
             if k != "checkpoint":
@@ -190,5 +199,5 @@ def _texts(value: object, key: str = "") -> Iterator[str]:
     elif isinstance(value, list):
         for v in value:
             yield from _texts(v, key)
-    elif isinstance(value, str) and not _HASH.fullmatch(value):
-        yield f"{key}: {value}"
+    elif isinstance(value, str) and not (key in _HASH_KEYS and _HASH.fullmatch(value)):
+        yield json.dumps({key: value})

@@ -13,6 +13,7 @@ import base64
 import json
 import os
 import re
+import secrets
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -251,3 +252,8 @@ def test_a_secret_in_the_statement_refuses_before_signing(world: World) -> None:
         provenance._scan(world.repo, record, subjects, {"version": 1, "contained": False})
         with pytest.raises(Blocked, match="secret finding"):
             provenance._scan(world.repo, record, subjects, {"run": {"cli_version": fake_aws_key()}})
+        # Hash-shaped text is left out only under a key that holds a hash.
+        hexed = secrets.token_hex(32)
+        provenance._scan(world.repo, record, subjects, {"run": {"profile_digest": hexed}})
+        with pytest.raises(Blocked, match="secret finding"):
+            provenance._scan(world.repo, record, subjects, {"run": {"cli_version": hexed}})
