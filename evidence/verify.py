@@ -47,7 +47,8 @@ def public_key_from_pem(data: bytes, where: str) -> Ed25519PublicKey:
     return key
 
 
-def _statement_problems(payload: bytes) -> tuple[dict[str, Any] | None, list[str]]:
+def statement_problems(payload: bytes) -> tuple[dict[str, Any] | None, list[str]]:
+    """The payload as a Statement v1, and every reason it is not one ([] when it is)."""
     try:
         stmt = json.loads(payload)
     except ValueError:
@@ -80,7 +81,7 @@ def verify_exported(envelope_bytes: bytes, key: Ed25519PublicKey) -> EnvelopeVer
     reasons = [] if ptype == PAYLOAD_TYPE_INTOTO else [
         f"payloadType is {ptype!r}, not {PAYLOAD_TYPE_INTOTO!r}"
     ]  # fmt: skip
-    stmt, problems = _statement_problems(payload)
+    stmt, problems = statement_problems(payload)
     reasons += problems
     subjects = stmt.get("subject") if stmt is not None else None
     listed = [s for s in subjects if isinstance(s, dict)] if isinstance(subjects, list) else []

@@ -13,7 +13,7 @@ from gatekeeper.cli import render
 from gatekeeper.cli.evidence_log import DEFAULT_LIMIT, log_rows
 from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
-from gatekeeper.errors import EXIT_BLOCKED
+from gatekeeper.errors import EXIT_BLOCKED, UsageError
 from gatekeeper.gates import records
 from gatekeeper.gates.result.acknowledge import HEADER as ACK_HEADER
 from gatekeeper.gates.result.acknowledge import acknowledge
@@ -88,15 +88,40 @@ def evidence_blob(seq: int, name: str, repo: Path) -> Outcome:
 
 
 @evidence.command("verify")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--key", "key_file", type=click.Path(dir_okay=False, path_type=Path),
               help="The public key (PEM, as `oms evidence key` prints it; default: this "
               "state root's).")  # fmt: skip
+@click.option("--commit", help="Verify this commit's provenance attestations in "
+              "refs/notes/oms instead of a FILE (no $OMS_HOME needed).")  # fmt: skip
+@REPO_OPTION
+@click.option("--fetch", "fetch_remote", metavar="REMOTE",
+              help="With --commit: first fetch refs/notes/oms from REMOTE.")  # fmt: skip
+@click.option(
+    "--policy-ref",
+    metavar="REF",
+    help="With --commit: the trusted policy's ref (default: the default branch).",
+)
 @command
-def evidence_verify(file: Path, key_file: Path | None) -> Outcome:
-    """Verify an exported DSSE envelope offline: signature, payload type, statement."""
-    data = records.verify_envelope_file(file, key_file).to_json()
-    return Outcome(data, code=0 if data["valid"] else EXIT_BLOCKED, lines=verify_lines(data))
+def evidence_verify(file: Path | None, key_file: Path | None, commit: str | None, repo: Path,
+                    fetch_remote: str | None, policy_ref: str | None) -> Outcome:  # fmt: skip
+    """Verify an exported DSSE envelope offline: signature, payload type, statement; or,
+    with --commit, a commit's provenance against the default branch's [trust] signers."""
+    if (file is None) == (commit is None):
+        raise UsageError("give exactly one of FILE and --commit")
+    if commit is None:
+        if fetch_remote is not None or policy_ref is not None:
+            raise UsageError("--fetch and --policy-ref go with --commit")
+        assert file is not None
+        data = records.verify_envelope_file(file, key_file).to_json()
+        return Outcome(data, code=0 if data["valid"] else EXIT_BLOCKED, lines=verify_lines(data))
+    if key_file is not None:
+        raise UsageError("--key goes with FILE; --commit reads the trusted policy's signers")
+    from gatekeeper.work.provenance_verify import verify_commit
+
+    data = verify_commit(repo, commit, fetch_remote, policy_ref)
+    code = 0 if data["verified"] else EXIT_BLOCKED
+    return Outcome(data, code=code, lines=verify_commit_lines(data))
 
 
 @evidence.command("prove")
@@ -207,3 +232,10 @@ def verify_lines(data: Data) -> list[str]:
         names = ", ".join(s.get("name", "?") for s in data["subjects"])
         return [sanitize(f"valid: {data['predicate_type']} about {names}")]
     return [sanitize(f"INVALID: {r}") for r in data["reasons"]]
+
+
+def verify_commit_lines(data: Data) -> list[str]:
+    if data["verified"]:
+        return [sanitize(f"verified: {data['commit'][:12]} by signer {data['signer']} "
+                         f"({data['attestations']} attestation(s))")]  # fmt: skip
+    return [sanitize(f"FAIL {c['check']}: {c['detail']}") for c in data["checks"] if not c["ok"]]

@@ -30,8 +30,10 @@ _DWIM = ("{}", "refs/{}", "refs/tags/{}", "refs/heads/{}", "refs/remotes/{}",
 DEFAULT_BRANCH_FILE = "default-branch"
 
 
-# `oms agent run` results: the one ref outside refs/heads/ that oms writes.
+# `oms agent run` results and the provenance notes (notes.NOTES_REF, which imports this
+# module): the refs outside refs/heads/ that oms writes.
 RUN_REF_RE = re.compile(r"^refs/oms/runs/[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
+_NOTES_REF = "refs/notes/oms"
 
 
 def valid_refname(name: str) -> bool:
@@ -268,14 +270,15 @@ def trusted_base(repo: Repo, candidate: str, base_ref: str | None, mark: str) ->
 def write_ref(repo: Repo, ref: str, new: str, old: str | None, message: str) -> None:
     """Set `ref` to `new` in the user's repository if it still points at `old` (None: absent).
 
-    Only branches (`refs/heads/…`) and agent run results (`refs/oms/runs/<run-id>`).
+    Only branches (`refs/heads/…`), agent run results (`refs/oms/runs/<run-id>`) and the
+    provenance notes (`refs/notes/oms`).
 
     Written as git does (a `.lock` file created exclusively, then renamed), without running
     git in the repository: no hook, no config of the repository takes part.
     """
-    writable = ref.startswith("refs/heads/") or RUN_REF_RE.match(ref)
+    writable = ref.startswith("refs/heads/") or RUN_REF_RE.match(ref) or ref == _NOTES_REF
     if not writable or not valid_refname(ref) or not SHA_RE.match(new):
-        raise UsageError(f"not a branch or agent run ref: {ref[:80]!r}")
+        raise UsageError(f"not a branch, agent run or notes ref: {ref[:80]!r}")
     path = repo.common_dir / ref
     os.makedirs(path.parent, exist_ok=True)
     lock = path.with_name(path.name + ".lock")

@@ -7,7 +7,7 @@ import re
 import subprocess
 
 from gatekeeper.errors import Blocked, UsageError
-from gatekeeper.repo.git import SHA_RE, Repo, git_argv, git_env, run_argv
+from gatekeeper.repo.git import SHA_RE, GitError, Repo, git_argv, git_env, run_argv
 from gatekeeper.repo.refs import current_branch, valid_refname
 
 
@@ -123,6 +123,34 @@ def remote_tip(repo: Repo) -> tuple[str, str] | None:
     if probe.returncode != 0:
         return None
     return f"{remote}/{merge.removeprefix('refs/heads/')}", sha
+
+
+FETCH_TIMEOUT_S = 120
+
+
+def fetch_ref(repo: Repo, remote: str, ref: str, into: str) -> str | None:
+    """Fetch the remote's `ref` into `into` in oms' own repository (a private ref there, so
+    forcing it overwrites nothing of the user's), the objects into the user's object store
+    (checked: fsckObjects); the fetched commit, or None when the remote has no `ref`.
+    Through oms' transport rules, never prompting."""
+    url = remote_url(repo, remote)
+    if not (ref.startswith("refs/") and into.startswith("refs/oms/")):
+        raise UsageError(f"not a ref oms fetches: {ref[:80]!r} into {into[:80]!r}")
+    env = git_env(repo)
+    env["GIT_OBJECT_DIRECTORY"] = str(repo.common_dir / "objects")
+    argv = _transport(repo, "fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+                      "--no-recurse-submodules", "--", url, f"+{ref}:{into}",
+                      ssh="ssh -o BatchMode=yes -o ConnectTimeout=10")  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=env,
+                          cwd=repo.mirror, check=False, timeout=FETCH_TIMEOUT_S)  # fmt: skip
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        if any("couldn't find remote ref" in line for line in err):
+            return None
+        raise GitError(f"git fetch {url[:80]}: {err[0][:200] if err else 'failed'}")
+    tip = run_argv(git_argv(repo, "rev-parse", "--verify", "-q", f"{into}^{{commit}}"),
+                   git_env(repo), repo.mirror, None, True, "rev-parse")  # fmt: skip
+    return tip.decode("ascii").strip()
 
 
 def push(repo: Repo, remote: str, sha: str, branch: str) -> str:

@@ -1,10 +1,11 @@
 """One provenance attestation per READY verdict (`oms evidence attest`), docs/provenance.md.
 
 An in-toto Statement v1 whose subjects are the commit (`gitCommit`) and its tree
-(`gitTree`), with the predicate `PREDICATE` (schema: docs/provenance.schema.json), exported
-through evidence's one DSSE exporter and signed with the evidence key. It lives in `work`
-because it binds what three layers below it recorded: the result gate's verdict, the
-agent run that made the commit, and the transfers (through the dispatch that ran it).
+(`gitTree`), with the predicate `PREDICATE` (schema: provenance.schema.json beside this
+module, package data), exported through evidence's one DSSE exporter and signed with the
+evidence key. It lives in `work` because it binds what three layers below it recorded: the
+result gate's verdict, the agent run that made the commit, and the transfers (through the
+dispatch that ran it).
 
 Only digests, ids, versions, counts and policy-given names are bound: no commit message,
 no model output, no test names. The serialised statement is still scanned with both

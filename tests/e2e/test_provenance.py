@@ -1,6 +1,7 @@
 """`oms evidence attest`: one signed provenance attestation per READY verdict, through the
 real CLI on a real repository (real git, real bwrap for the gate and the agent run, real
-scanners), checked against the JSON Schema in docs/ and by `oms evidence verify`.
+scanners), checked against the JSON Schema (gatekeeper/work/provenance.schema.json, package
+data) and by `oms evidence verify`.
 
 The contained commit comes from a real `oms agent run` (`--egress none`). The dispatch
 that gave that run its transfer is recorded through the real work fence in-process, as
@@ -40,7 +41,7 @@ from gatekeeper.work import provenance
 from gatekeeper.work.model import RunFacts
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((ROOT / "docs" / "provenance.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "gatekeeper" / "work" / "provenance.schema.json").read_text())
 PREDICATE = "https://oms.local/provenance/v1"
 MESSAGE = "agent-says-zqxv-marker"  # a commit message that must never appear
 KEY = "sk-ant-test-real-" + "k" * 24  # oms' provider key: outside, never in the statement
