@@ -22,6 +22,7 @@ BENCHES = [
     "runs_bench.py",
     "events_bench.py",
     "loop_bench.py",
+    "verify_bench.py",
 ]
 
 

@@ -10,19 +10,16 @@ from pathlib import Path
 import click
 
 from gatekeeper.cli import render
-from gatekeeper.cli.evidence_log import DEFAULT_LIMIT, log_rows
 from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import EXIT_BLOCKED, UsageError
-from gatekeeper.gates import records
-from gatekeeper.gates.result.acknowledge import HEADER as ACK_HEADER
-from gatekeeper.gates.result.acknowledge import acknowledge
-from gatekeeper.gates.transfer.tty import confirm_at_terminal
 from gatekeeper.outfile import check_output, write_output
 from gatekeeper.text import sanitize
-from gatekeeper.work import provenance
 
+# Each command imports the layers it uses in its body: `oms evidence verify --commit` runs
+# on every pull request (bench/verify_bench.py), and needs none of the log's readers.
 SEQ = click.argument("seq", type=click.IntRange(min=0))
+DEFAULT_LIMIT = 20  # `oms evidence log`: the newest N entries
 
 
 HELP = ("Evidence: audit, show, log, blob, prove, export, attest, verify, note, acknowledge, "
@@ -39,6 +36,8 @@ def evidence() -> None:
 @command
 def evidence_audit(repo: Path) -> Outcome:
     """Verify the whole log, blobs, checkpoints and witness offline."""
+    from gatekeeper.gates import records
+
     report = records.audit_repo(repo).to_json()
     code = 0 if report["intact"] else EXIT_BLOCKED
     return Outcome(report, code=code, lines=render.audit_lines(report))
@@ -50,6 +49,8 @@ def evidence_audit(repo: Path) -> Outcome:
 @command
 def evidence_show(seq: int, repo: Path) -> Outcome:
     """Print one entry."""
+    from gatekeeper.gates import records
+
     return Outcome(records.show(repo, seq))
 
 
@@ -61,6 +62,8 @@ def evidence_show(seq: int, repo: Path) -> Outcome:
 @command
 def evidence_log(repo: Path, kind: str | None, limit: int) -> Outcome:
     """Recent entries of the verified log, one line each: verdicts, transfers, runs."""
+    from gatekeeper.cli.evidence_log import log_rows
+
     data = {"entries": [r.to_json() for r in log_rows(repo, kind, limit)]}
     return Outcome(data, lines=log_lines(data))
 
@@ -73,6 +76,8 @@ def evidence_log(repo: Path, kind: str | None, limit: int) -> Outcome:
 def evidence_blob(seq: int, name: str, repo: Path) -> Outcome:
     """A stored blob of an entry, raw on stdout: NAME is `<check>.stdout`, `<check>.stderr`,
     a note's attachment name, or the blob's digest (a prefix of 12 hex digits will do)."""
+    from gatekeeper.gates import records
+
     stored, data = records.read_blob(repo, seq, name)
     if "--json" in sys.argv[1:]:
         text = data.decode("utf-8", "replace")
@@ -107,14 +112,15 @@ def evidence_verify(file: Path | None, key_file: Path | None, commit: str | None
                     fetch_remote: str | None, policy_ref: str | None) -> Outcome:  # fmt: skip
     """Verify an exported DSSE envelope offline: signature, payload type, statement; or,
     with --commit, a commit's provenance against the default branch's [trust] signers."""
-    if (file is None) == (commit is None):
-        raise UsageError("give exactly one of FILE and --commit")
-    if commit is None:
+    if file is not None and commit is None:
         if fetch_remote is not None or policy_ref is not None:
             raise UsageError("--fetch and --policy-ref go with --commit")
-        assert file is not None
+        from gatekeeper.gates import records
+
         data = records.verify_envelope_file(file, key_file).to_json()
         return Outcome(data, code=0 if data["valid"] else EXIT_BLOCKED, lines=verify_lines(data))
+    if file is not None or commit is None:
+        raise UsageError("give exactly one of FILE and --commit")
     if key_file is not None:
         raise UsageError("--key goes with FILE; --commit reads the trusted policy's signers")
     from gatekeeper.work.provenance_verify import verify_commit
@@ -130,6 +136,8 @@ def evidence_verify(file: Path | None, key_file: Path | None, commit: str | None
 @command
 def evidence_prove(seq: int, repo: Path) -> Outcome:
     """Inclusion proof of an entry against the latest checkpoint, verified."""
+    from gatekeeper.gates import records
+
     data = records.prove_entry(repo, seq)
     return Outcome(data, code=0 if data["verified"] else EXIT_BLOCKED)
 
@@ -141,6 +149,8 @@ def evidence_prove(seq: int, repo: Path) -> Outcome:
 @command
 def evidence_export(seq: int, dsse: bool, repo: Path) -> Outcome:
     """Export an entry as a DSSE envelope holding an in-toto Statement v1."""
+    from gatekeeper.gates import records
+
     env = records.export_entry(repo, seq)
     return Outcome({"envelope": env}, lines=render.export_lines(env))
 
@@ -154,6 +164,8 @@ def evidence_export(seq: int, dsse: bool, repo: Path) -> Outcome:
 @command
 def evidence_attest(commit: str, repo: Path, out: Path | None) -> Outcome:
     """A signed provenance attestation (DSSE) for a commit's READY verdict."""
+    from gatekeeper.work import provenance
+
     if out is not None:
         check_output(out)  # before the scan and the signature, not after
     env = provenance.attest(repo, commit)
@@ -172,6 +184,8 @@ def evidence_attest(commit: str, repo: Path, out: Path | None) -> Outcome:
 @command
 def evidence_note(message: str, attach: Path | None, repo: Path) -> Outcome:
     """Append a human note."""
+    from gatekeeper.gates import records
+
     data = records.note(repo, message, attach).to_json()
     return Outcome(data, lines=render.note_lines(data))
 
@@ -193,6 +207,8 @@ def evidence_acknowledge(seq: int, repo: Path) -> Outcome:
       oms evidence acknowledge 41                   # read, then type yes
       oms process-result --candidate agent/fix      # READY_FOR_HUMAN, acknowledged 42
     """
+    from gatekeeper.gates.result.acknowledge import acknowledge
+
     data = acknowledge(repo, seq, ask=_ask).to_json()
     lines = [f"acknowledged verdict {data['verdict_seq']} ({data['issues']} test change(s)) "
              f"for {data['commit'][:12]} as entry {data['seq']}",
@@ -201,6 +217,9 @@ def evidence_acknowledge(seq: int, repo: Path) -> Outcome:
 
 
 def _ask(lines: list[str], question: bytes) -> object:
+    from gatekeeper.gates.result.acknowledge import HEADER as ACK_HEADER
+    from gatekeeper.gates.transfer.tty import confirm_at_terminal
+
     return confirm_at_terminal(lines, question, header=ACK_HEADER)
 
 
@@ -209,6 +228,8 @@ def _ask(lines: list[str], question: bytes) -> object:
 @command
 def evidence_key(repo: Path) -> Outcome:
     """Print the public signing key and its id."""
+    from gatekeeper.gates import records
+
     data = records.key_info(repo).to_json()
     return Outcome(data, lines=render.key_lines(data))
 
@@ -218,6 +239,8 @@ def evidence_key(repo: Path) -> Outcome:
 @command
 def evidence_repair(repo: Path) -> Outcome:
     """Move a torn last line to quarantine (never a complete entry) and record it."""
+    from gatekeeper.gates import records
+
     data = records.repair(repo).to_json()
     return Outcome(data, lines=render.repair_lines(data))
 

@@ -23,8 +23,6 @@ from gatekeeper.gates.result.payloads import ResultRecord, ResultStart
 from gatekeeper.gates.toolchain.payloads import ToolchainPrepared
 from gatekeeper.gates.transfer.payloads import ApprovalRecord, PreviewRecord, ReleaseRecord
 
-DEFAULT_LIMIT = 20
-
 
 def _result(e: Entry) -> str:
     r = ResultRecord.of(e)

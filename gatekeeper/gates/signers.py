@@ -21,7 +21,6 @@ from tomlkit.items import AoT, Array, Table
 
 from evidence import load_key, state_root
 from gatekeeper.errors import UsageError
-from gatekeeper.gates.policy_file import read_regular_file, write_regular_file
 from gatekeeper.repo.git import open_repo
 from policy import (
     POLICY_FILE,
@@ -97,6 +96,8 @@ class SignerEdited(BaseModel):
 
 def _worktree_policy(repo_dir: Path) -> tuple[Path, str]:
     """The worktree's oms.toml, a regular file (never through a symlink), and valid."""
+    from gatekeeper.gates.policy_file import read_regular_file  # not on the verifier's path
+
     path = open_repo(repo_dir).top / POLICY_FILE
     if path.is_symlink():
         raise UsageError(f"{path} is a symlink; oms never writes through one")
@@ -132,6 +133,8 @@ def _write(path: Path, doc: tomlkit.TOMLDocument) -> LoadedPolicy:
         loaded = parse_policy(text.encode(), str(path))
     except PolicyError as exc:
         raise UsageError(f"the edited policy would not be valid, nothing written: {exc}") from None
+    from gatekeeper.gates.policy_file import write_regular_file
+
     write_regular_file(path, text.encode(), force=True)
     return loaded
 

@@ -38,8 +38,8 @@ from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.scan.interface import ScanItem
 from gatekeeper.scan.policy import scan_with_policy
 from gatekeeper.work.payloads import DispatchRan, DispatchStarted
+from gatekeeper.work.provenance_verify import PREDICATE
 
-PREDICATE = "https://oms.local/provenance/v1"
 P = TypeVar("P", bound=Payload)
 # What oms computed, left out of the scan only under these keys: a git object id, a hex
 # SHA-256 (bare or `sha256:`), a base64 Merkle root.

@@ -27,16 +27,16 @@ from evidence import checkpoint as cp
 from evidence.dsse import PAYLOAD_TYPE_INTOTO, DsseError, verify_envelope
 from evidence.merkle import verify_inclusion
 from evidence.verify import statement_problems
-from gatekeeper.gates.result.verdict import Decision
 from gatekeeper.gates.signers import trusted_signer
 from gatekeeper.repo.git import Repo, git, is_ancestor, open_repo
 from gatekeeper.repo.notes import NOTES_REF, note_lines
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import default_branch_ref, read_ref, resolve_commit, write_ref
 from gatekeeper.repo.remote import fetch_ref
-from gatekeeper.work.provenance import PREDICATE
 from policy import LoadedPolicy, Signer
 
+PREDICATE = "https://oms.local/provenance/v1"  # the predicate type `oms evidence attest` signs
+READY = "READY_FOR_HUMAN"  # gates.result.verdict.Decision.READY, not imported: verify stays light
 SCHEMA_FILE = Path(__file__).with_name("provenance.schema.json")
 FETCHED_REF = "refs/oms/fetched/notes"  # in oms' own repository: private to oms
 
@@ -123,7 +123,7 @@ def _candidate(line: bytes, sha: str, tree: str,
         return checks, None
     verdict = predicate["verdict"]
     checks += [_subject(stmt["subject"], sha, tree),
-               Check("decision", verdict["decision"] == Decision.READY.value,
+               Check("decision", verdict["decision"] == READY,
                      f"the verdict is {verdict['decision']}")]  # fmt: skip
     checks += _membership(verdict, key)
     if loaded.policy.trust.require_contained:
