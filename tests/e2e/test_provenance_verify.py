@@ -48,6 +48,7 @@ class World:
     bare: Path
     key: str = ""
     candidate: str = ""
+    contained: str = ""
     envelope: dict[str, Any] | None = None
     first: str = ""
     n: int = 0
@@ -115,21 +116,35 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     commit_policy(repo, env=env, text=signers(f'{{name = "laptop", key = "{w.key}"}}'))
     w.candidate = commit_on(repo, "feature", {"fix.txt": "fixed\n"}, env=env,
                             index=root / "idx")  # fmt: skip
-    code, out = w.oms_json("process-result", "--candidate", w.candidate)
-    assert out["decision"] == "READY_FOR_HUMAN", out
-    code, out = w.oms_json("evidence", "attest", w.candidate)
-    assert code == 0, out
-    w.envelope = out["envelope"]
-    note = root / "note"
-    note.write_bytes(note_line(w.envelope))
-    git(repo, "notes", "--ref=oms", "add", "-F", str(note), w.candidate, env=env)
+    w.contained = _agent_commit(w)
+    for commit in (w.candidate, w.contained):
+        code, out = w.oms_json("process-result", "--candidate", commit)
+        assert out["decision"] == "READY_FOR_HUMAN", out
+        code, out = w.oms_json("evidence", "attest", commit)
+        assert code == 0, out
+        note = root / "note"
+        note.write_bytes(note_line(out["envelope"]))
+        git(repo, "notes", "--ref=oms", "add", "-F", str(note), commit, env=env)
+        w.envelope = w.envelope or out["envelope"]
     # A policy naming only some other key, on a branch of its own (for --policy-ref).
     commit_on(repo, "other-signer", {"oms.toml": signers(f'{{name = "ci", key = "{OTHER_KEY}"}}')},
               env=env, index=root / "idx2")  # fmt: skip
     git(root, "init", "-q", "--bare", "-b", "main", str(w.bare), env=env)
     git(repo, "push", "-q", str(w.bare), "main", "feature", "other-signer", "refs/notes/oms",
-        env=env)  # fmt: skip
+        "refs/oms/runs/*:refs/oms/runs/*", env=env)  # fmt: skip
     yield w
+
+
+def _agent_commit(w: World) -> str:
+    """A commit made inside a real contained `oms agent run` (bwrap, no egress)."""
+    commit = "git -c user.name=a -c user.email=a@b commit -qm agent"
+    script = f"echo oms-start; echo agent > agent.txt; git add agent.txt; {commit}; echo oms-end"
+    proc = run_oms(["agent", "run", "--egress", "none", "--json", "--", "/bin/sh", "-c", script],
+                   env=w.env, cwd=w.repo, timeout=300)  # fmt: skip
+    out = parse_single_json(proc)
+    assert proc.returncode == 0 and out["exit_code"] == 0 and "oms-end" in out["stdout"], out
+    assert out["candidate"], out
+    return str(out["candidate"])
 
 
 def replace_note(clone: Path, commit: str, *envelopes: dict[str, Any],
@@ -222,10 +237,14 @@ def test_an_expired_signer_window_fails_the_signature(world: World) -> None:
 
 
 def test_require_contained_fails_a_commit_made_by_hand(world: World) -> None:
+    """... and passes the commit a contained `oms agent run` made."""
     entry = f'{{name = "laptop", key = "{world.key}"}}'
     clone = world.with_default_policy(signers(entry, contained=True))
     code, out = world.verify(clone, world.candidate)
     assert code == 3 and failed(out) == ["contained"], out
+    git(clone, "fetch", "-q", "origin", "refs/oms/runs/*:refs/oms/runs/*", env=world.env)
+    code, out = world.verify(clone, world.contained)
+    assert code == 0 and [c["check"] for c in out["checks"]] == [*CHECKS, "contained"], out
 
 
 def test_an_edited_predicate_resigned_with_an_unlisted_key_fails(world: World) -> None:
