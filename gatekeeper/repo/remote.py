@@ -1,10 +1,11 @@
 """Remotes: their URLs read as data, and the only transports oms runs (https, ssh, local
-paths) for ls-remote and push, never prompting."""
+paths) for ls-remote, fetch of one ref and push, never prompting, never forced."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 from gatekeeper.errors import Blocked, UsageError
 from gatekeeper.repo.git import SHA_RE, GitError, Repo, git_argv, git_env, run_argv
@@ -159,3 +160,40 @@ def push(repo: Repo, remote: str, sha: str, branch: str) -> str:
     run_argv(_transport(repo, "push", "--no-verify", "--", url, f"{sha}:refs/heads/{branch}"),
          git_env(repo), repo.mirror, None, True, "push")  # fmt: skip
     return url
+
+
+def fetch_ref(repo: Repo, url: str, ref: str, into: str, objects: Path) -> str | None:
+    """`ref` of the remote at `url` fetched into the new ref `into` of oms' repository (an
+    explicit refspec, no '+': `into` must not exist yet), its objects written to `objects`;
+    the commit fetched, or None when the remote has no `ref`."""
+    env = {**git_env(repo), "GIT_OBJECT_DIRECTORY": str(objects)}
+    argv = _transport(repo, "fetch", "-q", "--no-tags", "--no-write-fetch-head",
+                      "--no-recurse-submodules", "--", checked_url(url),
+                      f"{ref}:{into}")  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=env,
+                          cwd=repo.mirror, check=False)  # fmt: skip
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace")
+        if "couldn't find remote ref" in err:
+            return None
+        raise GitError(f"git fetch: {(err.strip().splitlines() or ['failed'])[-1][:200]}")
+    out = run_argv(git_argv(repo, "rev-parse", "--verify", "-q", f"{into}^{{commit}}"), env,
+                   repo.mirror, None, True, "rev-parse")  # fmt: skip
+    return out.decode().strip()
+
+
+def push_ref(repo: Repo, url: str, sha: str, ref: str) -> bool:
+    """Push exactly `sha` to `ref` at `url`, never forced: False when the remote refuses it as
+    not a fast-forward (another push came first), GitError on any other failure."""
+    argv = _transport(repo, "push", "--no-verify", "--porcelain", "--", checked_url(url),
+                      f"{sha}:{ref}")  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL,
+                          env=git_env(repo), cwd=repo.mirror, check=False)  # fmt: skip
+    if proc.returncode == 0:
+        return True
+    # --porcelain: one `!\t<src>:<dst>\t[rejected] (fetch first|non-fast-forward)` per ref.
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        if line.startswith("!\t") and "[rejected]" in line:
+            return False
+    err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    raise GitError(f"git push: {(err or ['failed'])[0][:200]}")

@@ -130,6 +130,8 @@ KINDS = {
     "SyncRunning": "unavailable", "ForeignRun": "blocked", "TooSlow": "unavailable",
     # delivery resumes (issue 31)
     "Transient": "unavailable", "DeliveryStopped": "unavailable", "GhTransient": "unavailable",
+    # provenance notes published (issue 32)
+    "NotesRaceLost": "unavailable",
 }  # fmt: skip
 
 
