@@ -13,6 +13,7 @@ from gatekeeper.cli.render import Outcome, gate_lines, refused_result_lines
 from gatekeeper.gates.result import pipeline
 from gatekeeper.repo.git import open_repo
 from gatekeeper.text import sanitize
+from gatekeeper.work import provenance
 
 
 def _progress(line: str) -> None:
@@ -66,6 +67,7 @@ def process_result(
         push_remote,
         draft_pr,
         progress=_progress if progress else _silent,
+        attest=provenance.attest,
     )
     data = verdict.to_json()
     return Outcome(data, code=verdict.exit_code, lines=gate_lines(data))

@@ -37,6 +37,13 @@ _IDENT = {"GIT_AUTHOR_NAME": "oms", "GIT_AUTHOR_EMAIL": "oms@oms.invalid",
           "GIT_COMMITTER_NAME": "oms", "GIT_COMMITTER_EMAIL": "oms@oms.invalid"}  # fmt: skip
 
 
+def verify_hint(commit: str) -> str:
+    """The line a pull request body carries: where the attestation is, how to verify it."""
+    return (f"The provenance attestation of `{commit}` is in `{NOTES_REF}`; verify it with: "
+            f"`git fetch origin {NOTES_REF}:{NOTES_REF} && oms evidence verify --commit "
+            f"{commit}`")  # fmt: skip
+
+
 class NotesRaceLost(Unavailable):
     """Other publishers kept moving the remote's refs/notes/oms between oms' fetch and push."""
 

@@ -50,6 +50,7 @@ import gatekeeper.gates.sandboxed as gs
 import gatekeeper.repo.change as change_module
 import gatekeeper.repo.scratch as scratch_module
 from evidence import EvidenceStore
+from evidence.verify import public_key_from_pem, verify_exported
 from gatekeeper.errors import (
     EXIT_UNAVAILABLE,
     OmsError,
@@ -1186,6 +1187,29 @@ def test_push_delivers_the_branch_to_a_remote_without_forcing(
     assert code == 0, out
     assert out["delivered"]["push"] == {"remote": "backup", "branch": "pushed"}
     assert remote_ref("pushed") == sha
+    # The commit's provenance attestation went beside the branch, as a note in refs/notes/oms.
+    assert out["delivered"]["provenance"] == {"ref": "refs/notes/oms", "pushed": True}
+    code, info = world.json("evidence", "key", "--repo", str(world.repo))
+    assert code == 0
+    key = public_key_from_pem(info["public_key_pem"].encode(), "oms evidence key")
+
+    def remote_note() -> list[bytes]:
+        return subprocess.run(
+            ["git", "--git-dir", str(bare), "notes", "--ref=oms", "show", sha],
+            capture_output=True,
+            env=world.env,
+            check=True,
+        ).stdout.splitlines()
+
+    [line] = remote_note()
+    verdict = verify_exported(line, key)
+    assert verdict.valid, verdict.reasons
+    assert {"name": "commit", "digest": {"gitCommit": sha}} in verdict.subjects
+    # Asked again (a new READY verdict): the branch is unchanged, the note gains its line.
+    code, again = world.gate("cand/ready", "--deliver-branch", "pushed", "--push", "backup")
+    assert code == 0 and again["delivered"]["provenance"]["pushed"] is True, again
+    lines = remote_note()
+    assert line in lines and all(verify_exported(n, key).valid for n in lines)
 
 
 def _starts(world: World) -> int:

@@ -1,5 +1,10 @@
 """Delivery of a READY_FOR_HUMAN commit, only when asked: a local branch, a push, a draft PR.
 
+With a push, the commit's provenance attestation (made by the caller's `attest`: it lives
+in a layer above the gates) is added to its note in `refs/notes/oms` and that ref pushed
+beside the branch, merged with the remote's notes (`gatekeeper.repo.notes.push_notes`);
+the draft PR's body says how to verify it.
+
 Never forces, never merges, tags or releases. The options are checked before the gate
 runs (`plan_delivery`): a bad branch name, a branch checked out in any worktree (whose
 files would silently fall out of step), a branch the candidate does not contain, a
@@ -21,12 +26,20 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gatekeeper.errors import Blocked, Unavailable, UsageError
-from gatekeeper.gates.result.verdict import BranchDelivery, Delivery, PushDelivery
+from gatekeeper.gates.result.verdict import (
+    BranchDelivery,
+    Delivery,
+    ProvenanceDelivery,
+    PushDelivery,
+)
 from gatekeeper.repo.git import Repo, git_env, is_ancestor
+from gatekeeper.repo.notes import NOTES_REF, add_note, note_line, push_notes, verify_hint
 from gatekeeper.repo.refs import checked_out_branches, read_ref, valid_refname, write_ref
 from gatekeeper.repo.remote import push, remote_url
 from gatekeeper.retry import RETRY, Retry, retried
@@ -39,6 +52,10 @@ class GhTransient(Unavailable):
     """`gh` failed on a 5xx answer from GitHub: asking again may succeed."""
 
 
+# The signed provenance attestation of a READY commit (gatekeeper.work.provenance.attest).
+Attest = Callable[[Path, str], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class DeliveryRequest:
     """What the caller asked to be done with a READY_FOR_HUMAN commit."""
@@ -46,6 +63,7 @@ class DeliveryRequest:
     branch: str | None = None
     remote: str | None = None
     draft_pr: bool = False
+    attest: Attest | None = None  # with a push: the note pushed beside the branch
 
     @property
     def wanted(self) -> bool:
@@ -62,6 +80,7 @@ class DeliveryPlan:
     gh: str | None = None  # the `gh` binary, for a draft PR
     github_repo: str | None = None  # OWNER/NAME of the pushed-to remote
     retry: Retry = RETRY  # for `gh`'s 5xx failures
+    attest: Attest | None = None
 
 
 def _branch_ref(name: str) -> str:
@@ -96,7 +115,7 @@ def plan_delivery(repo: Repo, request: DeliveryRequest, candidate: str) -> Deliv
     url = remote_url(repo, request.remote, push=True) if request.remote else None
     github = _github_repo(url) if gh is not None and url is not None else None
     _movable(repo, ref, request.branch, candidate)
-    return DeliveryPlan(request.branch, ref, request.remote, gh, github)
+    return DeliveryPlan(request.branch, ref, request.remote, gh, github, attest=request.attest)
 
 
 def deliver_branch(repo: Repo, sha: str, plan: DeliveryPlan) -> BranchDelivery:
@@ -119,9 +138,20 @@ def deliver(repo: Repo, sha: str, plan: DeliveryPlan) -> Delivery:
     # No '+': a non-fast-forward is refused by the remote.
     push(repo, plan.remote, sha, plan.branch)
     pushed = PushDelivery(remote=plan.remote, branch=plan.branch)
+    noted = _provenance(repo, sha, plan)
     if plan.gh is None or plan.github_repo is None:
-        return Delivery(branch=branch, push=pushed)
-    return Delivery(branch=branch, push=pushed, draft_pr=_draft_pr(repo, sha, plan))
+        return Delivery(branch=branch, push=pushed, provenance=noted)
+    return Delivery(branch=branch, push=pushed, provenance=noted,
+                    draft_pr=_draft_pr(repo, sha, plan))  # fmt: skip
+
+
+def _provenance(repo: Repo, sha: str, plan: DeliveryPlan) -> ProvenanceDelivery | None:
+    """The attestation added to `sha`'s note and `refs/notes/oms` pushed to the same remote."""
+    if plan.attest is None or plan.remote is None:
+        return None
+    add_note(repo, sha, note_line(plan.attest(repo.top, sha)))
+    push_notes(repo, plan.remote)
+    return ProvenanceDelivery(ref=NOTES_REF, pushed=True)
 
 
 def _draft_pr(repo: Repo, sha: str, plan: DeliveryPlan) -> str:
@@ -132,7 +162,7 @@ def _draft_pr(repo: Repo, sha: str, plan: DeliveryPlan) -> str:
         if found is None:  # a lost answer to an earlier try may have opened it: look first
             _gh(repo, plan, "pr", "create", "--draft", "--head", plan.branch,
                 "--title", f"oms: verified {sha[:12]}",
-                "--body", f"READY_FOR_HUMAN by oms for {sha}.")  # fmt: skip
+                "--body", _pr_body(sha, plan))  # fmt: skip
             found = _open_pr(repo, plan)
         if found is None:
             raise Unavailable(f"gh pr create succeeded but no open PR for {plan.branch} reads back")
@@ -148,6 +178,11 @@ def _draft_pr(repo: Repo, sha: str, plan: DeliveryPlan) -> str:
         raise Blocked(f"the open pull request for {plan.branch} has head "
                       f"{str(head)[:12]}, not {sha[:12]}; oms opens no second one")  # fmt: skip
     return url
+
+
+def _pr_body(sha: str, plan: DeliveryPlan) -> str:
+    body = f"READY_FOR_HUMAN by oms for {sha}."
+    return f"{body}\n\n{verify_hint(sha)}" if plan.attest is not None else body
 
 
 def _open_pr(repo: Repo, plan: DeliveryPlan) -> tuple[str, str | None] | None:

@@ -34,6 +34,7 @@ from gatekeeper.errors import (
 from gatekeeper.gates import sandboxed as sandboxing
 from gatekeeper.gates.mark import Mark, trusted_mark
 from gatekeeper.gates.result.deliver import (
+    Attest,
     DeliveryPlan,
     DeliveryRequest,
     deliver,
@@ -298,8 +299,10 @@ def process_result(
     draft_pr: bool = False,
     requested_by: Sequence[Mapping[str, Any]] = (),
     progress: Callable[[str], None] | None = None,
+    attest: Attest | None = None,
 ) -> Verdict:
-    """`oms process-result` and the MCP tool: the gate, and delivery when asked."""
-    delivery = DeliveryRequest(deliver_branch, push_remote, draft_pr)
+    """`oms process-result` and the MCP tool: the gate, and delivery when asked (with a push
+    and `attest`, the commit's provenance note pushed beside the branch)."""
+    delivery = DeliveryRequest(deliver_branch, push_remote, draft_pr, attest)
     return gate(GateRequest(repo_dir, candidate_ref, base_ref, ticket, attempt, delivery,
                             tuple(requested_by), progress))  # fmt: skip

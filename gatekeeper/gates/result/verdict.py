@@ -207,17 +207,27 @@ class PushDelivery(_Frozen):
     branch: str
 
 
+class ProvenanceDelivery(_Frozen):
+    """The commit's provenance attestation, in its note under `ref`, pushed beside the branch."""
+
+    ref: str
+    pushed: bool
+
+
 class Delivery(_Frozen):
     """What was delivered after READY_FOR_HUMAN, only what was asked for."""
 
     branch: BranchDelivery
     push: PushDelivery | None = None
     draft_pr: str | None = None
+    provenance: ProvenanceDelivery | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"branch": self.branch.to_json()}
         if self.push is not None:
             out["push"] = self.push.model_dump(mode="json")
+        if self.provenance is not None:
+            out["provenance"] = self.provenance.model_dump(mode="json")
         if self.draft_pr is not None:
             out["draft_pr"] = self.draft_pr
         return out

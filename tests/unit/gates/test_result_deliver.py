@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ from support.repos import git
 from gatekeeper.errors import Blocked, OmsError, Unavailable, UsageError
 from gatekeeper.gates.result.deliver import DeliveryPlan, DeliveryRequest, deliver, plan_delivery
 from gatekeeper.repo.git import open_repo
+from gatekeeper.repo.notes import NOTES_REF, note_line, verify_hint
 from gatekeeper.retry import Retry
 
 
@@ -103,6 +105,7 @@ elif args[:2] == ["pr", "create"]:
         json.dump(s, open(STATE, "w"))
         sys.stderr.write(s["error"] + "\\n")
         sys.exit(1)
+    s.setdefault("bodies", []).append(args[args.index("--body") + 1])
     n = len(s["pulls"]) + 1
     s["pulls"].append({{"url": "https://github.com/owner/name/pull/%d" % n,
                        "headRefOid": s["sha"], "headRefName": head}})
@@ -179,3 +182,31 @@ def test_an_open_pr_at_another_commit_is_refused_not_duplicated(
     with pytest.raises(Blocked, match="opens no second one"):
         deliver(open_repo(git_repo), sha, plan)
     assert len(json.loads(state.read_text())["pulls"]) == 1
+
+
+def test_a_push_carries_the_provenance_note_and_the_pr_body_says_how_to_verify_it(
+    git_repo: Path, oms_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The attestation is the caller's (`work.provenance.attest`, a layer above); a stand-in
+    envelope here, since this test is about where it goes."""
+    state, plan, _, sha = _gh_world(tmp_path, git_repo, oms_env, fail=0)
+    envelope = {"payload": "e30=", "payloadType": "application/vnd.in-toto+json",
+                "signatures": []}  # fmt: skip
+    asked: list[str] = []
+    plan = dataclasses.replace(plan, attest=lambda top, c: asked.append(c) or envelope)
+    repo = open_repo(git_repo)
+    first = deliver(repo, sha, plan)
+    assert first.to_json()["provenance"] == {"ref": NOTES_REF, "pushed": True} and asked == [sha]
+    bare = tmp_path / "remote.git"
+    shown = git(git_repo, "--git-dir", str(bare), "notes", "--ref=oms", "show", sha, env=oms_env)
+    assert shown.encode() == note_line(envelope)
+    [body] = json.loads(state.read_text())["bodies"]
+    assert verify_hint(sha) in body
+    assert f"git fetch origin {NOTES_REF}:{NOTES_REF} && oms evidence verify --commit {sha}" in body
+    # Resumed after the note was pushed: nothing fails, nothing is added twice.
+    again = deliver(repo, sha, plan)
+    assert again.provenance == first.provenance and again.draft_pr == first.draft_pr
+    assert git(git_repo, "--git-dir", str(bare), "notes", "--ref=oms", "show", sha,
+               env=oms_env).encode() == note_line(envelope)  # fmt: skip
+    # Without an attest (the MCP tool, which never pushes), no note and no such line.
+    assert deliver(repo, sha, dataclasses.replace(plan, attest=None)).provenance is None
