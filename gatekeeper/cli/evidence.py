@@ -1,5 +1,5 @@
-"""`oms evidence …`: audit, show, log, blob, prove, export, attest, verify, note, acknowledge,
-key and repair."""
+"""`oms evidence …`: audit, show, log, blob, prove, export, attest, publish, verify, note,
+acknowledge, key and repair."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ SEQ = click.argument("seq", type=click.IntRange(min=0))
 DEFAULT_LIMIT = 20  # `oms evidence log`: the newest N entries
 
 
-HELP = ("Evidence: audit, show, log, blob, prove, export, attest, verify, note, acknowledge, "
-        "key, repair.")  # fmt: skip
+HELP = ("Evidence: audit, show, log, blob, prove, export, attest, publish, verify, note, "
+        "acknowledge, key, repair.")  # fmt: skip
 
 
 @click.group(cls=FullHelpGroup, help=HELP)
@@ -175,6 +175,22 @@ def evidence_attest(commit: str, repo: Path, out: Path | None) -> Outcome:
     return Outcome({"envelope": env, "out": str(out)}, lines=[sanitize(f"wrote {out}")])
 
 
+@evidence.command("publish")
+@click.argument("commit")
+@click.option(
+    "--push",
+    "remote",
+    metavar="REMOTE",
+    help="Then merge with REMOTE's refs/notes/oms and push it there (never forced).",
+)
+@REPO_OPTION
+@command
+def evidence_publish(commit: str, remote: str | None, repo: Path) -> Outcome:
+    """Add a commit's provenance attestation to its note in refs/notes/oms."""
+    data = provenance.publish(repo, commit, remote).to_json()
+    return Outcome(data, lines=publish_lines(data))
+
+
 @evidence.command("note")
 @click.option("--message", "-m", required=True, help="The note text.")
 @click.option(
@@ -243,6 +259,15 @@ def evidence_repair(repo: Path) -> Outcome:
 
     data = records.repair(repo).to_json()
     return Outcome(data, lines=render.repair_lines(data))
+
+
+def publish_lines(data: Data) -> list[str]:
+    done = "added to" if data["added"] else "already in"
+    lines = [f"attestation of {data['commit']} {done} its note in {data['ref']} "
+             f"({data['bytes']} bytes, sha256 {data['envelope_sha256']})"]  # fmt: skip
+    if data["pushed"] is not None:
+        lines.append(f"pushed {data['ref']} to {data['pushed']}")
+    return [sanitize(line) for line in lines]
 
 
 def log_lines(data: Data) -> list[str]:

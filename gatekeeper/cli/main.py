@@ -49,8 +49,8 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     ),
     "evidence": (
         "gatekeeper.cli.evidence:evidence",
-        "Evidence: audit, show, log, blob, prove, export, attest, verify, note, acknowledge, "
-        "key, repair.",
+        "Evidence: audit, show, log, blob, prove, export, attest, publish, verify, note, "
+        "acknowledge, key, repair.",
     ),
     "goal": (
         "gatekeeper.cli.goal:goal",

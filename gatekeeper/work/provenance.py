@@ -14,6 +14,7 @@ scanners, as a pull request body is, before anything is signed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -33,8 +34,10 @@ from gatekeeper.gates.records import open_store
 from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.gates.result.verdict import Decision
 from gatekeeper.gates.transfer.payloads import ApprovalRecord, PreviewRecord, ReleaseRecord
+from gatekeeper.repo.notes import NOTES_REF, add_note, note_line, push_notes
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import resolve_commit
+from gatekeeper.repo.remote import remote_url
 from gatekeeper.scan.interface import ScanItem
 from gatekeeper.scan.policy import scan_with_policy
 from gatekeeper.work.payloads import DispatchRan, DispatchStarted
@@ -75,6 +78,37 @@ def attest(repo_dir: Path, commit: str) -> dict[str, Any]:
         return PREDICATE, predicate
 
     return export_dsse(store, entry.seq, build, subjects)
+
+
+@dataclass(frozen=True)
+class Published:
+    """`oms evidence publish`: the attestation in `commit`'s note, and where it went."""
+
+    commit: str
+    added: bool  # False: the note held this very line already
+    pushed: str | None  # the remote `refs/notes/oms` was pushed to
+    envelope_sha256: str  # of the note line
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"commit": self.commit, "ref": NOTES_REF, "added": self.added,
+                "pushed": self.pushed, "envelope_sha256": self.envelope_sha256,
+                "bytes": self.bytes}  # fmt: skip
+
+
+def publish(repo_dir: Path, commit: str, remote: str | None = None) -> Published:
+    """`commit`'s attestation (`attest`) added to its note in the user's `refs/notes/oms`,
+    and with `remote`, that ref merged with the remote's and pushed (never forced). A remote
+    oms will not push to, or no READY verdict, is refused before anything is written."""
+    repo, _ = open_store(repo_dir)
+    sha = resolve_commit(repo, commit)
+    if remote is not None:
+        remote_url(repo, remote, push=True)
+    line = note_line(attest(repo.top, sha))
+    added = add_note(repo, sha, line)
+    if remote is not None:
+        push_notes(repo, remote)
+    return Published(sha, added, remote, hashlib.sha256(line).hexdigest(), len(line))
 
 
 def provenance_predicate(store: EvidenceStore, entry: Entry, record: ResultRecord,

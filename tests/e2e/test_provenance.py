@@ -11,6 +11,7 @@ that gave that run its transfer is recorded through the real work fence in-proce
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -258,3 +259,45 @@ def test_a_secret_in_the_statement_refuses_before_signing(world: World) -> None:
         provenance._scan(world.repo, record, subjects, {"run": {"profile_digest": hexed}})
         with pytest.raises(Blocked, match="secret finding"):
             provenance._scan(world.repo, record, subjects, {"run": {"cli_version": hexed}})
+
+
+def _notes_tip(w: World) -> str | None:
+    proc = subprocess.run(["git", "-C", str(w.repo), "rev-parse", "-q", "--verify",
+                           "refs/notes/oms"], capture_output=True, text=True, env=w.env,
+                          check=False)  # fmt: skip
+    return proc.stdout.strip() or None
+
+
+def test_publish_writes_the_note_git_shows_and_pushes_it_never_forced(world: World) -> None:
+    before = _notes_tip(world)
+    code, out = world.json("evidence", "publish", world.blocked)
+    assert code == 3 and out["error"]["kind"] == "blocked", out
+    assert _notes_tip(world) == before  # nothing written
+    code, out = world.json("evidence", "publish", world.uncontained)
+    assert code == 0, out
+    assert out["commit"] == world.uncontained and out["ref"] == "refs/notes/oms"
+    assert out["added"] is True and out["pushed"] is None and out["bytes"] > 0
+    shown = git(world.repo, "log", "-1", "--notes=oms", "--format=%N", world.uncontained,
+                env=world.env).strip()  # fmt: skip
+    assert hashlib.sha256(shown.encode() + b"\n").hexdigest() == out["envelope_sha256"]
+    code, ver = world.json("evidence", "verify", _write(world, "note.json", shown))
+    assert code == 0 and ver["valid"] and ver["predicate_type"] == PREDICATE, ver
+    code, again = world.json("evidence", "publish", world.uncontained)
+    assert code == 0 and again["added"] is False, again  # the same line: no new notes commit
+    bare = world.root / "notes-remote.git"
+    git(world.root, "init", "-q", "--bare", str(bare), env=world.env)
+    code, pushed = world.json("evidence", "publish", world.contained, "--push", str(bare))
+    assert code == 0 and pushed["pushed"] == str(bare) and pushed["added"] is True, pushed
+    there = git(bare, "rev-parse", "refs/notes/oms", env=world.env).strip()
+    assert there == _notes_tip(world)
+    clone = world.root / "notes-clone"
+    git(world.root, "clone", "-q", str(bare), str(clone), env=world.env)
+    git(clone, "fetch", "-q", "origin", "refs/notes/oms:refs/notes/oms", env=world.env)
+    for commit in (world.contained, world.uncontained):
+        assert git(clone, "notes", "--ref=oms", "show", commit, env=world.env).strip()
+
+
+def _write(w: World, name: str, text: str) -> Path:
+    path = w.root / name
+    path.write_text(text)
+    return path
