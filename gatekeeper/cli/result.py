@@ -67,7 +67,7 @@ def process_result(
         push_remote,
         draft_pr,
         progress=_progress if progress else _silent,
-        attest=provenance.attest,
+        attest=provenance.attested_line,
     )
     data = verdict.to_json()
     return Outcome(data, code=verdict.exit_code, lines=gate_lines(data))

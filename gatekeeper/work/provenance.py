@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import rfc8785
 
 from evidence import Entry, EvidenceStore, Payload
+from evidence.dsse import DsseError, verify_envelope
 from evidence.export import Attestation, export_dsse
 from evidence.merkle import leaf_hash, root_from_leaf_hashes
 from gatekeeper.agent.payloads import AgentRunEnd, AgentRunStart, EgressRequest, TunnelConnection
@@ -34,7 +35,7 @@ from gatekeeper.gates.records import open_store
 from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.gates.result.verdict import Decision
 from gatekeeper.gates.transfer.payloads import ApprovalRecord, PreviewRecord, ReleaseRecord
-from gatekeeper.repo.notes import NOTES_REF, add_note, note_line, push_notes
+from gatekeeper.repo.notes import NOTES_REF, add_note, note_line, note_lines, push_notes
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import resolve_commit
 from gatekeeper.repo.remote import remote_url
@@ -63,12 +64,7 @@ def attest(repo_dir: Path, commit: str) -> dict[str, Any]:
     (exit 3) when there is none, Blocked when the statement has a secret finding."""
     repo, store = open_store(repo_dir)
     sha = resolve_commit(repo, commit)
-    ready = [(e, r) for e, r in store.payloads(ResultRecord)
-             if r.candidate == sha and r.decision == Decision.READY]  # fmt: skip
-    if not ready:
-        raise NoReadyVerdict(f"commit {sha[:12]} has no READY_FOR_HUMAN verdict in the log; "
-                             "nothing to attest", data={"commit": sha})  # fmt: skip
-    entry, record = ready[-1]
+    entry, record = _latest_ready(store, sha)
     subjects = [{"name": "commit", "digest": {"gitCommit": sha}},
                 {"name": "tree", "digest": {"gitTree": record.tree}}]  # fmt: skip
 
@@ -78,6 +74,45 @@ def attest(repo_dir: Path, commit: str) -> dict[str, Any]:
         return PREDICATE, predicate
 
     return export_dsse(store, entry.seq, build, subjects)
+
+
+def _latest_ready(store: EvidenceStore, sha: str) -> tuple[Entry, ResultRecord]:
+    ready = [(e, r) for e, r in store.payloads(ResultRecord)
+             if r.candidate == sha and r.decision == Decision.READY]  # fmt: skip
+    if not ready:
+        raise NoReadyVerdict(f"commit {sha[:12]} has no READY_FOR_HUMAN verdict in the log; "
+                             "nothing to attest", data={"commit": sha})  # fmt: skip
+    return ready[-1]
+
+
+def attested_line(repo_dir: Path, commit: str) -> bytes:
+    """The note line attesting `commit`'s latest READY verdict: the one its note holds
+    already (signed by this log's key, for that verdict), else a new `attest`. A note is
+    published again unchanged, as the log grows (a later inclusion proof would make the
+    same verdict a new line), and a delivery resumed after its note was pushed pushes
+    nothing new."""
+    repo, store = open_store(repo_dir)
+    sha = resolve_commit(repo, commit)
+    seq = _latest_ready(store, sha)[0].seq
+    for line in note_lines(repo, sha):
+        if _attests(line, store, sha, seq):
+            return line + b"\n"
+    return note_line(attest(repo.top, sha))
+
+
+def _attests(line: bytes, store: EvidenceStore, sha: str, seq: int) -> bool:
+    """`line` is this key's provenance attestation of verdict `seq` on commit `sha`."""
+    try:
+        stmt = json.loads(verify_envelope(json.loads(line), store.key.public))
+    except (ValueError, DsseError):  # another publisher's line, or not an envelope
+        return False
+    if not isinstance(stmt, dict) or stmt.get("predicateType") != PREDICATE:
+        return False
+    pred, subjects = stmt.get("predicate"), stmt.get("subject")
+    verdict = pred.get("verdict") if isinstance(pred, dict) else None
+    commit = {"name": "commit", "digest": {"gitCommit": sha}}
+    return (isinstance(verdict, dict) and verdict.get("evidence_seq") == seq
+            and isinstance(subjects, list) and commit in subjects)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -104,7 +139,7 @@ def publish(repo_dir: Path, commit: str, remote: str | None = None) -> Published
     sha = resolve_commit(repo, commit)
     if remote is not None:
         remote_url(repo, remote, push=True)
-    line = note_line(attest(repo.top, sha))
+    line = attested_line(repo.top, sha)
     added = add_note(repo, sha, line)
     if remote is not None:
         push_notes(repo, remote)

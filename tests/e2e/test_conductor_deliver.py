@@ -37,6 +37,7 @@ from support.repos import commit_on, git, make_repo
 from support.work import tamper_db
 from werkzeug import Request, Response
 
+from evidence.verify import verify_exported
 from gatekeeper.agent.workspace import new_run_id
 from gatekeeper.errors import Blocked, Unavailable, UsageError
 from gatekeeper.gates.records import init
@@ -192,6 +193,12 @@ class Lab:
                              env=self.env, check=False)  # fmt: skip
         return out.stdout.strip() or None
 
+    def remote_note(self, sha: str) -> list[bytes]:
+        """The lines of `sha`'s note in the bare remote's refs/notes/oms ([] for none)."""
+        out = subprocess.run(["git", "--git-dir", str(self.bare), "notes", "--ref=oms", "show",
+                              sha], capture_output=True, env=self.env, check=False)  # fmt: skip
+        return out.stdout.splitlines()
+
     def state(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]:
         work = self.work()
         try:
@@ -244,6 +251,14 @@ def test_push_draft_pr_and_read_back_confirm_the_delivery_once(lab: Lab) -> None
     assert body["draft"] is True and body["head"] == f"oms/{ticket}" and body["base"] == "main"
     assert body["title"] == f"oms: READY_FOR_HUMAN {ticket}"
     assert "oms result gate" in body["body"] and sha in body["body"]
+    assert (f"`git fetch origin refs/notes/oms:refs/notes/oms && oms evidence verify --commit "
+            f"{sha}`") in body["body"]  # fmt: skip
+    [line] = lab.remote_note(sha)  # the attestation went beside the branch
+    work = lab.work()
+    try:
+        assert verify_exported(line, work.store.key.public).valid
+    finally:
+        work.close()
     assert lab.kinds_since(head) == ["work.delivery"] * 3  # pushed, pr-open, confirmed
     deliveries, outbox, after = lab.state()
     assert [r[2] for r in deliveries] == ["confirmed"]
@@ -388,7 +403,7 @@ def _stopped_at_pushed(lab: Lab) -> tuple[str, str]:
     assert exc.value.exit_code == 4 and lab.slept == [1.0, 3.0] and lab.gh.pulls == []
     deliveries, outbox, _ = lab.state()
     assert [(r[2], r[3]) for r in deliveries] == [("pushed", sha)] and outbox == []
-    assert lab.remote_sha(f"oms/{ticket}") == sha
+    assert lab.remote_sha(f"oms/{ticket}") == sha and len(lab.remote_note(sha)) == 1
     return ticket, sha
 
 
@@ -417,6 +432,7 @@ def test_past_the_bound_it_stops_at_pushed_and_oms_ticket_deliver_resumes_it_onc
     assert (d["state"], d["action"], d["commit"], d["pr"]) == ("confirmed", "delivered", sha, 1)
     assert len(lab.gh.pulls) == 1 and lab.gh.pulls[0]["head"]["sha"] == sha
     assert [r[2] for r in lab.state()[0]] == ["confirmed"]
+    assert len(lab.remote_note(sha)) == 1  # the resumed delivery pushed no second note
     again = run_oms(["ticket", "deliver", ticket, "--repo", lab.repo], env=lab.env)
     assert again.returncode == 0 and "confirmed (unchanged)" in again.stdout
     assert len(lab.gh.pulls) == 1

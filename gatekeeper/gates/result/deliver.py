@@ -39,7 +39,7 @@ from gatekeeper.gates.result.verdict import (
     PushDelivery,
 )
 from gatekeeper.repo.git import Repo, git_env, is_ancestor
-from gatekeeper.repo.notes import NOTES_REF, add_note, note_line, push_notes, verify_hint
+from gatekeeper.repo.notes import NOTES_REF, add_note, push_notes, verify_hint
 from gatekeeper.repo.refs import checked_out_branches, read_ref, valid_refname, write_ref
 from gatekeeper.repo.remote import push, remote_url
 from gatekeeper.retry import RETRY, Retry, retried
@@ -52,8 +52,8 @@ class GhTransient(Unavailable):
     """`gh` failed on a 5xx answer from GitHub: asking again may succeed."""
 
 
-# The signed provenance attestation of a READY commit (gatekeeper.work.provenance.attest).
-Attest = Callable[[Path, str], dict[str, Any]]
+# The note line attesting a READY commit (gatekeeper.work.provenance.attested_line).
+Attest = Callable[[Path, str], bytes]
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def _provenance(repo: Repo, sha: str, plan: DeliveryPlan) -> ProvenanceDelivery 
     """The attestation added to `sha`'s note and `refs/notes/oms` pushed to the same remote."""
     if plan.attest is None or plan.remote is None:
         return None
-    add_note(repo, sha, note_line(plan.attest(repo.top, sha)))
+    add_note(repo, sha, plan.attest(repo.top, sha))
     push_notes(repo, plan.remote)
     return ProvenanceDelivery(ref=NOTES_REF, pushed=True)
 

@@ -7,7 +7,9 @@ receipt's commit, which the gate's `result` entry names as its candidate). The o
 fixed: the PR body is scanned by both scanners before anything leaves the machine (a
 finding blocks, nothing is pushed or sent); the push runs from oms' own repository with
 oms' transport rules (`gatekeeper.repo.remote.push`: no hook or config of the user's
-repository runs) and is never forced; the draft PR is found (GET `pulls?head=`) or opened
+repository runs) and is never forced; the commit's provenance attestation follows it as a
+note in `refs/notes/oms`, merged with the remote's notes and pushed the same way (the PR
+body says how to verify it); the draft PR is found (GET `pulls?head=`) or opened
 (POST, `draft: true`); then the remote branch (ls-remote) and the PR (GET) are read back
 fresh and must both point at the verified commit, the PR a draft. Each step is one fenced
 `deliveries` transition (pushed -> pr-open -> confirmed | failed) with one `work.delivery`
@@ -36,12 +38,14 @@ from gatekeeper.errors import Blocked, NotFound, Unavailable, UsageError
 from gatekeeper.integrations.formats import clean, markdown
 from gatekeeper.integrations.formats.report import Report
 from gatekeeper.repo.git import GitError, is_ancestor
+from gatekeeper.repo.notes import NOTES_REF, verify_hint
 from gatekeeper.repo.refs import default_branch_ref, valid_refname
 from gatekeeper.repo.remote import ls_remote, push, remote_url
 from gatekeeper.retry import RETRY, Retry, retried
 from gatekeeper.scan.interface import ScanItem
 from gatekeeper.scan.policy import scan_with_policy
 from gatekeeper.work import payloads as p
+from gatekeeper.work import provenance
 from gatekeeper.work.events import outbox, slack
 from gatekeeper.work.fence import NonceReplayed, StaleVersion, Work
 from gatekeeper.work.github import (
@@ -173,7 +177,8 @@ def pr_body(ready: Ready) -> str:
     head = [f"oms delivers ticket `{ready.ticket}` at the commit its result gate judged "
             f"READY_FOR_HUMAN: `{ready.commit}`.", "",
             f"Ticket title: {clean.md(ready.title, MAX_TITLE_SHOWN)}", "",
-            "This is a draft: a human reviews and merges it; oms never does.", ""]  # fmt: skip
+            "This is a draft: a human reviews and merges it; oms never does.", "",
+            verify_hint(ready.commit), ""]  # fmt: skip
     page = markdown.result_page(Report("result", ready.verdict, 0))
     return "\n".join([*head, *page])
 
@@ -297,7 +302,19 @@ def _push(work: Work, steps: _Steps, url: str, ref: str, commit: str, branch: st
         except GitError as exc:
             steps.fail(f"the remote refused the push of {branch} (never forced): "
                        f"{exc.message[:160]}")  # fmt: skip
+    _push_note(work, steps, commit)
     steps.move("pushed")
+
+
+def _push_note(work: Work, steps: _Steps, commit: str) -> None:
+    """The commit's provenance attestation in its note, `refs/notes/oms` merged with the
+    remote's and pushed to the same remote, never forced. Resumed, the note holds that
+    verdict's line already (`provenance.attested_line`): nothing new is pushed."""
+    try:
+        provenance.publish(work.repo.top, commit, steps.remote)
+    except GitError as exc:
+        steps.fail(f"the remote refused the push of {NOTES_REF} (never forced): "
+                   f"{exc.message[:160]}")  # fmt: skip
 
 
 def _contains(work: Work, old: str, new: str) -> bool:

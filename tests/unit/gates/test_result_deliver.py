@@ -193,7 +193,7 @@ def test_a_push_carries_the_provenance_note_and_the_pr_body_says_how_to_verify_i
     envelope = {"payload": "e30=", "payloadType": "application/vnd.in-toto+json",
                 "signatures": []}  # fmt: skip
     asked: list[str] = []
-    plan = dataclasses.replace(plan, attest=lambda top, c: asked.append(c) or envelope)
+    plan = dataclasses.replace(plan, attest=lambda top, c: asked.append(c) or note_line(envelope))
     repo = open_repo(git_repo)
     first = deliver(repo, sha, plan)
     assert first.to_json()["provenance"] == {"ref": NOTES_REF, "pushed": True} and asked == [sha]
