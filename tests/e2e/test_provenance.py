@@ -282,8 +282,12 @@ def test_publish_writes_the_note_git_shows_and_pushes_it_never_forced(world: Wor
     assert hashlib.sha256(shown.encode() + b"\n").hexdigest() == out["envelope_sha256"]
     code, ver = world.json("evidence", "verify", _write(world, "note.json", shown))
     assert code == 0 and ver["valid"] and ver["predicate_type"] == PREDICATE, ver
+    tip = _notes_tip(world)
+    # The log grows (a later inclusion proof): the verdict's line in the note is reused.
+    assert world.json("evidence", "note", "-m", "the log grows")[0] == 0
     code, again = world.json("evidence", "publish", world.uncontained)
-    assert code == 0 and again["added"] is False, again  # the same line: no new notes commit
+    assert code == 0 and again["added"] is False, again
+    assert again["envelope_sha256"] == out["envelope_sha256"] and _notes_tip(world) == tip
     bare = world.root / "notes-remote.git"
     git(world.root, "init", "-q", "--bare", str(bare), env=world.env)
     code, pushed = world.json("evidence", "publish", world.contained, "--push", str(bare))
