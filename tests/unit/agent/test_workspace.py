@@ -92,8 +92,9 @@ def test_write_ref_writes_a_run_ref_and_no_other_ref_outside_refs_heads(tmp_path
     repo = _fake_repo(tmp_path)
     write_ref(repo, f"refs/oms/runs/{RUN}", SHA, None, "run")
     assert read_ref(repo, f"refs/oms/runs/{RUN}") == SHA
-    for ref in ("refs/oms/runs/x", "refs/oms/other", "refs/tags/v1", f"refs/oms/runs/{RUN}/x",
-                "refs/notes/commits", "refs/notes/oms/x"):
+    others = ("refs/oms/runs/x", "refs/oms/other", "refs/tags/v1", f"refs/oms/runs/{RUN}/x",
+              "refs/notes/commits", "refs/notes/oms/x")  # fmt: skip
+    for ref in others:
         with pytest.raises(UsageError, match="not a branch, agent run or notes ref"):
             write_ref(repo, ref, SHA, None, "no")
     with pytest.raises(Blocked):
