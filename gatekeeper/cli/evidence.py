@@ -187,6 +187,8 @@ def evidence_attest(commit: str, repo: Path, out: Path | None) -> Outcome:
 @command
 def evidence_publish(commit: str, remote: str | None, repo: Path) -> Outcome:
     """Add a commit's provenance attestation to its note in refs/notes/oms."""
+    from gatekeeper.work import provenance
+
     data = provenance.publish(repo, commit, remote).to_json()
     return Outcome(data, lines=publish_lines(data))
 

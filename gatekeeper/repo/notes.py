@@ -136,7 +136,7 @@ def push_notes(repo: Repo, remote: str) -> str:
     url = remote_url(repo, remote, push=True)
     for _ in range(PUSH_TRIES):
         with _scratch(repo, None, "fetched") as into:
-            theirs = fetch_ref(repo, url, NOTES_REF, into, repo.common_dir / "objects")
+            theirs = fetch_ref(repo, url, NOTES_REF, into)
         ours = read_ref(repo, NOTES_REF)
         if ours is None and theirs is None:
             raise ValueError("there are no notes to push")

@@ -35,9 +35,6 @@ DEFAULT_BRANCH_FILE = "default-branch"
 RUN_REF_RE = re.compile(r"^refs/oms/runs/[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$")
 _NOTES_REF = "refs/notes/oms"
 
-# The provenance notes (gatekeeper/repo/notes.py NOTES_REF): the one notes ref oms writes.
-_NOTES_REF = "refs/notes/oms"
-
 
 def valid_refname(name: str) -> bool:
     """git's refname rules (git-check-ref-format), without running anything."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 from gatekeeper.errors import Blocked, UsageError
 from gatekeeper.repo.git import SHA_RE, GitError, Repo, git_argv, git_env, run_argv
@@ -129,18 +128,17 @@ def remote_tip(repo: Repo) -> tuple[str, str] | None:
 FETCH_TIMEOUT_S = 120
 
 
-def fetch_ref(repo: Repo, remote: str, ref: str, into: str) -> str | None:
-    """Fetch the remote's `ref` into `into` in oms' own repository (a private ref there, so
-    forcing it overwrites nothing of the user's), the objects into the user's object store
-    (checked: fsckObjects); the fetched commit, or None when the remote has no `ref`.
-    Through oms' transport rules, never prompting."""
-    url = remote_url(repo, remote)
-    if not (ref.startswith("refs/") and into.startswith("refs/oms/")):
+def fetch_ref(repo: Repo, url: str, ref: str, into: str) -> str | None:
+    """The remote's `ref` fetched into `into`, a ref of oms' own repository (forcing it
+    overwrites nothing of the user's), the objects into the user's object store (checked:
+    fsckObjects); the fetched commit, or None when the remote has no `ref`. Through oms'
+    transport rules, never prompting."""
+    if not ref.startswith("refs/") or into.startswith("-"):
         raise UsageError(f"not a ref oms fetches: {ref[:80]!r} into {into[:80]!r}")
     env = git_env(repo)
     env["GIT_OBJECT_DIRECTORY"] = str(repo.common_dir / "objects")
-    argv = _transport(repo, "fetch", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
-                      "--no-recurse-submodules", "--", url, f"+{ref}:{into}",
+    argv = _transport(repo, "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+                      "--no-recurse-submodules", "--", checked_url(url), f"+{ref}:{into}",
                       ssh="ssh -o BatchMode=yes -o ConnectTimeout=10")  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=env,
                           cwd=repo.mirror, check=False, timeout=FETCH_TIMEOUT_S)  # fmt: skip
@@ -148,9 +146,9 @@ def fetch_ref(repo: Repo, remote: str, ref: str, into: str) -> str | None:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         if any("couldn't find remote ref" in line for line in err):
             return None
-        raise GitError(f"git fetch {url[:80]}: {err[0][:200] if err else 'failed'}")
+        raise GitError(f"git fetch {url[:80]}: {err[-1][:200] if err else 'failed'}")
     tip = run_argv(git_argv(repo, "rev-parse", "--verify", "-q", f"{into}^{{commit}}"),
-                   git_env(repo), repo.mirror, None, True, "rev-parse")  # fmt: skip
+                   env, repo.mirror, None, True, "rev-parse")  # fmt: skip
     return tip.decode("ascii").strip()
 
 
@@ -160,26 +158,6 @@ def push(repo: Repo, remote: str, sha: str, branch: str) -> str:
     run_argv(_transport(repo, "push", "--no-verify", "--", url, f"{sha}:refs/heads/{branch}"),
          git_env(repo), repo.mirror, None, True, "push")  # fmt: skip
     return url
-
-
-def fetch_ref(repo: Repo, url: str, ref: str, into: str, objects: Path) -> str | None:
-    """`ref` of the remote at `url` fetched into the new ref `into` of oms' repository (an
-    explicit refspec, no '+': `into` must not exist yet), its objects written to `objects`;
-    the commit fetched, or None when the remote has no `ref`."""
-    env = {**git_env(repo), "GIT_OBJECT_DIRECTORY": str(objects)}
-    argv = _transport(repo, "fetch", "-q", "--no-tags", "--no-write-fetch-head",
-                      "--no-recurse-submodules", "--", checked_url(url),
-                      f"{ref}:{into}")  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=env,
-                          cwd=repo.mirror, check=False)  # fmt: skip
-    if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace")
-        if "couldn't find remote ref" in err:
-            return None
-        raise GitError(f"git fetch: {(err.strip().splitlines() or ['failed'])[-1][:200]}")
-    out = run_argv(git_argv(repo, "rev-parse", "--verify", "-q", f"{into}^{{commit}}"), env,
-                   repo.mirror, None, True, "rev-parse")  # fmt: skip
-    return out.decode().strip()
 
 
 def push_ref(repo: Repo, url: str, sha: str, ref: str) -> bool:

@@ -32,7 +32,7 @@ from gatekeeper.repo.git import Repo, git, is_ancestor, open_repo
 from gatekeeper.repo.notes import NOTES_REF, note_lines
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import default_branch_ref, read_ref, resolve_commit, write_ref
-from gatekeeper.repo.remote import fetch_ref
+from gatekeeper.repo.remote import fetch_ref, remote_url
 from policy import LoadedPolicy, Signer
 
 PREDICATE = "https://oms.local/provenance/v1"  # the predicate type `oms evidence attest` signs
@@ -82,7 +82,7 @@ def verify_commit(repo_dir: Path, commit: str, fetch: str | None = None,
 def _fetch_notes(repo: Repo, remote: str) -> str | None:
     """The remote's `refs/notes/oms`, fetched into oms' private ref; the user's own notes ref
     follows only when it fast-forwards (never forced). The fetched tip, read for this check."""
-    tip = fetch_ref(repo, remote, NOTES_REF, FETCHED_REF)
+    tip = fetch_ref(repo, remote_url(repo, remote), NOTES_REF, FETCHED_REF)
     if tip is None:
         return None
     old = read_ref(repo, NOTES_REF)
