@@ -1,4 +1,5 @@
-"""A verdict or a scan as a markdown page ready for a GitHub job summary.
+"""A verdict, a scan or a provenance verification as a markdown page ready for a GitHub
+job summary.
 
 Decision first, then reasons, the checks table with each failed check's output tails
 folded in <details>, the findings table. Every untrusted string is sanitised and escaped
@@ -7,6 +8,7 @@ folded in <details>, the findings table. Every untrusted string is sanitised and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -102,3 +104,39 @@ def scan_page(report: Report) -> list[str]:
            f"{clean.md(d['scanned_items'])} item(s) scanned by {scanners}; "
            f"exit code {report.code}.", ""]  # fmt: skip
     return out + findings_section(d["findings"])
+
+
+def verify_summary(raw: str, code: int) -> str:
+    """The page for `oms evidence verify --commit … --json` (its stdout `raw`, its exit
+    `code`), as the Action's verify mode writes it: what was found, each check. Output
+    that is not the verifier's object (a refusal before any check) gets a one-line page."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("checks"), list):
+        return "\n".join(refused_page(data, code))
+    return "\n".join(verify_page(data, code))
+
+
+def verify_page(v: Mapping[str, Any], code: int) -> list[str]:
+    ok = code == 0 and v.get("verified") is True
+    head = "✅ verified" if ok else "⛔ not verified"
+    signer = f"signer {clean.md(v['signer'])}" if v.get("signer") else "no trusted signer"
+    out = [f"## oms provenance: {head}", "",
+           f"Commit {clean.md(v.get('commit', ''))}: {signer}; "
+           f"{clean.md(v.get('attestations', 0))} attestation(s) in its note; "
+           f"exit code {code}.", ""]  # fmt: skip
+    rows = [(clean.md(c.get("check", "")), "✅ ok" if c.get("ok") is True else "❌ failed",
+             clean.md(c.get("detail", "")))
+            for c in v["checks"] if isinstance(c, dict)]  # fmt: skip
+    if not rows:
+        return [*out, "No check ran.", ""]
+    return [*out, "### Checks", "", *table(("Check", "Result", "Detail"), rows), ""]
+
+
+def refused_page(data: object, code: int) -> list[str]:
+    err = data.get("error") if isinstance(data, dict) else None
+    why = f": {clean.md(err.get('message', ''))}" if isinstance(err, dict) else ""
+    line = f"oms refused before any check (exit {code}){why}; see this step's log."
+    return ["## oms provenance: ⛔ not verified", "", line, ""]

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 from support.secrets import fake_aws_key
 
-from gatekeeper.integrations.formats import FORMATS, Report, render
+from gatekeeper.integrations.formats import FORMATS, Report, markdown, render
 
 DATA = Path(__file__).parents[2] / "data"
 SARIF_SCHEMA_SHA256 = "c3b4bb2d6093897483348925aaa73af03b3e3f4bd4ca38cef26dcb4212a2682e"
@@ -230,6 +230,46 @@ def test_markdown_scan_page() -> None:
     assert text.startswith("## oms scan: ⛔ 2 finding(s) not allowed by policy")
     assert "4 item(s) scanned by gitleaks 8.30.1, detect-secrets 1.5.0; exit code 3." in text
     assert text.count("| <code>src/a.py</code> | 2 |") == 2
+
+
+VERIFIED = {"ok": True, "oms_exit_code": 0, "commit": "c" * 40, "verified": True,
+            "signer": "laptop", "attestations": 2,
+            "checks": [{"check": "signature", "ok": True, "detail": "laptop"},
+                       {"check": "note", "ok": True, "detail": "2 line(s)"}]}  # fmt: skip
+
+
+def test_markdown_verification_page_names_the_commit_the_signer_and_each_check() -> None:
+    text = markdown.verify_summary(json.dumps(VERIFIED), 0)
+    assert text.startswith("## oms provenance: ✅ verified\n")
+    assert f"Commit {'c' * 40}: signer laptop; 2 attestation(s) in its note; exit code 0." in text
+    assert "| signature | ✅ ok | laptop |" in text and "| note | ✅ ok | 2 line\\(s\\) |" in text
+
+
+def test_markdown_verification_page_escapes_what_came_from_the_repository_or_the_note() -> None:
+    evil = "[x](https://e.example) <b>evil|name</b>\x1b[2J\u202e"
+    data = {**VERIFIED, "verified": False, "signer": None, "commit": evil,
+            "checks": [{"check": evil, "ok": False, "detail": evil}]}  # fmt: skip
+    text = markdown.verify_summary(json.dumps(data), 3)
+    assert text.startswith("## oms provenance: ⛔ not verified") and "no trusted signer" in text
+    assert "<b>" not in text and "](" not in text and _raw_controls(text) == []
+    [row] = [line for line in text.splitlines() if line.startswith("| ") and "evil" in line]
+    assert "❌ failed" in row and row.count("|") - row.count("\\|") == 4  # 3 columns
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "",
+        "not json",
+        '{"ok": false, "oms_exit_code": 2, '
+        '"error": {"kind": "usage", "message": "no [such](x) option"}}',
+    ],
+)
+def test_markdown_verification_page_of_a_refusal_is_one_line(raw: str) -> None:
+    text = markdown.verify_summary(raw, 2)
+    assert text.startswith("## oms provenance: ⛔ not verified\n")
+    assert "oms refused before any check (exit 2)" in text and "](" not in text
+    assert "verified: " not in text and "### Checks" not in text
 
 
 def test_text_is_the_command_lines_and_json_the_json_object() -> None:
