@@ -347,7 +347,8 @@ def test_an_unknown_mode_fails_the_job_with_one_line(tmp_path: Path) -> None:
 def attested(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A developer's repository whose default branch trusts its own evidence key as signer
     `laptop`; a READY attestation of `pr`'s head in its `refs/notes/oms`; `main`, `pr`,
-    `bare` (a commit with no note) and the notes ref pushed to a bare remote."""
+    `bare` (a commit with no note) and the notes ref pushed to a bare remote, where the
+    default branch is named `HOSTILE_BRANCH`."""
     root = tmp_path_factory.mktemp("verify-repo")
     env = clean_env(root, root / "oms-home")
     dev = make_repo(root / "dev", {"oms.toml": POLICY, "mod.py": MOD, "test_mod.py": TEST},
@@ -368,7 +369,9 @@ def attested(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     git(dev, "notes", "--ref=oms", "add", "-F", str(root / "note"), head, env=env)
     remote = root / "remote.git"
     git(root, "init", "-q", "--bare", str(remote), env=env)
-    git(dev, "push", "-q", str(remote), "main", "pr", "bare", "refs/notes/oms", env=env)
+    # The default branch on the remote has a name that would be shell if interpolated.
+    git(dev, "push", "-q", str(remote), f"main:refs/heads/{HOSTILE_BRANCH}", "pr", "bare",
+        "refs/notes/oms", env=env)  # fmt: skip
     return {"root": root, "remote": remote, "head": head, "bare": bare, "env": env}
 
 
@@ -393,7 +396,8 @@ def test_verify_mode_passes_on_a_trusted_attestation_and_fails_naming_the_note_c
     git_env = {k: v for k, v in attested["env"].items() if "GIT" in k}
     env = {**venv_env(tmp_path, tmp_path), **git_env}
     runner = Runner(tmp_path, workspace, copy_of_checkout(tmp_path / "action"), env)
-    inputs = {"mode": "verify", "base": "", "head": attested["head"], "default-branch": "main"}
+    inputs = {"mode": "verify", "base": "", "head": attested["head"],
+              "default-branch": HOSTILE_BRANCH}  # fmt: skip
     codes = runner.run(inputs)
     assert codes == {
         "Fail on an unknown mode": 0,
@@ -402,7 +406,8 @@ def test_verify_mode_passes_on_a_trusted_attestation_and_fails_naming_the_note_c
         "Fail unless verified": 0,
     }, runner.logs
     assert runner.outputs["verify"] == {"exit-code": "0", "verified": "true"}
-    assert not list(runner.runner_temp.glob("oms-home*"))  # no key, no log of the job's
+    home = runner.runner_temp / "oms-verify" / "home"  # the step's OMS_HOME: no key made
+    assert not (runner.runner_temp / "oms-home").exists() and not (home / "keys").exists()
     summary = runner.summary.read_text()
     assert summary.startswith("## oms provenance: ✅ verified"), summary
     assert f"Commit {attested['head']}: signer laptop;" in summary
@@ -415,6 +420,7 @@ def test_verify_mode_passes_on_a_trusted_attestation_and_fails_naming_the_note_c
     codes = runner.run({**inputs, "head": attested["bare"]}, skip=("Install oms",))
     assert codes["Verify the head's attestation"] == 0 and codes["Fail unless verified"] == 3
     assert runner.outputs["verify"] == {"exit-code": "3", "verified": "false"}
+    assert not list(tmp_path.rglob("PWNED")) and not list(attested["root"].rglob("PWNED"))
     assert "no trusted READY attestation covers the head (exit 3)" in runner.logs[
         "Fail unless verified"]  # fmt: skip
     summary = runner.summary.read_text()
