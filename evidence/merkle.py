@@ -13,7 +13,9 @@ right; :class:`Frontier` keeps exactly those subtree roots so a log can extend
 its root in O(log n) per entry.
 
 Inclusion proofs are the audit paths of RFC 6962 §2.1.1 (``PATH(m, D[n])``);
-they are verified with the algorithm of RFC 9162 §2.1.3.2.
+they are verified with the algorithm of RFC 9162 §2.1.3.2. Consistency proofs
+are RFC 6962 §2.1.2's ``PROOF(m, D[n])``, verified as RFC 9162 §2.1.4.2 does
+(what a C2SP tlog-witness checks before it cosigns).
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ __all__ = [
     "EMPTY_ROOT",
     "HASH_SIZE",
     "Frontier",
+    "consistency_proof",
     "inclusion_proof",
     "leaf_hash",
     "node_hash",
     "root_from_leaf_hashes",
+    "verify_consistency",
     "verify_inclusion",
 ]
 
@@ -263,3 +267,76 @@ def verify_inclusion(
         fn >>= 1
         sn >>= 1
     return sn == 0 and hmac.compare_digest(r, root)
+
+
+def consistency_proof(old_size: int, leaf_hashes: Sequence[bytes]) -> list[bytes]:
+    """Return RFC 6962 §2.1.2 ``PROOF(old_size, D[n])`` (empty when old_size is 0 or n).
+
+    ``leaf_hashes`` are the leaf hashes of the whole new tree. Raises ValueError
+    unless 0 <= old_size <= n.
+    """
+    n = len(leaf_hashes)
+    if isinstance(old_size, bool) or not isinstance(old_size, int) or not 0 <= old_size <= n:
+        raise ValueError(f"expected an old size in [0, {n}], found {old_size!r}")
+    if old_size in (0, n):
+        return []
+    # SUBPROOF(m, D[lo:hi], whole): walk down, collecting the sibling roots bottom-up.
+    path: list[bytes] = []
+    lo, hi, m, whole = 0, n, old_size, True
+    while m != hi - lo:
+        k = 1 << ((hi - lo - 1).bit_length() - 1)  # largest power of 2 < hi - lo
+        if m <= k:
+            path.append(root_from_leaf_hashes(leaf_hashes[lo + k : hi]))
+            hi = lo + k
+        else:
+            path.append(root_from_leaf_hashes(leaf_hashes[lo : lo + k]))
+            lo, m, whole = lo + k, m - k, False
+    if not whole:
+        path.append(root_from_leaf_hashes(leaf_hashes[lo:hi]))
+    path.reverse()
+    return path
+
+
+def verify_consistency(
+    old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
+) -> bool:
+    """Check a consistency proof per RFC 9162 §2.1.4.2; False (never raises) if it fails.
+
+    An old size of 0 takes an empty proof (the empty tree is a prefix of every
+    tree); equal sizes take an empty proof and equal roots.
+    """
+    sizes = (old_size, new_size)
+    if any(isinstance(x, bool) or not isinstance(x, int) for x in sizes):
+        return False
+    if not 0 <= old_size <= new_size:
+        return False
+    items = list(proof)
+    if not all(isinstance(p, bytes) and len(p) == HASH_SIZE for p in (*items, old_root, new_root)):
+        return False
+    if old_size == 0:
+        return not items
+    if old_size == new_size:
+        return not items and hmac.compare_digest(old_root, new_root)
+    if not items:
+        return False
+    if old_size & (old_size - 1) == 0:  # a power of two: the old root is a node itself
+        items.insert(0, old_root)
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = items[0]
+    for c in items[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            while not fn & 1 and fn:
+                fn >>= 1
+                sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and hmac.compare_digest(fr, old_root) and hmac.compare_digest(sr, new_root)

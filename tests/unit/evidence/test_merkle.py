@@ -19,10 +19,12 @@ from hypothesis import strategies as st
 from evidence.merkle import (
     EMPTY_ROOT,
     Frontier,
+    consistency_proof,
     inclusion_proof,
     leaf_hash,
     node_hash,
     root_from_leaf_hashes,
+    verify_consistency,
     verify_inclusion,
 )
 
@@ -379,3 +381,58 @@ def test_root_from_random_leaf_hashes_is_stable_across_implementations() -> None
     for h in hashes:
         frontier.append(h)
     assert root_from_leaf_hashes(hashes) == frontier.root() == reference_mth(hashes)
+
+
+# --- Consistency proofs (RFC 6962 §2.1.2, verified per RFC 9162 §2.1.4.2) -----
+
+# transparency-dev/merkle proof/verify_test.go: consistency proofs into the 8-leaf tree.
+CONSISTENCY_VECTORS = {
+    1: ["96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
+        "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+        "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"],
+    4: ["6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"],
+    6: ["0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
+        "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+        "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("old", sorted(CONSISTENCY_VECTORS))
+def test_consistency_proof_matches_published_vectors(old: int) -> None:
+    proof = consistency_proof(old, LEAF_HASHES[:8])
+    assert [h.hex() for h in proof] == CONSISTENCY_VECTORS[old]
+    assert verify_consistency(old, 8, ROOTS[old - 1], ROOTS[7], proof)
+
+
+def test_consistency_proofs_verify_between_every_pair_of_small_trees() -> None:
+    hashes = [leaf_hash(bytes([i])) for i in range(33)]
+    for new in range(34):
+        new_root = root_from_leaf_hashes(hashes[:new])
+        for old in range(new + 1):
+            old_root = root_from_leaf_hashes(hashes[:old])
+            proof = consistency_proof(old, hashes[:new])
+            assert verify_consistency(old, new, old_root, new_root, proof), (old, new)
+            if 0 < old < new:  # any changed hash, or another old tree, fails
+                assert not verify_consistency(old, new, SOME_HASH, new_root, proof)
+                bent = [SOME_HASH, *proof[1:]]
+                assert not verify_consistency(old, new, old_root, new_root, bent)
+
+
+def test_a_forked_prefix_is_not_consistent() -> None:
+    hashes = [leaf_hash(bytes([i])) for i in range(10)]
+    forked = [*hashes[:3], leaf_hash(b"other"), *hashes[4:6]]
+    proof = consistency_proof(6, hashes)
+    assert not verify_consistency(
+        6, 10, root_from_leaf_hashes(forked), root_from_leaf_hashes(hashes), proof
+    )
+
+
+def test_verify_consistency_rejects_impossible_sizes_and_bad_elements() -> None:
+    root = ROOTS[7]
+    assert not verify_consistency(9, 8, root, root, [])
+    assert not verify_consistency(8, 8, ROOTS[6], root, [])
+    assert not verify_consistency(3, 8, ROOTS[2], root, [])
+    assert not verify_consistency(4, 8, ROOTS[3], root, [b"short"])
+    assert verify_consistency(0, 8, EMPTY_ROOT, root, [])
+    with pytest.raises(ValueError):
+        consistency_proof(9, LEAF_HASHES[:8])
