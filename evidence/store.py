@@ -53,6 +53,10 @@ P = TypeVar("P", bound=Payload)
 CHECKPOINT_FILE = "checkpoint"
 TREE_FILE = "tree.json"
 
+GROWN: set[str] = set()
+"""Repo ids whose log this process appended to: a command that appended asks the
+cosigners once it has answered (gatekeeper/work/cosign.py), one that did not never does."""
+
 
 @dataclass(frozen=True)
 class Draft:
@@ -353,6 +357,7 @@ class EvidenceStore:
     def _promote(self, note: bytes, tip: _Tip) -> None:
         atomic_write(self.checkpoint_path, note)
         atomic_write(self.witness_path, note)
+        GROWN.add(self.repo_id)
         self.pending_path.unlink(missing_ok=True)  # stale once the witness covers it
         data = {"bytes": tip.offset, "size": tip.frontier.size, "frontier": tip.frontier.to_list()}
         # A cache only: trusted only when its root is the witnessed root, so no fsync.

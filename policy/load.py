@@ -25,6 +25,7 @@ from .model import (
     DEFAULT_POLICY,
     Check,
     ConductorPolicy,
+    EvidencePolicy,
     McpPolicy,
     Policy,
     ProviderPolicy,
@@ -102,6 +103,8 @@ def policy_digest(policy: Policy) -> str:
         del data["mcp"]  # likewise `[mcp]`
     if policy.trust == TrustPolicy():
         del data["trust"]  # and `[trust]`
+    if policy.evidence == EvidencePolicy():
+        del data["evidence"]  # and `[evidence]`
     return _digest(data)
 
 
@@ -122,6 +125,8 @@ def policy_json(policy: Policy) -> dict[str, Any]:
         del data["mcp"]
     if policy.trust == TrustPolicy():
         del data["trust"]
+    if policy.evidence == EvidencePolicy():
+        del data["evidence"]
     return data
 
 

@@ -11,6 +11,7 @@ import binascii
 import re
 from datetime import date
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -486,6 +487,66 @@ class TrustPolicy(_Model):
         return signers
 
 
+MAX_COSIGNERS = 16
+DEFAULT_COSIGN_GRACE = 1000
+
+
+def _loopback(host: str) -> bool:
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+class Cosigner(_Model):
+    """`[[evidence.cosigners]]`: a C2SP tlog-witness that cosigns this log's checkpoints.
+    `url` is its submission prefix (https; http only on a loopback host), `key` its
+    signed-note verifier key, `<name>+<hex key id>+<base64(0x04 || Ed25519 key)>`."""
+
+    name: Name
+    url: Annotated[str, Field(max_length=512)]
+    key: Annotated[str, Field(max_length=256)]
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.scheme == "https" or (parts.scheme == "http" and _loopback(host)):
+            if host and not parts.query and not parts.fragment and not parts.username:
+                return url
+        raise ValueError(f"cosigner url must be https:// (http:// only on a loopback host), "
+                         f"with no query or credentials: {url[:80]!r}")  # fmt: skip
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, key: str) -> str:
+        from evidence.cosign import CosignerKey, CosignError
+
+        try:
+            CosignerKey.parse(key)
+        except CosignError as exc:
+            raise ValueError(f"cosigner key: {exc}") from None
+        return key
+
+
+class EvidencePolicy(_Model):
+    """`[evidence]`: the cosigners asked to cosign the log's checkpoints, how many must have
+    (`required`), and by how many entries the log may outgrow the last required
+    cosignature before `oms doctor` says not ready (`grace`)."""
+
+    cosigners: Annotated[list[Cosigner], Field(max_length=MAX_COSIGNERS)] = []
+    required: Annotated[int, Field(ge=0)] = 0
+    grace: Annotated[int, Field(ge=0, le=1_000_000)] = DEFAULT_COSIGN_GRACE
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EvidencePolicy:
+        if self.required > len(self.cosigners):
+            raise ValueError(f"evidence.required = {self.required} but only "
+                             f"{len(self.cosigners)} cosigner(s) are listed")  # fmt: skip
+        names = [c.name for c in self.cosigners]
+        if len(names) != len(set(names)):
+            raise ValueError("cosigner names must be unique")
+        return self
+
+
 class Policy(_Model):
     """The whole of `oms.toml`. `version = 1` is required in a file."""
 
@@ -505,6 +566,7 @@ class Policy(_Model):
     verify: VerifyPolicy = VerifyPolicy()
     mcp: McpPolicy = McpPolicy()
     trust: TrustPolicy = TrustPolicy()
+    evidence: EvidencePolicy = EvidencePolicy()
 
     @field_validator("version", mode="before")
     @classmethod

@@ -16,6 +16,7 @@ from gatekeeper.gates.authority import AgentSandbox
 from gatekeeper.integrations.install.timeouts import doctor_check as hook_timeouts
 from gatekeeper.mcp.server import digest_for_doctor
 from gatekeeper.work.audit import doctor_check
+from gatekeeper.work.cosign import doctor_check as cosign_check
 from gatekeeper.work.job_log import doctor_check as schedule_check
 
 
@@ -28,7 +29,7 @@ def doctor(repo: Path) -> Outcome:
     # The layers above the gates hand their checks in from here: `work` (work.db against
     # the log) and the warnings about a provider key, the installed hooks' time-outs and
     # the schedule's last runs.
-    checks = (doctor_check, key_check, hook_timeouts, schedule_check)
+    checks = (doctor_check, cosign_check, key_check, hook_timeouts, schedule_check)
     found = readiness.doctor(repo, AgentSandbox.of(inside_agent_sandbox(), marker()), checks)
     report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve

@@ -1,5 +1,5 @@
 """`oms evidence …`: audit, show, log, blob, prove, export, attest, publish, verify, note,
-acknowledge, key and repair."""
+acknowledge, key, repair and cosign."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ DEFAULT_LIMIT = 20  # `oms evidence log`: the newest N entries
 
 
 HELP = ("Evidence: audit, show, log, blob, prove, export, attest, publish, verify, note, "
-        "acknowledge, key, repair.")  # fmt: skip
+        "acknowledge, key, repair, cosign.")  # fmt: skip
 
 
 @click.group(cls=FullHelpGroup, help=HELP)
@@ -37,8 +37,9 @@ def evidence() -> None:
 def evidence_audit(repo: Path) -> Outcome:
     """Verify the whole log, blobs, checkpoints and witness offline."""
     from gatekeeper.gates import records
+    from gatekeeper.work import cosign
 
-    report = records.audit_repo(repo).to_json()
+    report = cosign.audit_json(repo, records.audit_repo(repo).to_json())
     code = 0 if report["intact"] else EXIT_BLOCKED
     return Outcome(report, code=code, lines=render.audit_lines(report))
 
@@ -270,6 +271,24 @@ def publish_lines(data: Data) -> list[str]:
     if data["pushed"] is not None:
         lines.append(f"pushed {data['ref']} to {data['pushed']}")
     return [sanitize(line) for line in lines]
+
+
+@evidence.command("cosign")
+@REPO_OPTION
+@command
+def evidence_cosign(repo: Path) -> Outcome:
+    """Ask the policy's cosigners (C2SP tlog-witness) to cosign the latest checkpoint."""
+    from gatekeeper.work import cosign
+
+    data = cosign.sync(repo)
+    return Outcome(data.to_json(), code=data.exit_code, lines=cosign_lines(data.to_json()))
+
+
+def cosign_lines(data: Data) -> list[str]:
+    rows = [f"{c['cosigner']}: {c['status']}: {c['detail']}" for c in data["cosigners"]]
+    rows.append(f"{data['cosigned']} of {len(data['cosigners'])} cosigner(s) cosigned "
+                f"{data['log_size']} entries ({data['required']} required)")  # fmt: skip
+    return [sanitize(x) for x in rows]
 
 
 def log_lines(data: Data) -> list[str]:

@@ -50,7 +50,7 @@ COMMANDS: Mapping[str, tuple[str, str]] = {
     "evidence": (
         "gatekeeper.cli.evidence:evidence",
         "Evidence: audit, show, log, blob, prove, export, attest, publish, verify, note, "
-        "acknowledge, key, repair.",
+        "acknowledge, key, repair, cosign.",
     ),
     "goal": (
         "gatekeeper.cli.goal:goal",

@@ -139,18 +139,36 @@ def showing_refusals(refused: Refused) -> Callable[[Callable[P, Outcome]], Calla
     return lambda fn: _wrap(fn, refused)
 
 
+def _cosign_after(repo: object) -> None:
+    """After a command that appended has answered (its output and exit code are fixed):
+    the cosigners, once (gatekeeper/work/cosign.py). Never from a hook, never for a command
+    that appended nothing (then the evidence store was not even imported)."""
+    store = sys.modules.get("evidence.store")
+    if store is None or not getattr(store, "GROWN", None):
+        return
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.command_path.split()[1:2] == ["hook"]:
+        return
+    from gatekeeper.work.cosign import after_command
+
+    after_command(repo if isinstance(repo, os.PathLike) else None)
+
+
 def _wrap(fn: Callable[P, Outcome], refused: Refused | None) -> Callable[P, None]:
     @click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON object.")
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         as_json = bool(kwargs.pop("as_json", False))
         try:
-            outcome = fn(*args, **kwargs)
-        except click.exceptions.Exit:
-            raise
-        except Exception as exc:
-            _refuse(exc, as_json, refused)
-        _show(outcome, as_json)
+            try:
+                outcome = fn(*args, **kwargs)
+            except click.exceptions.Exit:
+                raise
+            except Exception as exc:
+                _refuse(exc, as_json, refused)
+            _show(outcome, as_json)
+        finally:
+            _cosign_after(kwargs.get("repo"))
         sys.exit(outcome.code)
 
     return wrapper
@@ -165,9 +183,19 @@ def init_lines(data: Data) -> list[str]:
 
 
 def audit_lines(report: Data) -> list[str]:
+    rows = (report.get("cosign") or {}).get("cosigners", [])
+    cosigned = [f"cosigned by {c['name']} at {c['size']} entries (time {c['time']})"
+                for c in rows if c["size"]]  # fmt: skip
+    notes = [
+        sanitize(x) for x in (*cosigned, *(f"warning: {w}" for w in report.get("warnings", [])))
+    ]
     if report["intact"]:
-        return [f"intact: {report['entries']} entries, checkpoint at {report['checkpoint_size']}"]
-    return [f"TAMPERED at seq {report['first_bad_seq']}: {sanitize(report['reason'] or '')}"]
+        head = f"intact: {report['entries']} entries, checkpoint at {report['checkpoint_size']}"
+        return [head, *notes]
+    return [
+        f"TAMPERED at seq {report['first_bad_seq']}: {sanitize(report['reason'] or '')}",
+        *notes,
+    ]
 
 
 def export_lines(envelope: Data) -> list[str]:
