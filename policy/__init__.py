@@ -18,6 +18,7 @@ from .load import (
     policy_json,
 )
 from .model import (
+    DEFAULT_COSIGN_GRACE,
     DEFAULT_GITLEAKS_SHA256,
     DEFAULT_POLICY,
     AgentPolicy,
@@ -50,6 +51,7 @@ from .model import (
 )
 
 __all__ = [
+    "DEFAULT_COSIGN_GRACE",
     "DEFAULT_GITLEAKS_SHA256",
     "DEFAULT_POLICY",
     "MAX_DIGITS",

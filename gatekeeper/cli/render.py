@@ -21,6 +21,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn, ParamSpec
 
 import click
@@ -151,7 +152,7 @@ def _cosign_after(repo: object) -> None:
         return
     from gatekeeper.work.cosign import after_command
 
-    after_command(repo if isinstance(repo, os.PathLike) else None)
+    after_command(repo if isinstance(repo, Path) else None)
 
 
 def _wrap(fn: Callable[P, Outcome], refused: Refused | None) -> Callable[P, None]:

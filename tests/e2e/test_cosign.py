@@ -9,6 +9,7 @@ policy read at the trusted mark.
 from __future__ import annotations
 
 import base64
+import json
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -35,8 +36,8 @@ class Setup:
 
 
 def _policy(w: WitnessServer, required: int, grace: int) -> str:
-    return (f'version = 1\n\n[evidence]\nrequired = {required}\ngrace = {grace}\n\n'
-            f'[[evidence.cosigners]]\nname = "w1"\nurl = "{w.url}"\nkey = "{w.vkey}"\n')  # fmt: skip
+    head = f"version = 1\n\n[evidence]\nrequired = {required}\ngrace = {grace}\n\n"
+    return head + f'[[evidence.cosigners]]\nname = "w1"\nurl = "{w.url}"\nkey = "{w.vkey}"\n'
 
 
 def _setup(tmp_path: Path, oms_env: dict[str, str], oms_json: OmsJson, oms_home: Path,
@@ -102,8 +103,6 @@ def test_the_stored_cosignature_verifies_as_the_spec_defines_it(
     over `cosignature/v1\\ntime T\\n` and the checkpoint text (c2sp.org/tlog-cosignature)."""
     s = setup
     assert oms_json(["evidence", "cosign", "--repo", s.repo])[0] == 0
-    import json
-
     held = json.loads((s.store.dir / "cosign.json").read_text())["cosigned"]["w1"]
     name, blob = held["line"].removeprefix("\u2014 ").split(" ")
     raw = base64.b64decode(blob)
