@@ -41,6 +41,7 @@ from evidence.cosign import (
 from evidence.log import locked
 from evidence.merkle import consistency_proof, leaf_hash, root_from_leaf_hashes
 from evidence.store import GROWN, utc_now
+from gatekeeper.errors import known_kind
 from gatekeeper.gates.doctor import Extra
 from gatekeeper.gates.mark import policy_commit
 from gatekeeper.gates.records import open_store
@@ -290,8 +291,14 @@ def _verified(store: EvidenceStore, c: Cosigner, held: Cosigned | None, leaves: 
 
 def audit_json(repo_dir: Path, report: dict[str, Any]) -> dict[str, Any]:
     """The audit's report with `cosign` added; a refusal makes the log not intact."""
-    repo, store = open_store(repo_dir, check_binding=False)
-    policy = trusted_evidence_policy(repo)
+    try:
+        repo, store = open_store(repo_dir, check_binding=False)
+        policy = trusted_evidence_policy(repo)
+    except Exception as exc:  # the log's own audit stands without the policy
+        if known_kind(exc) is None:
+            raise  # a bug is reported as one, not as a warning
+        why = sanitize(f"cosignatures not checked: {str(exc).splitlines()[0]}")
+        return {**report, "cosign": None, "warnings": [why]}
     if not policy.cosigners:
         return {**report, "cosign": None, "warnings": []}
     found = coverage(store, policy, report["entries"])
@@ -341,14 +348,17 @@ def after_command(repo_dir: Path | None) -> None:
         if store.repo_id not in GROWN:
             return
         policy = trusted_evidence_policy(repo)
-        if not policy.cosigners:
-            return
-        report = sync_store(store, policy, AFTER_TIMEOUT_S)
-        lines = [r for r in report.results if r.status != "cosigned"]
-    except Exception as exc:  # after the answer: a warning, never a failure
-        _warn([f"cosigning skipped: {exc}"])
+    except Exception:  # no readable policy names a cosigner: doctor and audit say why
         return
-    _warn([f"cosigner {r.cosigner} {r.status}: {r.detail}; {REMEDY}" for r in lines])
+    if not policy.cosigners:
+        return
+    try:
+        report = sync_store(store, policy, AFTER_TIMEOUT_S)
+    except Exception as exc:  # after the answer: a warning, never a failure
+        _warn([f"cosigning skipped: {str(exc).splitlines()[0] if str(exc) else exc!r}"])
+        return
+    _warn([f"cosigner {r.cosigner} {r.status}: {r.detail}; {REMEDY}"
+           for r in report.results if r.status != "cosigned"])  # fmt: skip
 
 
 def _warn(lines: Sequence[str]) -> None:
