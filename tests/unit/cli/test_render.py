@@ -51,6 +51,17 @@ CASES: list[tuple[str, Callable[[], list[str]], list[str]]] = [
     ("audit tampered without reason", lambda: render.audit_lines(
         {"intact": False, "first_bad_seq": None, "reason": None}),
      ["TAMPERED at seq None: "]),
+    ("audit cosigned, with a warning", lambda: render.audit_lines(
+        {"intact": True, "entries": 9, "checkpoint_size": 9,
+         "cosign": {"cosigners": [{"name": "w1", "size": 9, "time": 1700000000},
+                                  {"name": "w2", "size": None, "time": None}]},
+         "warnings": ["not yet cosigned: 1 of 2 required cosigner(s) cover the log's 9 entries"]}),
+     ["intact: 9 entries, checkpoint at 9", "cosigned by w1 at 9 entries (time 1700000000)",
+      "warning: not yet cosigned: 1 of 2 required cosigner(s) cover the log's 9 entries"]),
+    ("audit refused by a cosigner", lambda: render.audit_lines(
+        {"intact": False, "first_bad_seq": None, "reason": "cosigner w1 refused this log",
+         "cosign": {"cosigners": [{"name": "w1", "size": None, "time": None}]}}),
+     ["TAMPERED at seq None: cosigner w1 refused this log"]),
     ("export", lambda: render.export_lines({"payloadType": "x"}),
      ['{\n  "payloadType": "x"\n}']),
     ("note", lambda: render.note_lines({"seq": 7}), ["appended note as seq 7"]),
@@ -150,3 +161,16 @@ def test_renderer_prints_expected_lines(
 
 def test_ascii_json_escapes_non_ascii_and_del() -> None:
     assert render.ascii_json({"a": "\u202e\x7f\x1b"}) == '{"a": "\\u202e\\u007f\\u001b"}'
+
+
+def test_cosign_lines_name_each_cosigner_and_the_count() -> None:
+    from gatekeeper.cli.evidence import cosign_lines
+
+    data = {"log_size": 7, "required": 1, "cosigned": 1, "cosigners": [
+        {"cosigner": "w1", "status": "cosigned", "detail": "cosigned 7 entries"},
+        {"cosigner": "w2", "status": "refused", "detail": "rolled\u202eback"}]}  # fmt: skip
+    assert cosign_lines(data) == [
+        "w1: cosigned: cosigned 7 entries",
+        "w2: refused: rolled\\u202eback",
+        "1 of 2 cosigner(s) cosigned 7 entries (1 required)",
+    ]
