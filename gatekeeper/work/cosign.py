@@ -318,9 +318,12 @@ def doctor_check(repo: Repo) -> Extra | None:
     when a cosigner refused the log (tampered)."""
     try:
         policy = trusted_evidence_policy(repo)
-        if not policy.cosigners:
-            return None
         store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
+    except Exception:  # an unreadable policy or no log: their own sections say so
+        return None
+    if not policy.cosigners:
+        return None
+    try:
         found = coverage(store, policy, len(store.lines()))
     except Exception as exc:  # the doctor reports, never fails
         why = sanitize(str(exc))
@@ -337,6 +340,9 @@ def doctor_check(repo: Repo) -> Extra | None:
             f"(grace {policy.grace})"
         )
         return Extra(name=CHECK, section=section, problems=(problem,), remedy=REMEDY)
+    if behind:  # within the grace: said, never "not ready"
+        lag = f"not yet cosigned: {behind} entries past the last required cosignature; {REMEDY}"
+        return Extra(name=CHECK, section=section, warnings=(lag,))
     return Extra(name=CHECK, section=section)
 
 

@@ -185,6 +185,7 @@ def test_doctor_is_not_ready_once_the_log_outgrows_its_cosignature_by_the_grace(
         _, report = oms_json(["doctor", "--repo", s.repo])
         assert report["cosign"]["ok"] is True, report
         assert not any("cosignature" in p for p in report.get("problems", [])), report
+        assert any(w.startswith("not yet cosigned: 2 entries") for w in report["warnings"])
         _note(oms_json, s)
         code, report = oms_json(["doctor", "--repo", s.repo])
         assert code == 4, report
