@@ -385,7 +385,6 @@ def _checkout(tmp: Path, attested: dict[str, Any], sha: str) -> Path:
     return workspace
 
 
-@pytest.mark.xfail(strict=False, reason="verifier lands in another branch")
 def test_verify_mode_passes_on_a_trusted_attestation_and_fails_naming_the_note_check(
     tmp_path: Path, attested: dict[str, Any]
 ) -> None:
