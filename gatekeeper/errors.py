@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from evidence import EntryNotFound, StoreUnavailable, TamperDetected
-from policy import PolicyError
-from sandbox import ProfileError, SandboxUnavailable
+from evidence.errors import EntryNotFound, StoreUnavailable, TamperDetected
+from policy.errors import PolicyError
+from sandbox.errors import ProfileError, SandboxUnavailable
 
 EXIT_OK = 0
 EXIT_FAILED = 1

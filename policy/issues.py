@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .load import LoadedPolicy, PolicyError, _clean, check_limits, parse_policy
+from .errors import PolicyError
+from .load import LoadedPolicy, _clean, check_limits, parse_policy
 from .model import Policy
 
 _WHERE = re.compile(r"^(?P<loc>\d+(?::\d+)?): (?P<msg>.*)$")

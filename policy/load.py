@@ -21,6 +21,7 @@ from typing import Any
 import rfc8785
 from pydantic import ValidationError
 
+from .errors import PolicyError
 from .model import (
     DEFAULT_POLICY,
     Check,
@@ -41,10 +42,6 @@ MAX_LINE_CHARS = 4096
 MAX_KEY_PARTS = 16  # a 48 KB key of 24,000 parts needs > 1.5 GB in tomllib
 MAX_NESTING = 32  # arrays and inline tables; tomllib recurses per level
 MAX_DIGITS = 20  # int() of thousands of digits is slow, then a ValueError
-
-
-class PolicyError(Exception):
-    """The policy cannot be read or is invalid; nothing governed by it may run."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,7 @@ from support.oms import parse_single_json, run_oms
 from support.repos import IDENTITY, commit_on, commit_policy, git, make_repo
 
 from evidence import dsse, load_key
-from gatekeeper.repo.notes import note_line
+from gatekeeper.repo.notes import note_line, verify_hint
 from gatekeeper.work.provenance import PREDICATE
 
 POLICY = 'version = 1\n\n[[checks]]\nname = "unit"\ncmd = ["true"]\ntimeout_s = 60\n'
@@ -337,3 +339,45 @@ def test_fetched_notes_never_overwrite_the_clones_own(world: World) -> None:
     code, out = world.verify(clone, world.candidate)
     assert code == 0 and out["verified"], out
     assert git(clone, "rev-parse", "refs/notes/oms", env=world.env).strip() == own
+
+
+def test_a_delivered_agent_commit_verifies_in_a_fresh_clone(tmp_path: Path) -> None:
+    """The issue's whole path: a real contained `oms agent run` commit, gated READY and
+    delivered by `process-result --push` (branch and `refs/notes/oms` to a bare remote on
+    disk), verifies in a fresh clone elsewhere with an empty `$OMS_HOME`, under a policy that
+    asks for a contained run; the PR body's own command (`verify_hint`) runs as printed."""
+    (tmp_path / "home").mkdir()
+    env = clean_env(tmp_path / "home", tmp_path / "oms-state")
+    repo = make_repo(tmp_path / "repo", {"oms.toml": POLICY}, env=env)
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare), env=env)
+    git(repo, "remote", "add", "origin", str(bare), env=env)
+    w = World(tmp_path, repo, env, bare)
+    assert w.oms_json("init")[0] == 0
+    w.key = w.oms_json("evidence", "key")[1]["signer_key"]
+    commit_policy(repo, env=env, text=signers(f'{{name = "laptop", key = "{w.key}"}}',
+                                              contained=True))  # fmt: skip
+    git(repo, "push", "-q", "origin", "main", env=env)
+    candidate = _agent_commit(w)
+    code, out = w.oms_json("process-result", "--candidate", candidate,
+                           "--deliver-branch", "agent/fix", "--push", "origin")  # fmt: skip
+    assert code == 0 and out["decision"] == "READY_FOR_HUMAN", out
+    assert out["delivered"]["provenance"] == {"ref": "refs/notes/oms", "pushed": True}, out
+    remote_notes = git(bare, "notes", "--ref=oms", "show", candidate, env=env)
+    assert remote_notes.count("\n") == 1 and '"payloadType"' in remote_notes
+
+    clone = w.clone()
+    assert git(clone, "rev-parse", "origin/agent/fix", env=env).strip() == candidate
+    code, shown = w.verify(clone, "origin/agent/fix")
+    assert code == 0 and shown["verified"] and shown["signer"] == "laptop", shown
+    assert [c["check"] for c in shown["checks"]] == [*CHECKS, "contained"], shown
+
+    # What the draft PR body tells a reviewer to run, run as printed in another fresh clone.
+    command = verify_hint(candidate).split("verify it with: ")[1].strip("`")
+    other = w.clone()
+    user = w.verifier_env()  # `oms` on PATH as this interpreter's console script
+    user["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{user.get('PATH', '')}"
+    proc = subprocess.run(["sh", "-c", command], cwd=other, env=user,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"verified: {candidate[:12]}"), proc.stdout
