@@ -14,7 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from evidence import Draft, EvidenceStore, audit
+from evidence import Draft, EvidenceStore
+from evidence.audit import audit
 from evidence.checkpoint import Checkpoint, sign_checkpoint
 from evidence.merkle import Frontier, leaf_hash
 from evidence.store import utc_now

@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .audit import AuditReport, audit
+    from .audit import AuditReport
     from .entry import Entry, Subject
     from .errors import (
         EntryNotFound,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .store import Draft, EvidenceStore
 
 _WHERE: dict[str, str] = {
-    **dict.fromkeys(("AuditReport", "audit"), "audit"),
+    **dict.fromkeys(("AuditReport",), "audit"),
     **dict.fromkeys(("Entry", "Subject"), "entry"),
     **dict.fromkeys(
         (
@@ -70,7 +70,6 @@ __all__ = [
     "TamperDetected",
     "TornTail",
     "VerifiedEntry",
-    "audit",
     "create_key",
     "entry_statement",
     "export_dsse",
@@ -84,6 +83,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
+    # A name here must not be a submodule's too: once the submodule is imported, the import
+    # system binds the module to that name and this function is no longer asked.
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

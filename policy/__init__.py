@@ -168,6 +168,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
+    # A name here must not be a submodule's too: once the submodule is imported, the import
+    # system binds the module to that name and this function is no longer asked.
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .bwrap import Bwrap, find_bwrap
     from .deadline import BudgetExpired, Deadline
     from .errors import ProfileError, SandboxError, SandboxUnavailable
-    from .probe import ProbeResult, probe
+    from .probe import ProbeResult
     from .profile import WORKDIR, Limits, Profile, build_argv, check_profile, resolve_rw_paths
     from .runner import RunResult, Stream, run
 
@@ -46,7 +46,7 @@ _WHERE: dict[str, str] = {
     **dict.fromkeys(("Bwrap", "find_bwrap"), "bwrap"),
     **dict.fromkeys(("BudgetExpired", "Deadline"), "deadline"),
     **dict.fromkeys(("ProfileError", "SandboxError", "SandboxUnavailable"), "errors"),
-    **dict.fromkeys(("ProbeResult", "probe"), "probe"),
+    **dict.fromkeys(("ProbeResult",), "probe"),
     **dict.fromkeys(
         ("Limits", "Profile", "WORKDIR", "build_argv", "check_profile", "resolve_rw_paths"),
         "profile",
@@ -79,7 +79,6 @@ __all__ = [
     "host_secret_paths",
     "oms_install_paths",
     "prepare_run_dir",
-    "probe",
     "probe_agent",
     "resolve_rw_paths",
     "run",
@@ -88,6 +87,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
+    # A name here must not be a submodule's too: once the submodule is imported, the import
+    # system binds the module to that name and this function is no longer asked.
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

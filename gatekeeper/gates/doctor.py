@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, load_key, state_root
+from evidence import EvidenceError, EvidenceStore, NotInitialised, load_key, state_root
+from evidence.audit import audit
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.gates import authority as auth
 from gatekeeper.gates.sandboxed import hidden_paths, profile_for
@@ -33,8 +34,9 @@ from gatekeeper.repo.refs import default_branch_ref, resolve_commit
 from gatekeeper.scan.gitleaks import Gitleaks
 from gatekeeper.scan.interface import ScannerUnavailable
 from policy import LoadedPolicy, PolicyError, default_policy
-from sandbox import Profile, SandboxUnavailable, check_profile, find_bwrap, probe
+from sandbox import Profile, SandboxUnavailable, check_profile, find_bwrap
 from sandbox.cgroup import support as cgroup_support
+from sandbox.probe import probe
 
 APPARMOR_SYSCTL = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
 USERNS_SYSCTL = Path("/proc/sys/kernel/unprivileged_userns_clone")

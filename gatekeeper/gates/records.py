@@ -18,12 +18,12 @@ from evidence import (
     Entry,
     EvidenceStore,
     Note,
-    audit,
     export_dsse,
     prove,
     state_root,
 )
 from evidence import show as show_entry
+from evidence.audit import audit
 from evidence.export import verified_entry
 from evidence.keys import load_key
 from evidence.state import ensure_private_dir

@@ -32,10 +32,10 @@ from sandbox import (
     SandboxUnavailable,
     check_profile,
     find_bwrap,
-    probe,
 )
 from sandbox import cgroup as sandbox_cgroup
 from sandbox import run as sandbox_exec
+from sandbox.probe import probe
 from sandbox.profile import SYSTEM_DIRS
 
 # Time a gate may spend besides the scanners and the checks: copies, probe, evidence.

@@ -12,7 +12,8 @@ import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from evidence import EvidenceError, EvidenceStore, NotInitialised, audit, state_root
+from evidence import EvidenceError, EvidenceStore, NotInitialised, state_root
+from evidence.audit import audit
 from gatekeeper.errors import OmsError
 from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.gates.toolchain.prepare import base_policy

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import httpx
 
-from evidence import EvidenceStore, TamperDetected, state_root
+from evidence import EvidenceStore, NotInitialised, TamperDetected, state_root
 from evidence import checkpoint as cp
 from evidence.cosign import (
     Cosigned,
@@ -43,7 +43,7 @@ from evidence.merkle import consistency_proof, leaf_hash, root_from_leaf_hashes
 from evidence.store import GROWN, utc_now
 from gatekeeper.errors import known_kind
 from gatekeeper.gates.doctor import Extra
-from gatekeeper.gates.mark import policy_commit
+from gatekeeper.gates.mark import find_mark, policy_commit
 from gatekeeper.gates.records import open_store
 from gatekeeper.repo.git import Repo
 from gatekeeper.repo.policy import read_policy_at
@@ -100,15 +100,25 @@ class SyncReport:
                 "cosigners": [r.to_json() for r in self.results]}  # fmt: skip
 
 
-def trusted_evidence_policy(repo: Repo) -> EvidencePolicy:
-    """`[evidence]` of the default branch's trusted policy, never the worktree's."""
-    return read_policy_at(repo.top, policy_commit(repo)).policy.evidence
+def trusted_evidence_policy(repo: Repo, *, record: bool = False) -> EvidencePolicy:
+    """`[evidence]` of the default branch's trusted policy, never the worktree's. Only the
+    explicit `oms evidence cosign` (`record`) may record a first-run mark, as a gate does;
+    audit, doctor and the ask after a command only read: no mark, no cosigners named."""
+    if record:
+        return read_policy_at(repo.top, policy_commit(repo)).policy.evidence
+    try:
+        store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
+    except NotInitialised:
+        mark = None
+    else:
+        mark = find_mark(store, repo)
+    return read_policy_at(repo.top, mark.commit).policy.evidence if mark else EvidencePolicy()
 
 
 def sync(repo_dir: Path, timeout: float = TIMEOUT_S) -> SyncReport:
     """`oms evidence cosign`: ask every cosigner the policy lists, record what they say."""
     repo, store = open_store(repo_dir)
-    return sync_store(store, trusted_evidence_policy(repo), timeout)
+    return sync_store(store, trusted_evidence_policy(repo, record=True), timeout)
 
 
 @dataclass(frozen=True)

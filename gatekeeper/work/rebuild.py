@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evidence import Entry, EvidenceStore, audit, state_root
+from evidence import Entry, EvidenceStore, state_root
+from evidence.audit import audit
 from gatekeeper.errors import Tampered, Unavailable
 from gatekeeper.repo.git import Repo
 from gatekeeper.work import payloads as p

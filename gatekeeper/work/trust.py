@@ -21,7 +21,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from evidence import Entry, EvidenceStore, TamperDetected, audit, state_root
+from evidence import Entry, EvidenceStore, TamperDetected, state_root
+from evidence.audit import audit
 from gatekeeper.errors import Tampered, UsageError
 from gatekeeper.gates.result.payloads import ResultRecord
 from gatekeeper.repo.git import open_repo

@@ -39,13 +39,13 @@ from evidence import (
     StoreUnavailable,
     TamperDetected,
     TornTail,
-    audit,
     export_dsse,
     load_key,
     prove,
     repo_id_for,
 )
 from evidence import checkpoint as cp
+from evidence.audit import audit
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 

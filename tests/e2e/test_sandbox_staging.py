@@ -23,7 +23,8 @@ import pytest
 from support.sandbox import AS_ROOT, NEEDS_BWRAP_AND_PYTHON, PY, SH
 
 from policy import SandboxPolicy
-from sandbox import Profile, RunResult, check_profile, find_bwrap, probe, run
+from sandbox import Profile, RunResult, check_profile, find_bwrap, run
+from sandbox.probe import probe
 from sandbox.staging import unreachable_dir
 
 pytestmark = NEEDS_BWRAP_AND_PYTHON

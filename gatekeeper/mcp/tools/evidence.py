@@ -8,7 +8,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from evidence import audit
+from evidence.audit import audit
 from gatekeeper.errors import UsageError
 from gatekeeper.mcp.bounds import PAGE_BYTES, Result, bounded, hide_paths_in, page, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
