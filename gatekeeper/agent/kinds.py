@@ -36,12 +36,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import tomlkit
-
 from gatekeeper.agent.egress_config import KEY_ENV, PROVIDERS, Provider
 from gatekeeper.agent.inside import BIN, HOME, WORKSPACE
 from gatekeeper.errors import InternalError, Unavailable, UsageError
-from gatekeeper.integrations.hooks.config import claude_hooks, codex_hooks
 
 Kind = Literal["claude-code", "codex", "command"]
 Egress = Literal["none", "api", "tunnel"]
@@ -277,6 +274,10 @@ def _claude(
     conf = _fresh_dir(home / ".claude")
     inside = f"{HOME}/.claude"
     _write_json(conf / ".claude.json", _claude_state(key))
+    # Imported here: the hooks package (gates, scanners) is for a run's setup, not for every
+    # caller of this module (`oms run list` resolves kinds through work.roles).
+    from gatekeeper.integrations.hooks.config import claude_hooks
+
     hooks = claude_hooks(INSIDE_OMS, INSIDE_STOP_TIMEOUT_S)
     _write_json(conf / "settings.json", {"env": dict(CLAUDE_QUIET), "hooks": hooks})
     _write_json(conf / "oms-mcp.json", {"mcpServers": {"oms": _mcp_entry(oms_mcp_argv)}})
@@ -436,6 +437,10 @@ def codex_config(egress: Egress, relay_url: str, oms_mcp_argv: Sequence[str]) ->
     lines += ["", "[features]", "plugins = false", "", "[mcp_servers.oms]"]
     lines.append(f"command = {_toml_str(oms_mcp_argv[0])}")
     lines.append("args = [" + ", ".join(_toml_str(a) for a in oms_mcp_argv[1:]) + "]")
+    import tomlkit  # as claude_hooks above: for a run's setup only
+
+    from gatekeeper.integrations.hooks.config import codex_hooks
+
     hooks = codex_hooks(INSIDE_OMS, INSIDE_STOP_TIMEOUT_S)
     text = "\n".join(lines) + "\n\n" + tomlkit.dumps({"hooks": hooks})
     parsed = tomllib.loads(text)  # what codex will read is what was meant

@@ -26,7 +26,6 @@ from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Data, Outcome, command
 from gatekeeper.errors import UsageError
 from gatekeeper.text import sanitize
-from gatekeeper.work.runs import api, capture, flow, guests, reconcile
 
 MAX_ITEMS_FILE_BYTES = 256 * 1024  # a fan-out of at most 8 briefs fits many times over
 SUMMARY_CHARS = 200
@@ -222,6 +221,8 @@ def run_plan(repo: Path, goal: str, orchestrator: str | None, constraints: Seque
              auto_loop: bool, max_cycles: int | None,
              max_steps: int | None) -> Outcome:  # fmt: skip
     """A read-only plan run: the planner answers, the plan is an artifact."""
+    from gatekeeper.work.runs import api
+
     out = api.plan(repo, goal, orchestrator, constraints, auto_loop, max_cycles, max_steps)
     return _ran(out)
 
@@ -242,6 +243,8 @@ def run_orchestrate(repo: Path, goal: str, mode: str, role_pairs: Sequence[str],
                     constraints: Sequence[str], auto_loop: bool, max_cycles: int | None,
                     max_steps: int | None) -> Outcome:  # fmt: skip
     """A full run in MODE; implement goes through the core's lease, dispatch and verify."""
+    from gatekeeper.work.runs import api
+
     mapping: dict[str, str] = {}
     for pair in role_pairs:
         name, sep, value = pair.partition("=")
@@ -262,6 +265,8 @@ def run_orchestrate(repo: Path, goal: str, mode: str, role_pairs: Sequence[str],
 def run_consult(repo: Path, goal: str, role: str, agent: str | None,
                 constraints: Sequence[str]) -> Outcome:  # fmt: skip
     """One read-only guest role, now: its answer is an artifact, its summary shown."""
+    from gatekeeper.work.runs import api
+
     return _ran(api.consult(repo, goal, role, agent, constraints))
 
 
@@ -280,6 +285,8 @@ def run_summon(repo: Path, run_id: str, role: str, brief: str, agent: str | None
                kind: str | None, persona: str | None, constraints: Sequence[str],
                evidence_refs: Sequence[str]) -> Outcome:  # fmt: skip
     """A read-only, advisory role onto an existing run (recorded as agent_summoned)."""
+    from gatekeeper.work.runs import guests
+
     return _ran(guests.summon(repo, run_id, role, brief, agent, kind, persona, constraints,
                               evidence_refs))  # fmt: skip
 
@@ -294,6 +301,8 @@ def run_summon(repo: Path, run_id: str, role: str, brief: str, agent: str | None
 @command
 def run_fanout(repo: Path, run_id: str, items_file: Path, max_items: int | None) -> Outcome:
     """Up to 8 read-only summons, advisory only: they satisfy no gate."""
+    from gatekeeper.work.runs import guests
+
     return _ran(guests.fanout(repo, run_id, read_items(items_file), max_items))
 
 
@@ -306,6 +315,8 @@ def run_fanout(repo: Path, run_id: str, items_file: Path, max_items: int | None)
 def run_continue(repo: Path, run_id: str, approve: bool, reject: bool, revise: bool,
                  message: str | None) -> Outcome:  # fmt: skip
     """Advance a run to its next gate or end; decide its open gate first if asked."""
+    from gatekeeper.work.runs import flow
+
     approval, via = chosen(approve, reject, revise, message)
     return _ran(flow.continue_run(repo, run_id, approval, message, via=via))
 
@@ -318,6 +329,8 @@ def run_continue(repo: Path, run_id: str, approve: bool, reject: bool, revise: b
 @command
 def run_loop(repo: Path, run_id: str, max_cycles: int | None, max_steps: int | None) -> Outcome:
     """Advance until terminal, a manual gate, no progress or the cycle cap; never approves."""
+    from gatekeeper.work.runs import flow
+
     return _ran(flow.loop_run(repo, run_id, max_cycles, max_steps))
 
 
@@ -331,6 +344,8 @@ def run_loop(repo: Path, run_id: str, max_cycles: int | None, max_steps: int | N
 def run_reconcile(repo: Path, run_id: str, role: str | None, approve: bool, reject: bool,
                   revise: bool, message: str | None) -> Outcome:  # fmt: skip
     """A completed run's progress packet to the planner, after its manifest is approved."""
+    from gatekeeper.work.runs import reconcile
+
     approval, via = chosen(approve, reject, revise, message)
     return _ran(reconcile.reconcile(repo, run_id, role, approval, message, via=via))
 
@@ -342,6 +357,8 @@ def run_reconcile(repo: Path, run_id: str, role: str | None, approve: bool, reje
 @command
 def run_abort(repo: Path, run_id: str, reason: str) -> Outcome:
     """Stop a run for good (aborted)."""
+    from gatekeeper.work.runs import flow
+
     return _ran(flow.abort(repo, run_id, reason))
 
 
@@ -352,6 +369,8 @@ def run_abort(repo: Path, run_id: str, reason: str) -> Outcome:
 @command
 def run_status(repo: Path, run_id: str, full: bool) -> Outcome:
     """One run: state, counts, recent events, artifacts, next actions."""
+    from gatekeeper.work.runs import api
+
     return _ran(api.status(repo, run_id, "full" if full else "summary"), status_lines)
 
 
@@ -362,6 +381,8 @@ def run_status(repo: Path, run_id: str, full: bool) -> Outcome:
 @command
 def run_list(repo: Path, limit: int, full: bool) -> Outcome:
     """The newest runs of the repository."""
+    from gatekeeper.work.runs import api
+
     return _ran(api.list_runs(repo, limit, "full" if full else "summary"), list_lines)
 
 
@@ -374,6 +395,8 @@ def run_list(repo: Path, limit: int, full: bool) -> Outcome:
 @command
 def run_artifact(repo: Path, run_id: str, ref: str, offset: int, max_bytes: int) -> Outcome:
     """Part of an artifact recorded on that run (and of nothing else)."""
+    from gatekeeper.work.runs import api
+
     data, code = api.read_artifact(repo, run_id, ref, offset, max_bytes)
     if data.get("next_offset") is not None:  # stderr: stdout is the artifact's text
         click.echo(f"oms: more from --offset {data['next_offset']}", err=True)
@@ -387,4 +410,6 @@ def run_artifact(repo: Path, run_id: str, ref: str, offset: int, max_bytes: int)
 @command
 def run_capture(repo: Path, run_id: str, check: str) -> Outcome:
     """Run a check of the trusted plan on the run's workspace; attach its output."""
+    from gatekeeper.work.runs import capture
+
     return _ran(capture.capture(repo, run_id, check))

@@ -18,14 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gatekeeper.agent.budget import Bound
-from gatekeeper.agent.run import AgentRunOutcome
 from gatekeeper.errors import Unavailable
 from gatekeeper.scan import ScanItem
 from gatekeeper.scan.policy import redacted
 from policy import LoadedPolicy
+
+if TYPE_CHECKING:  # the run module (aiohttp behind it) only where an adapter runs
+    from gatekeeper.agent.run import AgentRunOutcome
 
 Engine = str  # "claude-code" | "codex-cli" | "command:<name>": each command provider its own
 Authority = Literal["read-only", "worktree-write"]

@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from gatekeeper.integrations import oms_command
 from gatekeeper.work.fence import Work
-from gatekeeper.work.runs import gates
 from gatekeeper.work.runs.model import Artifact, Run
 
 OwnerKind = Literal["human", "agent", "runtime", "role"]
@@ -90,6 +89,9 @@ def derive(work: Work, run: Run, artifacts: Sequence[Artifact]) -> list[NextActi
     if run.state == "awaiting_approval" and g is not None:
         out: list[NextAction] = []
         if g.kind == "transfer":
+            # The transfer gate is imported for a run waiting on one, not for every caller.
+            from gatekeeper.work.runs import gates
+
             line = gates.approval_line(work, g)
             if line is not None:
                 words = shlex.split(line)[1:]

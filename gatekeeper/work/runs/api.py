@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from gatekeeper.errors import UsageError
-from gatekeeper.work import roles
 from gatekeeper.work.api import opened
 from gatekeeper.work.fence import Work
-from gatekeeper.work.runs import actions, engine, mapping
+from gatekeeper.work.runs import actions, mapping
 from gatekeeper.work.runs.model import (
     GUEST_ROLES,
     MAX_CONSTRAINT_CHARS,
@@ -76,6 +75,8 @@ def loop_bounds(auto_loop: bool, max_cycles: int | None, max_steps: int | None) 
     cycle), or with `auto_loop` as `oms run loop` does."""
     if not auto_loop and (max_cycles is not None or max_steps is not None):
         raise UsageError("max_cycles and max_steps_per_cycle go with auto_loop")
+    from gatekeeper.work.runs import engine  # as in `advanced`
+
     cycles = max_cycles if max_cycles is not None else (engine.DEFAULT_CYCLES if auto_loop else 1)
     steps = max_steps if max_steps is not None else engine.DEFAULT_STEPS_PER_CYCLE
     return cycles, steps
@@ -126,6 +127,10 @@ def shown(work: Work, runs: Runs, run: Run, responses: Sequence[Mapping[str, Any
 
 
 def advanced(work: Work, runs: Runs, run: Run, cycles: int, steps: int, **extra: Any) -> Out:
+    # The engine (providers, the transfer gate) is imported where a run advances: reading
+    # runs (`oms run list`, `status`) must not load it.
+    from gatekeeper.work.runs import engine
+
     looped = engine.loop(work, runs, run, cycles, steps)
     out = shown(work, runs, looped.run, looped.responses, stop=looped.stop, **extra)
     return out, exit_of(looped.run)
@@ -137,6 +142,8 @@ def advanced(work: Work, runs: Runs, run: Run, cycles: int, steps: int, **extra:
 def _needs(work: Work, roles_map: Mapping[str, str], run_role: str,
            agent: str | None = None) -> None:  # fmt: skip
     """Refuse (RoleUnavailable, exit 4) before creating a run whose first role cannot run."""
+    from gatekeeper.work import roles  # as the engine in `advanced`
+
     roles.require(mapping.role_of(work.loaded, roles_map, run_role, agent), unattended=True)
 
 
@@ -182,6 +189,8 @@ def consult(repo_dir: Path, goal: str, role: str, agent: str | None = None,
             constraints: Sequence[str] | None = None, *,
             requested_by: Sequence[Mapping[str, Any]] = ()) -> Out:  # fmt: skip
     """`oms run consult` / `oms_consult`: one read-only guest role, now, as a run of its own."""
+    from gatekeeper.work.runs import engine  # as in `advanced`
+
     checked_text(goal, "goal", MAX_GOAL_CHARS)
     if role not in GUEST_ROLES:
         raise UsageError(f"a consult's role is one of {', '.join(GUEST_ROLES)}, not {role[:40]!r}")
