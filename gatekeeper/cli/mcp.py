@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import click
 
 from gatekeeper.cli import render
@@ -23,7 +22,6 @@ from gatekeeper.integrations.install.entries import (
     mcp_server,
 )
 from gatekeeper.mcp.profile import PROFILES, Profile
-from gatekeeper.mcp.server import serve, tools_digest
 
 TOOLS_OPTION = click.option(
     "--tools", type=click.Choice(PROFILES), default=None,
@@ -39,6 +37,10 @@ TOOLS_OPTION = click.option(
 def mcp(ctx: click.Context, repo: Path, tools: Profile | None) -> None:
     """Serve MCP over stdio for one repository (`oms mcp`), or print client snippets."""
     if ctx.invoked_subcommand is None:
+        # The server (the MCP SDK, every tool module) only where it serves: `oms mcp
+        # config` prints snippets.
+        from gatekeeper.mcp.server import serve
+
         try:
             serve(repo, tools)
         except OmsError as err:
@@ -96,5 +98,9 @@ def mcp_config(client: str, repo: Path) -> Outcome:
 @command
 def mcp_tools_digest(repo: Path, tools: Profile | None) -> Outcome:
     """SHA-256 of the canonical tools/list result of one profile, to pin the tool definitions."""
+    import anyio
+
+    from gatekeeper.mcp.server import tools_digest
+
     digest, names = anyio.run(tools_digest, repo, tools)
     return Outcome({"tools_digest": digest, "tools": names}, lines=[digest])

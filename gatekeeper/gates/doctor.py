@@ -24,10 +24,10 @@ from evidence import EvidenceError, EvidenceStore, NotInitialised, load_key, sta
 from evidence.audit import audit
 from gatekeeper.errors import OmsError, UsageError
 from gatekeeper.gates import authority as auth
+from gatekeeper.gates.mark import base_policy
 from gatekeeper.gates.sandboxed import hidden_paths, profile_for
 from gatekeeper.gates.toolchain.inputs import input_problems
 from gatekeeper.gates.toolchain.manage import ToolchainState, check_states
-from gatekeeper.gates.toolchain.prepare import base_policy
 from gatekeeper.repo.git import Repo, open_repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import default_branch_ref, resolve_commit

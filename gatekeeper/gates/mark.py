@@ -37,7 +37,9 @@ from evidence import (
 )
 from gatekeeper.errors import Blocked
 from gatekeeper.repo.git import Repo, is_ancestor
+from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.repo.refs import default_branch_ref
+from policy import LoadedPolicy
 
 POINTER_FILE = "trusted-mark.json"
 MAX_POINTER_BYTES = 4096
@@ -243,3 +245,9 @@ def policy_commit(repo: Repo) -> str:
     except NotInitialised:
         return default_branch_ref(repo)[1]
     return trusted_mark(store, repo).commit
+
+
+def base_policy(repo: Repo) -> tuple[str, LoadedPolicy]:
+    """(policy commit, its policy): the default branch's trusted mark, as for every gate."""
+    commit = policy_commit(repo)
+    return commit, read_policy_at(repo, commit)

@@ -15,8 +15,8 @@ from typing import Any
 from evidence import EvidenceError, EvidenceStore, NotInitialised, state_root
 from evidence.audit import audit
 from gatekeeper.errors import OmsError
+from gatekeeper.gates.mark import base_policy
 from gatekeeper.gates.result.payloads import ResultRecord
-from gatekeeper.gates.toolchain.prepare import base_policy
 from gatekeeper.gates.transfer.state import TransferRow, list_transfers
 from gatekeeper.repo.git import Repo
 from gatekeeper.repo.refs import default_branch_ref

@@ -7,14 +7,15 @@ policy says `[mcp] tools = "all"` or the server is started with `--tools all`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from mcp.server.mcpserver import MCPServer
+from typing import TYPE_CHECKING, Any, Literal
 
 from gatekeeper.errors import OmsError
-from gatekeeper.gates.toolchain.prepare import base_policy
+from gatekeeper.gates.mark import base_policy
 from gatekeeper.repo.git import Repo
 from policy import PolicyError
+
+if TYPE_CHECKING:  # the SDK is for serving: `oms mcp config` reads PROFILES only
+    from mcp.server.mcpserver import MCPServer
 
 Profile = Literal["gatekeeper", "all"]
 PROFILES: tuple[Profile, ...] = ("gatekeeper", "all")

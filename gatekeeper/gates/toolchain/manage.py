@@ -12,8 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gatekeeper.errors import OmsError, UsageError
+from gatekeeper.gates.mark import base_policy
 from gatekeeper.gates.toolchain.identity import Spec, spec_of
-from gatekeeper.gates.toolchain.prepare import base_policy, selected
+from gatekeeper.gates.toolchain.prepare import selected
 from gatekeeper.gates.toolchain.store import (
     HEX_LEN,
     all_records,

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from evidence import Draft, EvidenceStore, state_root
 from evidence.store import utc_now
 from gatekeeper.errors import UsageError
-from gatekeeper.gates.mark import policy_commit
+from gatekeeper.gates.mark import base_policy
 from gatekeeper.gates.toolchain.build import BuildRequest, build, layout_of
 from gatekeeper.gates.toolchain.identity import Spec, spec_of
 from gatekeeper.gates.toolchain.payloads import (
@@ -39,7 +39,6 @@ from gatekeeper.gates.toolchain.store import (
 )
 from gatekeeper.gates.toolchain.tree import freeze, remove_tree, tree_digest
 from gatekeeper.repo.git import Repo, open_repo
-from gatekeeper.repo.policy import read_policy_at
 from policy import LoadedPolicy, Toolchain
 
 Progress = Callable[[str], None]
@@ -74,12 +73,6 @@ class Prepared(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
-
-
-def base_policy(repo: Repo) -> tuple[str, LoadedPolicy]:
-    """(policy commit, its policy): the default branch's trusted mark, as for every gate."""
-    commit = policy_commit(repo)
-    return commit, read_policy_at(repo, commit)
 
 
 def selected(loaded: LoadedPolicy, names: Sequence[str]) -> list[Toolchain]:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from evidence import state_root
 from gatekeeper.errors import UsageError
+from gatekeeper.gates.mark import base_policy
 from gatekeeper.gates.records import initialised
 from gatekeeper.gates.result.protected import BUILTIN, matches
-from gatekeeper.gates.toolchain.prepare import base_policy
 from gatekeeper.integrations.hooks.bash import bash_refusal
 from gatekeeper.integrations.hooks.reads import PlannedRead
 from gatekeeper.integrations.hooks.secret_paths import REMEDY, glob_targets_secrets, secret_name

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gatekeeper.errors import UsageError
-from gatekeeper.gates.toolchain.prepare import base_policy
+from gatekeeper.gates.mark import base_policy
 from gatekeeper.integrations import oms_command
 from gatekeeper.integrations.install import changes, claude, codex
 from gatekeeper.integrations.install.changes import FileEdit

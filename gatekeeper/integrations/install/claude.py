@@ -20,7 +20,6 @@ from gatekeeper.integrations.install.entries import (
     SERVER_NAME,
     Hook,
     McpServer,
-    hook_command,
     hooks_summary,
     is_oms_hook,
     is_oms_server,
@@ -84,6 +83,8 @@ def _strip(groups: list[Any]) -> list[Any]:
 
 
 def group(prefix: Sequence[str], hook: Hook) -> dict[str, Any]:
+    from gatekeeper.integrations.hooks.config import hook_command  # as in entries.hooks_for
+
     handler = {"type": "command", "command": hook_command(prefix, CLIENT, hook.event),
                "timeout": hook.timeout_s}  # fmt: skip
     out: dict[str, Any] = {"matcher": hook.matcher} if hook.matcher else {}

@@ -25,7 +25,6 @@ from gatekeeper.integrations.install.entries import (
     STARTUP_TIMEOUT_S,
     Hook,
     McpServer,
-    hook_command,
     hooks_summary,
     is_oms_hook,
     is_oms_server,
@@ -93,6 +92,8 @@ def _set_server(doc: Any, server: McpServer | None, tool_timeout_s: int) -> None
 
 
 def _group(prefix: Sequence[str], hook: Hook) -> Table:
+    from gatekeeper.integrations.hooks.config import hook_command  # as in entries.hooks_for
+
     group = tomlkit.table()
     if hook.matcher:
         group["matcher"] = hook.matcher

@@ -9,11 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from gatekeeper.integrations.hooks import claude, codex
-from gatekeeper.integrations.hooks.config import hook_command
 from policy import Policy
-
-__all__ = ["hook_command"]  # re-exported for the client writers
 
 SERVER_NAME = "oms"
 # How long a client waits for `oms mcp` to answer initialize and tools/list (Codex's
@@ -67,6 +63,10 @@ def scan_budget_s(policy: Policy) -> int:
 def hooks_for(client: str, policy: Policy) -> tuple[Hook, ...]:
     """The events each client's docs define, with the hooks' own matchers (the ones `oms
     agent run` writes too): before a file tool or the shell, after a file tool."""
+    # Imported here: the hooks package (the checks, the result gate behind Stop) is for
+    # writing hooks, not for `oms mcp config`, which reads this module's server entry.
+    from gatekeeper.integrations.hooks import claude, codex
+
     kind = claude if client == "claude-code" else codex
     scan, gate = scan_budget_s(policy), gate_budget_s(policy)
     return (

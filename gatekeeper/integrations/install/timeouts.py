@@ -12,7 +12,7 @@ from typing import Any
 
 from gatekeeper.errors import OmsError
 from gatekeeper.gates.doctor import Extra
-from gatekeeper.gates.toolchain.prepare import base_policy
+from gatekeeper.gates.mark import base_policy
 from gatekeeper.integrations.install import claude, codex
 from gatekeeper.integrations.install.entries import gate_budget_s, is_oms_hook
 from gatekeeper.repo.git import Repo
