@@ -20,9 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal
 
 from evidence import EvidenceStore, NotInitialised, TamperDetected, state_root
 from evidence import checkpoint as cp
@@ -48,8 +46,10 @@ from gatekeeper.gates.records import open_store
 from gatekeeper.repo.git import Repo
 from gatekeeper.repo.policy import read_policy_at
 from gatekeeper.text import sanitize
-from gatekeeper.work.http_deadline import Deadline, DeadlineTransport, proxy_for
 from policy import Cosigner, EvidencePolicy
+
+if TYPE_CHECKING:  # httpx only where a cosigner is asked (`after_command` runs after
+    import httpx  # every command that appended, most with no cosigner to ask)
 
 TIMEOUT_S = 10.0  # `oms evidence cosign`: one whole answer per cosigner
 AFTER_TIMEOUT_S = 3.0  # after another command: it has already answered its caller
@@ -153,6 +153,10 @@ def sync_store(store: EvidenceStore, policy: EvidencePolicy, timeout: float) -> 
 
 
 def _post(url: str, body: bytes, timeout: float) -> httpx.Response:
+    import httpx
+
+    from gatekeeper.work.http_deadline import Deadline, DeadlineTransport, proxy_for
+
     target = url.rstrip("/") + "/add-checkpoint"
     deadline = Deadline(time.monotonic() + timeout)
     transport = DeadlineTransport(deadline, proxy_for(target))
@@ -172,6 +176,8 @@ def _witness_size(answer: httpx.Response) -> int | None:
 def _ask(c: Cosigner, log: _Log, state: CosignState, timeout: float
          ) -> tuple[CosignResult, CosignState]:  # fmt: skip
     """One cosigner: from what it last cosigned; once more from the size a 409 names."""
+    import httpx  # as in `_post`
+
     key = CosignerKey.parse(c.key)
     size = log.checkpoint.size
     held = state.cosigned.get(c.name)

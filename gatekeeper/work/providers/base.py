@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gatekeeper.agent.budget import Bound
 from gatekeeper.errors import Unavailable
-from gatekeeper.scan import ScanItem
-from gatekeeper.scan.policy import redacted
 from policy import LoadedPolicy
 
 if TYPE_CHECKING:  # the run module (aiohttp behind it) only where an adapter runs
@@ -131,6 +129,10 @@ def receipt(role: Role, loaded: LoadedPolicy, out: AgentRunOutcome, answer: byte
     (so the bound never cuts a secret into a piece the scanners no longer know); a read-only
     role never has a candidate. A scanner that cannot run raises (ScannerUnavailable):
     an answer no one scanned is never kept."""
+    # The scanners where an answer arrives: `Role` alone (`oms run list`) needs none.
+    from gatekeeper.scan import ScanItem
+    from gatekeeper.scan.policy import redacted
+
     output, found = redacted(ScanItem.of_bytes(ANSWER_ITEM, answer, "replace"), loaded)
     writes = role.authority == "worktree-write"
     return ProviderReceipt(

@@ -1,0 +1,143 @@
+"""Start-up: each command imports what it uses, and not the layers it merely sits beside.
+
+`oms --help` is pinned in test_lazy.py; here the commands a user waits for (issue 33):
+each runs for real in a subprocess (a real git repository after a real `oms init`), and
+what `sys.modules` holds when it has answered is compared with two lists: modules the
+command must have loaded (proof that it ran its own path, not an early refusal) and modules
+it must not have loaded. The second list names concrete modules, so an import added at the
+top of a module on the path (the MCP SDK, aiohttp, the run engine, a gate it does not run)
+fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support.oms import parse_single_json
+
+RunOms = Callable[..., subprocess.CompletedProcess[str]]
+
+# Runs one command in-process as the console script does, then lists what was imported.
+RUNNER = (
+    "import json, sys\n"
+    "from gatekeeper.cli.main import main\n"
+    "try:\n"
+    "    main(json.loads(sys.argv[1]))\n"
+    "except SystemExit as exc:\n"
+    "    code = exc.code\n"
+    "with open(sys.argv[2], 'w') as f:\n"
+    "    json.dump(sorted(sys.modules), f)\n"
+    "sys.exit(code)\n"
+)
+
+# What none of these commands serves, relays or brokers: the MCP SDK and server, the
+# egress broker's HTTP stack, `oms agent run` itself.
+NOT_SERVING = ("mcp", "gatekeeper.mcp.server", "aiohttp", "uvicorn", "starlette",
+               "gatekeeper.agent.run", "gatekeeper.agent.egress")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Case:
+    argv: tuple[str, ...]
+    uses: tuple[str, ...]  # loaded: the command ran its own path
+    never: tuple[str, ...]
+    stdin: str = ""
+
+
+def _hook_input(repo: Path) -> str:
+    return json.dumps({"hook_event_name": "PreToolUse", "cwd": str(repo), "tool_name": "Bash",
+                       "tool_input": {"command": "ls -la"}})  # fmt: skip
+
+
+CASES = {
+    "run list": Case(
+        ("run", "list", "--json"),
+        uses=("gatekeeper.work.runs.api", "gatekeeper.work.fence"),
+        never=(*NOT_SERVING, "gatekeeper.work.runs.engine", "gatekeeper.work.runs.gates",
+               "gatekeeper.work.providers.claude_code", "gatekeeper.integrations.hooks",
+               "gatekeeper.gates.transfer", "gatekeeper.gates.result", "gatekeeper.scan",
+               "gatekeeper.gates.toolchain.build", "detect_secrets", "tree_sitter", "httpx",
+               "tomlkit"),
+    ),
+    "mcp config": Case(
+        ("mcp", "config", "--json"),
+        uses=("gatekeeper.integrations.install.entries", "gatekeeper.gates.mark"),
+        never=(*NOT_SERVING, "anyio", "gatekeeper.mcp.tools", "gatekeeper.work",
+               "gatekeeper.integrations.hooks", "gatekeeper.gates.toolchain.build",
+               "gatekeeper.gates.result", "gatekeeper.scan", "detect_secrets", "tree_sitter",
+               "httpx"),
+    ),
+    "hook claude-code PreToolUse (a benign Bash command)": Case(
+        ("hook", "claude-code", "PreToolUse"),
+        uses=("gatekeeper.integrations.hooks.checks",),
+        never=(*NOT_SERVING, "gatekeeper.mcp", "gatekeeper.work", "gatekeeper.gates.transfer",
+               "gatekeeper.integrations.install", "detect_secrets", "httpx"),
+        stdin="HOOK",
+    ),
+    "evidence verify --commit": Case(
+        ("evidence", "verify", "--commit", "HEAD", "--json"),
+        uses=("gatekeeper.work.provenance_verify",),
+        never=(*NOT_SERVING, "gatekeeper.mcp", "gatekeeper.work.db", "gatekeeper.work.fence",
+               "gatekeeper.scan", "gatekeeper.gates.result", "gatekeeper.gates.transfer",
+               "gatekeeper.integrations", "sandbox.bwrap", "detect_secrets", "tree_sitter",
+               "httpx", "sqlite3"),
+    ),
+    "scan --stdin": Case(
+        ("scan", "--stdin", "--json"),
+        uses=("gatekeeper.gates.secrets", "gatekeeper.scan.gitleaks"),
+        never=(*NOT_SERVING, "gatekeeper.mcp", "gatekeeper.work", "evidence.store",
+               "evidence.log", "cryptography", "gatekeeper.gates.result",
+               "gatekeeper.gates.transfer", "gatekeeper.integrations.hooks", "tree_sitter",
+               "httpx"),
+        stdin="nothing secret here\n",
+    ),
+    "doctor": Case(
+        # It probes the sandbox, checks the scanners and digests the MCP tools (the SDK and
+        # the tool modules are its own work), but runs no agent and no provider.
+        ("doctor", "--json"),
+        uses=("gatekeeper.gates.doctor", "sandbox.probe", "gatekeeper.mcp.server"),
+        never=("aiohttp", "gatekeeper.agent.run", "gatekeeper.agent.egress",
+               "gatekeeper.work.providers.claude_code", "gatekeeper.integrations.hooks",
+               "detect_secrets"),
+    ),
+}  # fmt: skip
+
+
+def _loaded(names: list[str], wanted: tuple[str, ...]) -> list[str]:
+    """Which of `wanted` (a module or a package: any of its submodules counts) are loaded."""
+    return [w for w in wanted if any(n == w or n.startswith(w + ".") for n in names)]
+
+
+@pytest.fixture
+def initialised(git_repo: Path, run_oms: RunOms) -> Path:
+    proc = run_oms(["init", "--json"], cwd=git_repo)
+    assert parse_single_json(proc)["ok"], proc.stderr
+    return git_repo
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_command_imports_only_what_it_uses(
+    name: str, initialised: Path, oms_env: dict[str, str], tmp_path: Path
+) -> None:
+    case = CASES[name]
+    out = tmp_path / "modules.json"
+    stdin = _hook_input(initialised) if case.stdin == "HOOK" else case.stdin
+    proc = subprocess.run(
+        [sys.executable, "-P", "-c", RUNNER, json.dumps(case.argv), str(out)],
+        cwd=initialised, env=oms_env, input=stdin, capture_output=True, text=True,
+        check=False, timeout=180,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if "--json" in case.argv:
+        parse_single_json(proc)  # the command answered, in its one-object contract
+    else:
+        assert proc.returncode == 0 and proc.stdout == "", (proc.stdout, proc.stderr)
+    names: list[str] = json.loads(out.read_text())
+    assert _loaded(names, case.uses) == list(case.uses)
+    assert _loaded(names, case.never) == []
