@@ -14,7 +14,6 @@ from gatekeeper.errors import EXIT_BLOCKED, EXIT_OK, EXIT_UNAVAILABLE
 from gatekeeper.gates import doctor as readiness
 from gatekeeper.gates.authority import AgentSandbox
 from gatekeeper.integrations.install.timeouts import doctor_check as hook_timeouts
-from gatekeeper.mcp.server import digest_for_doctor
 from gatekeeper.work.audit import doctor_check
 from gatekeeper.work.cosign import doctor_check as cosign_check
 from gatekeeper.work.job_log import doctor_check as schedule_check
@@ -33,6 +32,9 @@ def doctor(repo: Path) -> Outcome:
     found = readiness.doctor(repo, AgentSandbox.of(inside_agent_sandbox(), marker()), checks)
     report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
+        # Imported here: the MCP SDK and every tool module are this line's cost alone.
+        from gatekeeper.mcp.server import digest_for_doctor
+
         report["mcp_tools_digest"] = digest_for_doctor(repo)
     lines = doctor_lines(report, ready, View.detect())
     code = EXIT_OK if ready else EXIT_BLOCKED if found.tampered else EXIT_UNAVAILABLE
