@@ -35,7 +35,6 @@ from gatekeeper.gates.doctor import Extra
 from gatekeeper.repo.git import Repo
 from gatekeeper.text import sanitize
 from gatekeeper.work import schedule as s
-from gatekeeper.work.github import token_file
 
 LOG_BOUND = 64 << 10  # one job's log file, at most
 ENTRY_BOUND = 4 << 10  # one run's output in it, at most
@@ -69,6 +68,10 @@ def _epoch(text: object) -> float | None:
 
 def _secrets(env: Mapping[str, str]) -> list[str]:
     """Every GitHub token value this run could know, to be cut from what it logs."""
+    # Imported here: the GitHub client (httpx) is for a job's run, not for `oms doctor`,
+    # which reads this module's schedule check.
+    from gatekeeper.work.github import token_file
+
     found = [env[n].strip() for n in ("GITHUB_TOKEN", "GH_TOKEN") if env.get(n, "").strip()]
     try:
         held = key_file(token_file(env))

@@ -104,7 +104,7 @@ CASES = {
         uses=("gatekeeper.gates.doctor", "sandbox.probe", "gatekeeper.mcp.server"),
         never=("aiohttp", "gatekeeper.agent.run", "gatekeeper.agent.egress",
                "gatekeeper.work.providers.claude_code", "gatekeeper.integrations.hooks",
-               "detect_secrets"),
+               "gatekeeper.work.github", "detect_secrets", "httpx"),
     ),
 }  # fmt: skip
 
