@@ -10,7 +10,6 @@ from pydantic import Field
 from evidence import Entry, EvidenceStore
 from gatekeeper.agent.records import recorded_base
 from gatekeeper.errors import OmsError, Unavailable
-from gatekeeper.gates.result import pipeline as result_gate
 from gatekeeper.mcp.actions import listed, served
 from gatekeeper.mcp.bounds import Result, bounded, clean_error, hide_paths_in, tool_errors
 from gatekeeper.mcp.context import ToolContext, in_thread
@@ -75,6 +74,10 @@ def _work_runs(ctx: ToolContext, limit: int, detail: str) -> dict[str, Any]:
 def _verdict(ctx: ToolContext, candidate: str, ticket: str | None,
              attempt: int | None) -> dict[str, Any]:  # fmt: skip
     """The gate's verdict with each check's output cut to its tail."""
+    # The gate (sandbox runner, scanners, toolchains) where it runs: building the server
+    # (`oms mcp`, doctor's tools digest) lists this tool without it.
+    from gatekeeper.gates.result import pipeline as result_gate
+
     base = recorded_base(ctx.repo, candidate)  # an agent run's: from evidence, not the caller
     verdict = result_gate.process_result(ctx.repo.top, candidate, base, ticket, attempt,
                                          requested_by=ctx.requested_by)  # fmt: skip

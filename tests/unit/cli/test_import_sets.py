@@ -104,7 +104,8 @@ CASES = {
         uses=("gatekeeper.gates.doctor", "sandbox.probe", "gatekeeper.mcp.server"),
         never=("aiohttp", "gatekeeper.agent.run", "gatekeeper.agent.egress",
                "gatekeeper.work.providers.claude_code", "gatekeeper.integrations.hooks",
-               "gatekeeper.work.github", "detect_secrets", "httpx"),
+               "gatekeeper.work.github", "gatekeeper.gates.result.pipeline", "tree_sitter",
+               "detect_secrets", "httpx"),
     ),
 }  # fmt: skip
 
