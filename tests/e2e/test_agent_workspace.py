@@ -694,7 +694,9 @@ def test_the_mcp_tool_takes_a_run_refs_base_from_evidence(
         seen.append(base)
         return _Verdict()
 
-    monkeypatch.setattr(mcp_result.result_gate, "process_result", fake_gate)
+    from gatekeeper.gates.result import pipeline  # what `_verdict` imports when called
+
+    monkeypatch.setattr(pipeline, "process_result", fake_gate)
     ctx = mcp_result.ToolContext(lab.repo, None)  # type: ignore[arg-type]
     mcp_result._verdict(ctx, f"refs/oms/runs/{ws.run_id}", None, None)
     mcp_result._verdict(ctx, "main", None, None)
