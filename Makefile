@@ -54,9 +54,14 @@ lint: setup
 # world (a prepared toolchain, a pre-commit environment, a gate's repository) is built once.
 # Tests marked `alone` (a fork storm that fills the sandbox uid's process count, which
 # RLIMIT_NPROC counts across every sandbox of that uid) run afterwards, by themselves.
+# --durations=20 names the slowest twenty; the wall time of both runs is kept in
+# .cache/make-test.json for bench/run.py's suite row.
 test: lint $(INSPECTOR) $(AGENTS)
-	$(VENV)/bin/pytest -q -n 3 --dist loadscope -m "not alone"
+	@mkdir -p .cache && date +%s > .cache/make-test.started
+	$(VENV)/bin/pytest -q -n 3 --dist loadscope -m "not alone" --durations=20
 	$(VENV)/bin/pytest -q -m alone
+	@printf '{"started": %s, "finished": %s}\n' "$$(cat .cache/make-test.started)" "$$(date +%s)" \
+		> .cache/make-test.json
 
 # The fast unit tests alone (no bwrap, scanners or MCP clients), with ruff: a quick loop.
 test-fast: $(STAMP)
