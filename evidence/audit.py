@@ -140,7 +140,8 @@ def _check_coverage(store: EvidenceStore, cp_size: int, wit_size: int, tree: _Tr
         raise _Bad(
             cp_size,
             f"the checkpoint covers {cp_size} entries but the witness {wit_size}: "
-            "the evidence directory was rolled back",
+            "the checkpoint was rolled back or a crash lost its last write; "
+            "`oms evidence repair` rewrites it from the witness",
         )
     if wit_size == tree.size and cp_size == wit_size:
         return

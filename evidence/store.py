@@ -13,8 +13,20 @@ evidence directory, so a log rolled back or truncated as a whole is still caught
 An append, under the lock: prove the witnessed prefix (one streaming SHA-256 against
 the witness' signed extent), settle anything past it (adopt this key's interrupted
 append, roll back one killed mid-write, refuse anything else), write the pending
-checkpoint for the new size, the lines, then the checkpoint and the witness. It is
+checkpoint for the new size, the lines, then the witness and the checkpoint. It is
 acknowledged only once the witness covers it, and it signs only over its own lines.
+
+Three fsync calls make an append durable: the log's lines, then the witness file and
+its directory. Nothing else is synced, because nothing else is needed to keep or to
+check an acknowledged entry: the witness is written after the lines are on disk, and
+the checkpoint after the witness, so on disk the checkpoint is never ahead of the
+witness. A crash that loses the checkpoint's last write leaves it older than the
+witness, and the next append (or `oms evidence repair`) rewrites it from the witness
+once the log has been proven against that (`_settle`); a checkpoint ahead of the
+witness, unsigned or missing is still refused. The pending checkpoint serves a process
+killed mid-append (its bytes are in the page cache); after a power loss that took it,
+lines it announced and no witness covers were never acknowledged and are refused until
+`oms evidence repair` quarantines them. tree.json is a cache checked against the root.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import hashlib
 import json
 import os
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -161,6 +174,8 @@ class EvidenceStore:
                 tip = store._settle(key, fresh=True)
                 if tip.frontier.size == 0:
                     store._write(tip, [store._genesis_draft()], key)
+                    # Once per store: a crash cannot leave the first checkpoint missing.
+                    atomic_write(store.checkpoint_path, store.checkpoint_path.read_bytes())
                 created = True
         store.check_binding()
         return store, created
@@ -345,7 +360,9 @@ class EvidenceStore:
             key.private,
         )
         payload = b"".join(line + b"\n" for line in lines)
-        atomic_write(self.pending_path, Pending(tip.offset, note, payload).encode())
+        # For a killed process, not for a power loss (module doc): no fsync.
+        pending = Pending(tip.offset, note, payload).encode()
+        atomic_write(self.pending_path, pending, durable=False)
         try:
             append_lines(self.log_path, lines)
         except StoreUnavailable:
@@ -355,8 +372,9 @@ class EvidenceStore:
         return entries
 
     def _promote(self, note: bytes, tip: _Tip) -> None:
-        atomic_write(self.checkpoint_path, note)
+        """The witness (durable: this acknowledges the append), then the checkpoint."""
         atomic_write(self.witness_path, note)
+        atomic_write(self.checkpoint_path, note, durable=False)  # never ahead of the witness
         GROWN.add(self.repo_id)
         self.pending_path.unlink(missing_ok=True)  # stale once the witness covers it
         data = {"bytes": tip.offset, "size": tip.frontier.size, "frontier": tip.frontier.to_list()}
@@ -386,9 +404,18 @@ class EvidenceStore:
             found = self._note(self.checkpoint_path)
             if found is None:
                 raise TamperDetected("the signed checkpoint is missing; the log cannot be extended")
-            if not tip.matches(found[1]):
+            if not tip.matches(found[1]) and not self._catch_up(found[1], tip, witness):
                 raise TamperDetected("the checkpoint does not match the witness checkpoint")
         return tip
+
+    def _catch_up(self, c: cp.Checkpoint, tip: _Tip, witness: tuple[bytes, cp.Checkpoint]) -> bool:
+        """Rewrite a checkpoint `c` that is behind the witness (a crash lost its last write:
+        see the module doc) from the witness, if the witness signs the proven tip; whether
+        it did. Under the lock. One ahead of the witness is never caught up."""
+        if c.size >= witness[1].size or not tip.matches(witness[1]):
+            return False
+        atomic_write(self.checkpoint_path, witness[0], durable=False)
+        return True
 
     def _witnessed(self, c: cp.Checkpoint) -> tuple[_Tip, bytes]:
         """The tip the witness signed, proven by hashing the log's first bytes; and the rest."""
@@ -546,6 +573,10 @@ class EvidenceStore:
                     return {"repaired": True, "adopted_entries": n, "quarantined_bytes": 0}
             if not rest:
                 self.pending_path.unlink(missing_ok=True)
+                with suppress(TamperDetected):  # a bad checkpoint is the audit's to report
+                    found = self._note(self.checkpoint_path)
+                    if found is not None and self._catch_up(found[1], tip, witness):
+                        return {"repaired": True, "quarantined_bytes": 0}
                 return {"repaired": False, "quarantined_bytes": 0}
             qname = self._quarantine(tip, rest)
             self.pending_path.unlink(missing_ok=True)

@@ -1386,14 +1386,14 @@ print("acknowledged", flush=True)
 """
 
 # Where an append is killed, and whether its two entries are then in the log: the pending
-# checkpoint is write 1; checkpoint, witness and the tree cache are writes 2, 3 and 4.
+# checkpoint is write 1; witness, checkpoint and the tree cache are writes 2, 3 and 4.
 KILL_POINTS = {
     "before-write-1": False,  # nothing written
     "after-write-1": False,  # pending checkpoint only: its lines never reached the log
     "mid-lines": False,  # a torn batch of this key: rolled back to a quarantine file
     "after-lines": True,  # lines complete, checkpoint not yet promoted: adopted
-    "after-write-2": True,  # checkpoint promoted, witness not yet: adopted
-    "after-write-3": True,  # witness written, the pending file not yet removed
+    "after-write-2": True,  # witness written (acknowledged), checkpoint not yet: caught up
+    "after-write-3": True,  # checkpoint written, the pending file not yet removed
     "after-write-4": True,  # everything but the return
 }
 
