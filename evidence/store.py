@@ -576,7 +576,8 @@ class EvidenceStore:
                 with suppress(TamperDetected):  # a bad checkpoint is the audit's to report
                     found = self._note(self.checkpoint_path)
                     if found is not None and self._catch_up(found[1], tip, witness):
-                        return {"repaired": True, "quarantined_bytes": 0}
+                        # An interrupted append whose entries were all acknowledged.
+                        return {"repaired": True, "adopted_entries": 0, "quarantined_bytes": 0}
                 return {"repaired": False, "quarantined_bytes": 0}
             qname = self._quarantine(tip, rest)
             self.pending_path.unlink(missing_ok=True)

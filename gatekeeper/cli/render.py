@@ -215,6 +215,8 @@ def key_lines(data: Data) -> list[str]:
 def repair_lines(data: Data) -> list[str]:
     if data.get("adopted_entries"):
         return [f"adopted {data['adopted_entries']} entries of an interrupted append"]
+    if "adopted_entries" in data and data["repaired"]:
+        return ["rewrote the checkpoint from the witness (a crash lost its last write)"]
     if data["repaired"]:
         return [f"quarantined {data['quarantined_bytes']} bytes; recorded as seq {data['seq']}"]
     return ["nothing to repair"]

@@ -17,6 +17,8 @@ from evidence import Draft, EvidenceStore
 from evidence import checkpoint as cp
 from evidence.audit import audit
 from evidence.errors import TamperDetected
+from gatekeeper.cli.render import repair_lines
+from gatekeeper.gates.records import AdoptedAppend, repair_result
 
 MAX_FSYNCS = 3
 
@@ -95,7 +97,11 @@ def test_repair_catches_a_checkpoint_up_without_appending(store: EvidenceStore) 
     old = store.checkpoint_path.read_bytes()
     store.append(Draft(kind="note", data={"message": "acknowledged"}))
     store.checkpoint_path.write_bytes(old)
-    assert store.repair() == {"repaired": True, "quarantined_bytes": 0}
+    answer = store.repair()
+    assert answer == {"repaired": True, "adopted_entries": 0, "quarantined_bytes": 0}
+    assert isinstance(repair_result(answer), AdoptedAppend)  # the CLI's --json shape
+    assert repair_lines(answer) == [
+        "rewrote the checkpoint from the witness (a crash lost its last write)"]  # fmt: skip
     assert store.head() == 3
     assert audit(store).intact
     assert store.repair() == {"repaired": False, "quarantined_bytes": 0}
