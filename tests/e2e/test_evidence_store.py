@@ -805,7 +805,7 @@ def test_sigkill_mid_append_loses_no_acknowledged_entry(
 @pytest.fixture
 def fast_store(tmp_path: Path) -> Iterator[EvidenceStore]:
     """A library store on tmpfs when there is one: the concurrency test is about the lock,
-    and 400 appends of five fsyncs each take >10 s on a busy disk. Falls back to tmp_path."""
+    and 400 appends of three fsyncs each take seconds on a busy disk. Falls back to tmp_path."""
     shm = Path("/dev/shm")
     base = Path(tempfile.mkdtemp(prefix="oms-test-", dir=shm)) if shm.is_dir() else tmp_path
     try:
