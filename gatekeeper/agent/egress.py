@@ -35,6 +35,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from evidence import Payload
+from gatekeeper.agent.broker_socket import bind_socket
 from gatekeeper.agent.budget import Meter, Parked, UsageReader
 from gatekeeper.agent.egress_config import (
     KEY_ENV,
@@ -51,7 +52,6 @@ from gatekeeper.agent.egress_http import (
     BodyRefused,
     Kept,
     Seen,
-    bind_socket,
     egress_findings,
     error,
     not_recorded,
@@ -136,13 +136,15 @@ class Broker:
 
     # -- life cycle ------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Listen on the socket from a thread of its own; returns once it accepts."""
+    def start(self, sock: socket.socket | None = None) -> None:
+        """Listen on the socket from a thread of its own; returns once it accepts. `sock`:
+        the socket already bound at `socket_path` (a `LazyBroker`'s), else it is bound here."""
         if self._thread is not None:
             raise Unavailable("the egress broker was already started")
         if self._egress == "api":
             locate_gitleaks()  # ScannerUnavailable now rather than on the first request
-        sock = bind_socket(self._socket_path, self._socket_uid)
+        if sock is None:
+            sock = bind_socket(self._socket_path, self._socket_uid)
         self._bound = True
         ready: Future[None] = Future()
         self._thread = threading.Thread(

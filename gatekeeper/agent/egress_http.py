@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -24,7 +21,6 @@ from yarl import URL
 from gatekeeper.agent.egress_config import Provider
 from gatekeeper.agent.egress_scan import Inspection
 from gatekeeper.agent.payloads import EgressFinding
-from gatekeeper.errors import Unavailable
 
 ROUTES: Mapping[str, Provider] = {
     "/v1/messages": "anthropic",
@@ -187,24 +183,3 @@ def error(status: int, code: str, message: str) -> web.Response:
 def not_recorded() -> web.Response:
     return error(500, "not_recorded",
                   "oms could not record this request as evidence, so it was not sent")  # fmt: skip
-
-
-def bind_socket(path: Path, uid: int | None) -> socket.socket:
-    """A unix socket bound at `path` (which must not exist), mode 0600 and owned by `uid`
-    before it listens: nobody else can connect, not even in between."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind(str(path))
-    except OSError as exc:
-        sock.close()
-        raise Unavailable(f"cannot create the broker socket {path}: {exc.strerror}") from None
-    try:
-        os.chmod(path, 0o600)
-        if uid is not None:
-            os.chown(path, uid, -1)
-    except OSError as exc:
-        sock.close()
-        path.unlink(missing_ok=True)
-        raise Unavailable(f"cannot restrict the broker socket {path}: {exc.strerror}") from None
-    sock.setblocking(False)
-    return sock

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -22,20 +23,18 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 import gatekeeper
 from evidence import Draft, EvidenceStore, Payload, state_root
 from gatekeeper.agent import codex_sessions, inside, logins
+from gatekeeper.agent.broker_socket import LazyBroker
 from gatekeeper.agent.budget import Bound, Meter, Parked
 from gatekeeper.agent.collect_deadline import CollectTimeout
-from gatekeeper.agent.egress import Broker, ParkWatch, provider_keys, upstreams_from_env
-from gatekeeper.agent.egress_config import Provider
+from gatekeeper.agent.egress_config import Provider, provider_keys, upstreams_from_env
 from gatekeeper.agent.kinds import KIND_PROVIDER, KindSetup, prepare_kind, require_keys
-from gatekeeper.agent.mcp_relay import conductor_routes, mcp_route
-from gatekeeper.agent.observe import QuotaReport, observe_routes, quota_report
 from gatekeeper.agent.payloads import (
     RUN_ID_RE,
     AgentKind,
@@ -57,8 +56,6 @@ from gatekeeper.agent.setup import (
     write_oms_shim,
     write_task_file,
 )
-from gatekeeper.agent.tunnel import Tunnel, connect_overrides
-from gatekeeper.agent.worker_route import EndRule, worker_routes
 from gatekeeper.agent.workspace import (
     Collected,
     Workspace,
@@ -79,6 +76,11 @@ from sandbox import Bwrap, SandboxError, find_bwrap
 from sandbox.agent import AgentProfile, agent_profile, oms_install_paths, oms_masked_paths
 from sandbox.agent_probe import AgentProbe, probe_agent
 from sandbox.agent_runner import AgentResult, run_agent
+
+if TYPE_CHECKING:  # the broker's HTTP stack is imported when a broker starts (LazyBroker)
+    from gatekeeper.agent.egress import Broker, ParkWatch
+    from gatekeeper.agent.observe import QuotaReport
+    from gatekeeper.agent.worker_route import EndRule
 
 Mode = Literal["pty", "pipes", "output", "capture"]
 _CONDUCTOR_ID = re.compile(r"^c-[0-9a-f]{12}$")  # gatekeeper.work.conductor.model's
@@ -200,7 +202,7 @@ class _Run:
     kind: KindSetup
     canary: str
     record: _Recorder
-    broker: Broker | None = None
+    broker: Broker | LazyBroker | None = None
     totals: EgressTotals | None = None
     spend: RunSpend | None = None
     started: bool = False  # the start entry is written
@@ -416,7 +418,35 @@ def _profile(run: _Run) -> AgentProfile:
 
 
 def _start_egress(run: _Run, stack: ExitStack) -> None:
-    uid = sandbox_uid()
+    """The broker: at once for model egress, else on the first connection to its socket (a
+    run that never calls its routes imports no HTTP stack). A tunnel beside it if asked."""
+    uid, meter = sandbox_uid(), Meter(bounds=run.req.budget)
+    path = run.run_dir / "oms" / "broker.sock"
+    if run.egress == "none":
+        run.broker = LazyBroker(path, uid, meter, lambda sock: _broker(run, path, uid, meter,
+                                                                       sock))  # fmt: skip
+        run.broker.start()
+    else:
+        run.broker = _broker(run, path, uid, meter)
+    stack.callback(_stop_egress, run)
+    if run.egress == "tunnel":
+        from gatekeeper.agent.tunnel import Tunnel, connect_overrides
+
+        tunnel = Tunnel(run.run_dir / "oms" / "tunnel.sock", run_id=run.run_id,
+                        record=run.record, overrides=connect_overrides(os.environ),
+                        socket_uid=uid)  # fmt: skip
+        tunnel.start()
+        stack.callback(tunnel.stop)
+
+
+def _broker(run: _Run, path: Path, uid: int | None, meter: Meter,
+            sock: socket.socket | None = None) -> Broker:  # fmt: skip
+    """The run's broker with its routes, started (on `sock` when it is bound already)."""
+    from gatekeeper.agent.egress import Broker
+    from gatekeeper.agent.mcp_relay import conductor_routes, mcp_route
+    from gatekeeper.agent.observe import observe_routes, quota_report
+    from gatekeeper.agent.worker_route import worker_routes
+
     routes = [mcp_route(repo_top=run.repo.top, run_id=run.run_id, oms_argv=oms_outside_argv())]
     routes += observe_routes(repo_top=run.repo.top, run_id=run.run_id, worker=run.req.worker,
                              python_argv=outside_python_argv())  # fmt: skip
@@ -429,23 +459,15 @@ def _start_egress(run: _Run, stack: ExitStack) -> None:
                                    oms_argv=oms_outside_argv())  # fmt: skip
     watch = quota_report(repo_top=run.repo.top, run_id=run.run_id, worker=run.req.worker,
                          python_argv=outside_python_argv())  # fmt: skip
-    broker = Broker(run.run_dir / "oms" / "broker.sock", run_id=run.run_id, egress=run.egress,
+    broker = Broker(path, run_id=run.run_id, egress=run.egress,
                     keys=provider_keys(os.environ, state_root()),
                     upstreams=upstreams_from_env(os.environ),
                     on_secret=run.loaded.policy.agent.egress.on_secret, loaded=run.loaded,
                     canaries=canary_tokens(), record=run.record, socket_uid=uid,
-                    routes=routes,
-                    on_response=watch, meter=Meter(bounds=run.req.budget),
+                    routes=routes, on_response=watch, meter=meter,
                     on_park=_on_park(watch, run.req.end_rule))  # fmt: skip
-    broker.start()
-    run.broker = broker
-    stack.callback(_stop_egress, run)
-    if run.egress == "tunnel":
-        tunnel = Tunnel(run.run_dir / "oms" / "tunnel.sock", run_id=run.run_id,
-                        record=run.record, overrides=connect_overrides(os.environ),
-                        socket_uid=uid)  # fmt: skip
-        tunnel.start()
-        stack.callback(tunnel.stop)
+    broker.start(sock)
+    return broker
 
 
 def sandbox_uid() -> int | None:
