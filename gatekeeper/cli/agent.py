@@ -7,8 +7,6 @@ from typing import Any, cast
 
 import click
 
-from gatekeeper.agent.run import AgentRunRequest
-from gatekeeper.agent.run import agent_run as run_agent
 from gatekeeper.cli.options import REPO_OPTION, FullHelpGroup
 from gatekeeper.cli.render import Outcome, agent_lines, command
 from gatekeeper.errors import EXIT_FAILED
@@ -37,6 +35,9 @@ def agent_run(repo: Path, kind: str, egress: str | None, base: str | None,
     """Run CMD in the agent profile on a fresh clone; its commit comes back as refs/oms/runs/ID."""
     # With --json the agent's output is captured (bounded) so that stdout stays one object.
     capture = bool(click.get_current_context().params.get("as_json"))
+    from gatekeeper.agent.run import AgentRunRequest  # on use: `--help` imports no sandbox
+    from gatekeeper.agent.run import agent_run as run_agent
+
     req = AgentRunRequest(repo_dir=repo, cmd=cmd, agent=cast(Any, kind),
                           egress=cast(Any, egress), base_ref=base, capture=capture)  # fmt: skip
     data = run_agent(req).to_json()

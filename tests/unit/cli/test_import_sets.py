@@ -97,6 +97,25 @@ CASES = {
                "httpx"),
         stdin="nothing secret here\n",
     ),
+    "agent run --egress none": Case(
+        # A contained `true`: the sandbox, the clone and the log, but no broker stack (the
+        # broker starts on its first connection, and `true` makes none) and no tunnel.
+        ("agent", "run", "--egress", "none", "--json", "--", "true"),
+        uses=("gatekeeper.agent.run", "gatekeeper.agent.broker_socket", "sandbox.agent_runner",
+              "sandbox.agent_probe"),
+        never=("aiohttp", "multidict", "yarl", "h11", "mcp", "gatekeeper.mcp",
+               "gatekeeper.agent.egress", "gatekeeper.agent.egress_http",
+               "gatekeeper.agent.egress_scan", "gatekeeper.agent.mcp_relay",
+               "gatekeeper.agent.observe", "gatekeeper.agent.worker_route",
+               "gatekeeper.agent.tunnel", "gatekeeper.work.providers.claude_code",
+               "gatekeeper.integrations.hooks", "detect_secrets", "tree_sitter", "httpx"),
+    ),
+    "agent run --help": Case(
+        ("agent", "run", "--help"),
+        uses=("gatekeeper.cli.agent",),
+        never=("aiohttp", "gatekeeper.agent.egress", "gatekeeper.agent.tunnel", "evidence.store",
+               "sandbox.agent_runner"),
+    ),
     "doctor": Case(
         # It probes the sandbox, checks the scanners and digests the MCP tools (the SDK and
         # the tool modules are its own work), but runs no agent and no provider.
@@ -137,6 +156,8 @@ def test_command_imports_only_what_it_uses(
     assert "Traceback" not in proc.stderr, proc.stderr
     if "--json" in case.argv:
         parse_single_json(proc)  # the command answered, in its one-object contract
+    elif "--help" in case.argv:
+        assert proc.returncode == 0 and proc.stdout.startswith("Usage: "), proc.stderr
     else:
         assert proc.returncode == 0 and proc.stdout == "", (proc.stdout, proc.stderr)
     names: list[str] = json.loads(out.read_text())
