@@ -3,7 +3,8 @@
 After the agent ended, its `.git` is data: HEAD and its branch are read as files (no
 symlink followed, odd shapes refused); its config, hooks, index, attributes and info/
 are never read. The files are compared with HEAD's tree by their bytes (hashed as blobs,
-no clean filter) and every change, tracked or untracked-and-not-ignored (found by oms'
+no clean filter; a file whose lstat is still the one `Stamps` took when oms wrote it is the
+base's blob, unread) and every change, tracked or untracked-and-not-ignored (found by oms'
 own walk, `gatekeeper.agent.untracked`: no git reads the workspace's files), becomes one
 commit written by `git fast-import` in a temporary repository of oms' own, whose
 alternates are the user's objects and then the workspace's. Nothing git writes there is
@@ -73,6 +74,57 @@ _TEMP_CONFIG = """\
 [maintenance]
 \tauto = false
 """
+
+
+Stamp = tuple[int, int, int, int, int]  # st_ino, st_size, st_mtime_ns, st_ctime_ns, st_mode
+
+
+def _stamp(st: os.stat_result) -> Stamp:
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode
+
+
+@dataclass(frozen=True)
+class Stamps:
+    """The lstat of every file and symlink oms wrote into a workspace, taken when it was made.
+
+    At collect a path whose lstat is still its stamp holds the base's bytes and is not hashed.
+    The agent can set a file's mtime (`touch -d`) but not its ctime, which every write, chmod
+    or rename sets to the kernel's (coarse) clock; `fence` is a ctime the kernel gave after
+    the stamps were taken. A stamp whose ctime is not before the fence is in doubt (a write in
+    that same clock tick would leave the ctime as it was), and so is every path not stamped:
+    those are hashed, as any path is when the workspace has no stamps."""
+
+    files: dict[bytes, Stamp]
+    fence: int
+
+    @classmethod
+    def take(cls, top: Path, fence_dir: Path) -> Stamps:
+        """Stamps of `top`'s files (its `.git` left out); the fence from a file made in
+        `fence_dir` (private to oms) once they are taken."""
+        files: dict[bytes, Stamp] = {}
+        stack = [b""]
+        while stack:
+            rel = stack.pop()
+            with os.scandir(os.path.join(os.fsencode(top), rel)) as it:
+                for entry in it:
+                    path = rel + b"/" + entry.name if rel else entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        if path != b".git":
+                            stack.append(path)
+                    else:
+                        files[path] = _stamp(entry.stat(follow_symlinks=False))
+        fd, name = tempfile.mkstemp(prefix="oms-fence-", dir=fence_dir)
+        try:
+            fence = os.fstat(fd).st_ctime_ns
+        finally:
+            os.close(fd)
+            os.unlink(name)
+        return cls(files, fence)
+
+    def unchanged(self, path: bytes, st: os.stat_result) -> bool:
+        """True only when `path` was stamped before the fence and its lstat is that stamp."""
+        was = self.files.get(path)
+        return was is not None and was[3] < self.fence and was == _stamp(st)
 
 
 @dataclass(frozen=True)
@@ -213,12 +265,16 @@ def _rel(path: bytes) -> str:
     return path.decode("utf-8", "surrogateescape")
 
 
-def _entry(files: RepoFiles, path: bytes, oid_len: int,
-           special: dict[bytes, SpecialKind]) -> tuple[str, str] | None:  # fmt: skip
+def _entry(files: RepoFiles, path: bytes, oid_len: int, special: dict[bytes, SpecialKind],
+           known: Known | None = None) -> tuple[str, str] | None:  # fmt: skip
     """(mode, blob id) of what is at `path` now; None when no file or symlink is there (a
-    FIFO, socket or device is recorded in `special`, and never opened)."""
+    FIFO, socket or device is recorded in `special`, and never opened). `known`: the base's
+    entries and the workspace's stamps, which spare reading a file oms wrote and nobody
+    touched since."""
     try:
         st = files.lstat(_rel(path))
+        if known is not None and path in known[0] and known[1].unchanged(path, st):
+            return known[0][path]
         if stat.S_ISLNK(st.st_mode):
             return LINK_MODE, blob_id(files.readlink(_rel(path)), oid_len)
         if not stat.S_ISREG(st.st_mode):
@@ -244,9 +300,18 @@ class Changes:
     special: dict[bytes, SpecialKind]
 
 
-def changes(t: TempRepo, head: str) -> Changes:
-    """What `git add -A` would stage in the workspace, found without git reading it."""
+Known = tuple[dict[bytes, tuple[str, str]], Stamps]  # the base's tree, the stamps
+
+
+def changes(t: TempRepo, head: str, base: str | None = None,
+            stamps: Stamps | None = None) -> Changes:  # fmt: skip
+    """What `git add -A` would stage in the workspace, found without git reading it.
+    `stamps` (taken when the workspace was made from `base`): the files still stamped are
+    the base's, unread."""
     tree = _tree(t, head)
+    known: Known | None = None
+    if stamps is not None and base is not None:
+        known = (tree if base == head else _tree(t, base), stamps)
     gitlinks = {p for p, (mode, _) in tree.items() if mode == GITLINK_MODE}
     shadow = t.path / "ignores"
     os.mkdir(shadow, 0o700)
@@ -259,7 +324,7 @@ def changes(t: TempRepo, head: str) -> Changes:
                 left(t.deadline, "comparing the workspace's files with HEAD")
             if mode == GITLINK_MODE:
                 continue  # a submodule's commit stays as it was: oms runs no git inside it
-            now = _entry(files, path, len(head), walk.special)
+            now = _entry(files, path, len(head), walk.special, known)
             if now != (mode, oid):
                 found.append((path, None if now is None else now[0]))
         for n, path in enumerate(walk.others):
@@ -317,10 +382,12 @@ def _named(special: dict[bytes, SpecialKind]) -> tuple[SpecialFile, ...]:
                  for p, k in sorted(special.items())[:MAX_SPECIAL_NAMED])  # fmt: skip
 
 
-def commit_uncommitted(t: TempRepo, head: str, run_id: str) -> Snapshot:
+def commit_uncommitted(t: TempRepo, head: str, run_id: str, base: str | None = None,
+                       stamps: Stamps | None = None) -> Snapshot:  # fmt: skip
     """HEAD when the workspace's files are HEAD's tree; else a new commit on HEAD holding them,
-    by oms' identity, "oms agent run <run-id>: uncommitted changes"."""
-    got = changes(t, head)
+    by oms' identity, "oms agent run <run-id>: uncommitted changes". `base`, `stamps`: as
+    `changes` takes them."""
+    got = changes(t, head, base, stamps)
     special = (_named(got.special), len(got.special))
     if not got.found:
         return Snapshot(head, *special)

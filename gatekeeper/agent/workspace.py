@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -120,6 +120,8 @@ class Workspace:
     path: Path
     base: str
     base_ref: str
+    # The lstat of the files oms wrote, taken at creation: collect hashes only the others.
+    stamps: snapshot.Stamps | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -201,12 +203,13 @@ def create_workspace(repo: Repo, base_ref: str | None, run_id: str) -> Workspace
     tmp = copy_commit(repo.top, base, dest_parent=root)
     try:
         _make_dotgit(repo, tmp, run_id, base)
+        stamps = snapshot.Stamps.take(tmp, root)  # paths are relative: the rename keeps them
         os.chmod(tmp, 0o700)
         os.rename(tmp, path)
     except BaseException:
         remove_tree(tmp)
         raise
-    return Workspace(run_id, path, base, ref)
+    return Workspace(run_id, path, base, ref, stamps)
 
 
 # -- collect ---------------------------------------------------------------------------------
@@ -341,7 +344,7 @@ def _collect(repo: Repo, ws: Workspace, deadline: Deadline) -> Collected:
     head = snapshot.workspace_head(ws.path / ".git")
     with snapshot.TempRepo.beside(repo, ws.path, deadline) as t:
         try:
-            snap = snapshot.commit_uncommitted(t, head, ws.run_id)
+            snap = snapshot.commit_uncommitted(t, head, ws.run_id, ws.base, ws.stamps)
         except GitError as exc:
             raise Blocked(f"the workspace cannot be collected: {exc}") from None
         result, special = snap.commit, (snap.special, snap.special_total)

@@ -15,7 +15,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -457,6 +457,92 @@ def test_the_workspace_index_cannot_hide_a_change(lab: Lab) -> None:
     tree = tree_of(lab, got.candidate)
     assert tree["app.py"][1] == "print('hidden by skip-worktree')\n"
     assert tree["run.sh"] == ("100755", "#!/bin/sh\necho hidden by assume-unchanged\n")
+
+
+# -- the lstat stamps taken at creation: unread when untouched, hashed whenever in doubt -------
+
+
+def fenced(ws: Workspace) -> Workspace:
+    """`ws` with its stamps' fence taken again once the kernel's clock has ticked past every
+    stamp's ctime (a file made in the work dir until its ctime is later): the stamps as a
+    slower creation would have left them, nothing in the workspace touched in between."""
+    assert ws.stamps is not None
+    newest = max(st[3] for st in ws.stamps.files.values())
+    while True:
+        with tempfile.NamedTemporaryFile(dir=ws.path.parent) as fh:
+            fence = os.fstat(fh.fileno()).st_ctime_ns
+        if fence > newest:
+            return replace(ws, stamps=snapshot.Stamps(ws.stamps.files, fence))
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The bytes collect hashes (every blob id it computes)."""
+    seen: list[bytes] = []
+    real = snapshot.blob_id
+
+    def counting(data: bytes, oid_len: int) -> str:
+        seen.append(data)
+        return real(data, oid_len)
+
+    monkeypatch.setattr(snapshot, "blob_id", counting)
+    return seen
+
+
+def rewrite_same_size(path: Path, data: bytes) -> None:
+    """New bytes of the same length into the same inode, the way an editor saving in place does."""
+    assert len(data) == path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.write(data)
+
+
+def test_files_oms_wrote_and_nobody_touched_are_not_read_at_collect(
+    lab: Lab, hashed: list[bytes]
+) -> None:
+    ws = fenced(create_workspace(lab.repo, None, new_run_id()))
+    assert collect(lab.repo, ws) == Collected(None, None, None)
+    assert hashed == []  # every tracked file was its stamp: none was read
+    (ws.path / "app.py").write_text("print('changed')\n")
+    got = collect(lab.repo, replace(ws, run_id=new_run_id()))
+    assert hashed == [b"print('changed')\n"]  # the one file whose lstat moved, only
+    assert got.candidate is not None and tree_of(lab, got.candidate)["app.py"][1] == (
+        "print('changed')\n"
+    )
+
+
+def test_a_rewrite_in_the_stamps_own_clock_tick_is_hashed(lab: Lab, hashed: list[bytes]) -> None:
+    """The coarse-timestamp case: rewritten within the clock tick of its stamp, same size, the
+    file's lstat is its stamp in every field. Shown here at its worst (the stamp taken after
+    the rewrite, the fence in that same tick): a stamp not before the fence is doubt, hashed."""
+    ws = create_workspace(lab.repo, None, new_run_id())
+    rewrite_same_size(ws.path / "app.py", b"print('HI')\n")
+    st = os.lstat(ws.path / "app.py")
+    assert ws.stamps is not None
+    files = {**ws.stamps.files, b"app.py": snapshot._stamp(st)}
+    ws = replace(ws, stamps=snapshot.Stamps(files, st.st_ctime_ns))
+    got = collect(lab.repo, ws)
+    assert b"print('HI')\n" in hashed
+    assert got.candidate is not None and tree_of(lab, got.candidate)["app.py"][1] == (
+        "print('HI')\n"
+    )
+
+
+def test_content_changed_and_mtime_set_back_with_touch_is_hashed(lab: Lab) -> None:
+    """The `touch -d` case: same size, same inode, the mtime put back to its stamp's; the ctime
+    the agent cannot set gives it away."""
+    ws = fenced(create_workspace(lab.repo, None, new_run_id()))
+    before = os.lstat(ws.path / "app.py")
+    rewrite_same_size(ws.path / "app.py", b"print('HO')\n")
+    secs, ns = divmod(before.st_mtime_ns, 10**9)
+    subprocess.run(["touch", "-m", "-d", f"@{secs}.{ns:09d}", str(ws.path / "app.py")],
+                   check=True)  # fmt: skip
+    after = os.lstat(ws.path / "app.py")
+    assert (after.st_mtime_ns, after.st_size, after.st_ino) == (
+        before.st_mtime_ns, before.st_size, before.st_ino)  # fmt: skip
+    got = collect(lab.repo, ws)
+    assert got.candidate is not None and tree_of(lab, got.candidate)["app.py"][1] == (
+        "print('HO')\n"
+    )
 
 
 def test_the_workspaces_own_info_exclude_does_not_hide_a_new_file(lab: Lab) -> None:
