@@ -33,6 +33,7 @@ from . import seccomp
 from .bwrap import Bwrap
 from .errors import ProfileError, SandboxUnavailable
 from .profile import INSIDE_UID, SYSTEM_DIRS, etc_entries, resolve_ro_paths, system_mounts
+from .quiet_dirs import QuietDirs
 from .runner import SANDBOX_HOST_UID, write_etc
 from .staging import chown_tree
 
@@ -172,12 +173,13 @@ def agent_profile(
     placeholders: Collection[str] = (),
     masked: Sequence[str] = (),
     workspace_readonly: bool = False,
+    quiet: QuietDirs | None = None,
 ) -> AgentProfile:
     """The agent profile. `never`: paths to refuse ($OMS_HOME, the key, the repository).
 
     `ro_paths` are checked as the check profile's are (`resolve_ro_paths`); `environ`
     (default: oms' own) is the host environment the env values are compared against.
-    SandboxUnavailable if the seccomp filter cannot be built.
+    SandboxUnavailable if the seccomp filter cannot be built. `quiet`: as `resolve_ro_paths`.
     """
     env_in = os.environ if environ is None else environ
     for inside in ro_paths:
@@ -185,7 +187,7 @@ def agent_profile(
             if _overlaps(inside, reserved):
                 raise ProfileError(f"agent ro_path {inside} would cover {reserved}")
     real_masks = [os.path.realpath(m) for m in masked]
-    resolved = resolve_ro_paths(ro_paths, env_in, never, masked=real_masks)
+    resolved = resolve_ro_paths(ro_paths, env_in, never, masked=real_masks, quiet=quiet)
     for mask in real_masks:
         if not os.path.isdir(mask) or not any(_within(mask, r) and mask != r for r, _ in resolved):
             raise ProfileError(f"agent masked path {mask} is not a directory below a ro_path")

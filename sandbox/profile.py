@@ -16,6 +16,7 @@ import glob
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from policy import SandboxPolicy
 
 from .bwrap import Bwrap
 from .errors import ProfileError
+from .quiet_dirs import QuietDirs
 
 PROFILE_VERSION = 2
 WORKDIR = "/workspace"
@@ -130,11 +132,14 @@ def resolve_ro_paths(
     never: Sequence[Path],
     *,
     masked: Collection[str] = (),
+    quiet: QuietDirs | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """Check policy `ro_paths`: each must exist and must not expose a forbidden path.
 
     `masked`: real paths below a ro_path that the profile covers with an empty tmpfs (so
-    nothing below them is visible, and they are not walked for sockets).
+    nothing below them is visible, and they are not walked for sockets). `quiet`: walks
+    remembered from earlier runs, which spare the walk of a path whose directories did not
+    change (`sandbox/quiet_dirs.py`), and where this one's are remembered.
 
     A toolchain below $HOME or /root (a pyenv, a venv) is allowed, but never one that
     contains $HOME, /root, /run, $OMS_HOME or the repository, nor one inside
@@ -145,8 +150,16 @@ def resolve_ro_paths(
     out = []
     for given in paths:
         real = check(given, "ro_path")
-        _refuse_sockets(real, f"sandbox ro_path {given}", frozenset(masked))
+        key = QuietDirs.key(real, masked)
+        if quiet is None or not quiet.covers(key):
+            listed: dict[str, os.stat_result] = {}
+            started = time.time_ns()
+            _refuse_sockets(real, f"sandbox ro_path {given}", frozenset(masked), listed)
+            if quiet is not None:
+                quiet.remember(key, listed, started)
         out.append((str(real), given))
+    if quiet is not None:
+        quiet.save()
     return tuple(out)
 
 
@@ -192,22 +205,26 @@ def _path_checker(environ: Mapping[str, str], never: Sequence[Path]) -> Callable
     return check
 
 
-def _refuse_sockets(real: Path, label: str, masked: frozenset[str] = frozenset()) -> None:
+def _refuse_sockets(real: Path, label: str, masked: frozenset[str] = frozenset(),
+                    listed: dict[str, os.stat_result] | None = None) -> None:  # fmt: skip
     """A unix socket below a bound path would let a check talk to whatever listens on it.
-    `label` names the path in messages, e.g. "sandbox ro_path /opt/tc"."""
+    `label` names the path in messages, e.g. "sandbox ro_path /opt/tc"; `listed` gets the
+    lstat of each directory listed."""
     stack, seen = [str(real)], 0
     while stack:
         top = stack.pop()
         if top in masked:
             continue
         try:
-            mode = os.lstat(top).st_mode
+            st = os.lstat(top)
         except OSError as exc:
             raise ProfileError(f"{label}: cannot read {top}: {exc.strerror}") from None
-        if stat.S_ISSOCK(mode):
+        if stat.S_ISSOCK(st.st_mode):
             raise ProfileError(f"{label} holds a unix socket: {top}")
-        if not stat.S_ISDIR(mode):
+        if not stat.S_ISDIR(st.st_mode):
             continue
+        if listed is not None:
+            listed[top] = st
         try:
             with os.scandir(top) as it:
                 for entry in it:  # lstat only: symlinks are never followed

@@ -76,6 +76,7 @@ from sandbox import Bwrap, SandboxError, find_bwrap
 from sandbox.agent import AgentProfile, agent_profile, oms_install_paths, oms_masked_paths
 from sandbox.agent_probe import AgentProbe, probe_agent
 from sandbox.agent_runner import AgentResult, run_agent
+from sandbox.quiet_dirs import QuietDirs
 
 if TYPE_CHECKING:  # the broker's HTTP stack is imported when a broker starts (LazyBroker)
     from gatekeeper.agent.egress import Broker, ParkWatch
@@ -406,13 +407,14 @@ def _profile(run: _Run) -> AgentProfile:
         env["OMS_SCHEMA_FILE"] = inside.SCHEMA_FILE
     ro = [*oms_install_paths(), *run.kind.ro_paths, *pol.ro_paths]
     never = [state_root(), run.repo.top, run.repo.common_dir]
-    limits = limits_of(pol)
+    limits, quiet = limits_of(pol), QuietDirs(state_root() / "cache" / "quiet-dirs.json")
     if run.req.timeout_s is not None:
         limits = replace(limits, wall_s=min(limits.wall_s, run.req.timeout_s))
     try:
         return agent_profile(limits, ro, env, never, placeholders=run.kind.placeholders,
                              masked=oms_masked_paths(),
-                             workspace_readonly=run.req.read_only)  # fmt: skip
+                             workspace_readonly=run.req.read_only,
+                             quiet=quiet)  # fmt: skip
     except SandboxError as exc:
         raise refusal(exc) from None
 
