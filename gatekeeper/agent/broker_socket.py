@@ -77,9 +77,9 @@ class LazyBroker:
         sock, wake = self._sock, self._wake
         if sock is None or wake is None:
             return
-        ready, _, _ = select.select([sock, wake[0]], [], [])
+        ready, _, _ = select.select([sock.fileno(), wake[0]], [], [])
         with self._lock:
-            if self._stopped or sock not in ready:
+            if self._stopped or sock.fileno() not in ready:
                 return
             try:
                 self._real = self._make(sock)
