@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from detect_secrets.plugins.base import RegexBasedDetector
@@ -32,6 +33,11 @@ from detect_secrets.plugins.jwt import JwtTokenDetector
 from detect_secrets.plugins.keyword import DENYLIST, KeywordDetector
 
 Lines = Sequence[tuple[int, str]]
+# The non-ASCII characters a case-insensitive pattern matches with an ASCII letter (dotted
+# and dotless i, long s, Kelvin sign: tests/unit/scan pins the list against every code point).
+_ASCII_FOLDS = "\u0130\u0131\u017f\u212a"
+_ASCII_FOLDS_TABLE = str.maketrans(_ASCII_FOLDS, "iisk")
+_PLAIN = re.compile(r"[ -~]+")  # printable ASCII
 
 
 @dataclass(frozen=True)
@@ -39,11 +45,14 @@ class Guard:
     """A line passes if any of these patterns matches on it: the line is worth a closer look.
 
     `literal`: each pattern is one escaped literal without a newline, so a match lies
-    within one line and one match per line is enough to know the line passes.
+    within one line and one match per line is enough to know the line passes; `strings`
+    are those literals as written, and `ignore_case` whether the patterns ignore case.
     """
 
     patterns: tuple[re.Pattern[str], ...]
     literal: bool = True
+    strings: tuple[str, ...] = ()
+    ignore_case: bool = False
 
 
 class Prefilter:
@@ -132,17 +141,23 @@ class _Marking:
             self._analyze_rows(plugin, rows)
 
     def _entropy(self) -> None:
-        if not self.pre.entropy:
-            return
+        for plugin in self.pre.entropy:
+            self._analyze_rows(plugin, self._long_quoted(plugin))
+
+    def _long_quoted(self, plugin: Any) -> list[int]:
+        """The lines with a quoted candidate of `plugin` long enough to pass its limit.
+
+        Its own pattern runs once over the joined lines: a quote and the charset hold no
+        newline, so each match lies in one line and is the match that line alone gives."""
+        bound = 2**plugin.entropy_limit
+        if type(plugin).analyze_string is HighEntropyStringsPlugin.analyze_string:
+            group = self.group
+            return sorted({group.rows[bisect_right(group.starts, m.start()) - 1]
+                           for m in plugin.regex.finditer(group.text)
+                           if len(m.group(2)) + 1 > bound})  # fmt: skip
         texts = self.group.texts
-        for i in self.rows_of(self.pre.quote):
-            for plugin in self.pre.entropy:
-                if self.hit[i]:
-                    break
-                bound = 2**plugin.entropy_limit
-                candidates = plugin.analyze_string(texts[i])
-                if any(len(c) + 1 > bound for c in candidates) and self.analyze(plugin, i):
-                    self.hit[i] = 1
+        return [i for i in self.rows_of(self.pre.quote)
+                if any(len(c) + 1 > bound for c in plugin.analyze_string(texts[i]))]  # fmt: skip
 
 
 class _Joined:
@@ -172,15 +187,33 @@ class _Joined:
             touched.update(self.rows[first : last + 1])
         return sorted(touched)
 
-    def holding(self, literal: re.Pattern[str]) -> list[int]:
-        """The rows holding a match of `literal` (a pattern that never spans a newline).
+    @cached_property
+    def folded(self) -> str:
+        """The text with every character that a case-insensitive pattern could match with
+        an ASCII letter as that letter in lower case, and any other non-ASCII one as `?`:
+        one character for one, so offsets stay. An ASCII string found ignoring case in the
+        text is found in this as it is in lower case (it may be found in more places)."""
+        text = self.text
+        if not text.isascii():
+            if any(c in text for c in _ASCII_FOLDS):
+                text = text.translate(_ASCII_FOLDS_TABLE)
+            text = text.encode("ascii", "replace").decode("ascii")
+        return text.lower()
+
+    def holding(self, literal: re.Pattern[str] | str, ignore_case: bool = False) -> list[int]:
+        """The rows holding a match of `literal`: a pattern that never spans a newline, or
+        a printable ASCII string (searched in `folded` when `ignore_case`).
 
         One match per row is enough, so the search goes on from the next row's start
         rather than through every occurrence (a quote occurs many times on a line)."""
+        if isinstance(literal, str) and ignore_case:
+            find = _finder(self.folded, literal.lower())
+        else:
+            find = _finder(self.text, literal)
         found: list[int] = []
         pos, end = 0, len(self.text)
-        while pos <= end and (m := literal.search(self.text, pos)) is not None:
-            k = bisect_right(self.starts, m.start()) - 1
+        while pos <= end and (at := find(pos)) >= 0:
+            k = bisect_right(self.starts, at) - 1
             found.append(self.rows[k])
             if k + 1 >= len(self.starts):
                 break
@@ -188,9 +221,28 @@ class _Joined:
         return found
 
 
+def _finder(text: str, literal: re.Pattern[str] | str) -> Callable[[int], int]:
+    """Where `literal` (a pattern or a plain string) is next found in `text` from a
+    position on; -1: nowhere."""
+    if isinstance(literal, str):
+        return lambda pos: text.find(literal, pos)
+
+    def search(pos: int) -> int:
+        m = literal.search(text, pos)
+        return -1 if m is None else m.start()
+
+    return search
+
+
 def _guarded(group: _Joined, guard: Guard) -> list[int]:
     if guard.literal:
-        return sorted({i for p in guard.patterns for i in group.holding(p)})
+        # A printable ASCII literal is searched as a string: a regex that ignores case
+        # matches it character by character, some 30 times slower over a large change.
+        plain = [s if _PLAIN.fullmatch(s) else None for s in guard.strings]
+        return sorted({i for p, s in zip(guard.patterns, plain or [None] * len(guard.patterns),
+                                         strict=True)
+                       for i in (group.holding(p) if s is None
+                                 else group.holding(s, guard.ignore_case))})  # fmt: skip
     return sorted({i for p in guard.patterns for i in group.touched(p)})
 
 
@@ -216,7 +268,8 @@ def _guard(strings: Sequence[str], flags: int) -> Guard:
     """A guard of plain literals; one holding a newline is matched as a general pattern."""
     unique = list(dict.fromkeys(strings))
     patterns = tuple(re.compile(re.escape(s), flags | re.MULTILINE) for s in unique)
-    return Guard(patterns, literal=not any("\n" in s for s in unique))
+    literal = not any("\n" in s for s in unique)
+    return Guard(patterns, literal, tuple(unique) if literal else (), bool(flags & re.IGNORECASE))
 
 
 def _keyword_guard(keywords: Sequence[str]) -> Guard | None:

@@ -470,6 +470,9 @@ TRICKY = [
     "my_Secret_Key := `{secret}`",
     'pa\u017fsword = "{secret}"',  # long s: IGNORECASE matches it as an s
     "api_\u212aey = '{secret}'",  # Kelvin sign: IGNORECASE matches it as a k
+    "\u0130D_TOKEN = '{secret}' # s\u0131gned",  # dotted and dotless i match an i
+    "contrase\u00f1a = '{secret}'; CONTRASE\u00d1A: \"{secret}\" \u2014 \U0001f511",
+    "Pass\u00e9 \u00e9l\u00e8ve s\u00e9cret = '{secret}'",
     'if ("{secret}" == db_pass) {{',
     "curl https://user:{secret}@example.com/x",
     "host = '10.1.2.3'; public = '8.8.8.8'",
@@ -560,6 +563,19 @@ def test_prefilter_gives_exactly_the_findings_of_the_stock_pipeline(
     assert len(stock) > 40  # the data does exercise the plugins
     assert keyed(fast) == keyed(stock)
     assert len(fast) == len(stock)
+
+
+def test_prefilter_is_exact_on_the_bench_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    # what `oms scan --stdin` is given in bench/scan_bench.py (one item, a slice of it here)
+    items, _planted = corpus.make_change(seed=7, target_bytes=150_000)
+    text = "\n".join(t for it in items for _, t in it.lines) + "\n"
+    whole = [ScanItem.whole("<stdin>", text)]
+    fast = DetectSecrets().scan(whole)
+    with monkeypatch.context() as m:
+        m.setattr(ds_module, "Prefilter", lambda plugins: lambda path, lines: list(lines))
+        stock = DetectSecrets().scan(whole)
+    assert len(stock) > 5
+    assert fast == stock
 
 
 def test_prefilter_keeps_few_lines(monkeypatch: pytest.MonkeyPatch) -> None:
