@@ -25,6 +25,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import accumulate
 from typing import Any
 
 from detect_secrets.plugins.base import RegexBasedDetector
@@ -86,7 +87,7 @@ class Prefilter:
         texts = [text.rstrip() for _, text in lines]
         everything = range(len(texts))
         hit = bytearray(len(texts))
-        if not any("\n" in t for t in texts):
+        if "\n" not in "".join(texts):
             _Marking(self, path, lines, _Joined(texts, everything), hit).run()
         else:  # not lines after all: take each alone
             for i in everything:
@@ -171,12 +172,9 @@ class _Joined:
     def __init__(self, texts: Sequence[str], rows: Sequence[int]) -> None:
         self.texts = texts
         self.rows = rows
-        self.starts = []
-        offset = 0
-        for i in rows:
-            self.starts.append(offset)
-            offset += len(texts[i]) + 1
-        self.text = "\n".join(texts[i] for i in rows)
+        chosen = texts if rows == range(len(texts)) else [texts[i] for i in rows]
+        self.starts = list(accumulate((len(t) + 1 for t in chosen), initial=0))[:-1]
+        self.text = "\n".join(chosen)
 
     def touched(self, pattern: re.Pattern[str]) -> list[int]:
         """The rows that some match of `pattern` touches."""
