@@ -578,6 +578,29 @@ def test_prefilter_is_exact_on_the_bench_change(monkeypatch: pytest.MonkeyPatch)
     assert fast == stock
 
 
+def test_a_stdin_scan_starts_one_gitleaks_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # `oms scan --stdin` of a change many pieces long: all of it goes to one `gitleaks dir`
+    from gatekeeper.gates import secrets
+
+    monkeypatch.setenv("OMS_SCAN_CACHE", "off")
+    spawned: list[list[str]] = []
+    spawn = Gitleaks._spawn
+
+    def counted(self: Gitleaks, fd: int, args: list[str], *rest: object) -> object:
+        spawned.append(args)
+        return spawn(self, fd, args, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Gitleaks, "_spawn", counted)
+    items, _planted = corpus.make_change(seed=7, target_bytes=300_000)
+    text = "\n".join(t for it in items for _, t in it.lines) + "\n"
+    found = secrets.scan(tmp_path, [], None, text, None)  # not a repository: default policy
+    assert {f.scanner for f in found.findings} == {"gitleaks", "detect-secrets"}
+    assert [a[0] for a in spawned] == ["dir"]
+    assert not Path(spawned[0][1]).exists()  # its pieces are removed once it has ended
+
+
 def test_prefilter_keeps_few_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     # the speed-up comes from dropping most lines; a prefilter that keeps all is not one
     from detect_secrets.settings import default_settings, get_plugins
