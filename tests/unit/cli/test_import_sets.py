@@ -89,10 +89,15 @@ CASES = {
                "httpx", "sqlite3"),
     ),
     "scan --stdin": Case(
+        # Both scanners and the policy model; of the evidence package only the state
+        # directories the scan-result cache lives under (evidence.state, its errors).
         ("scan", "--stdin", "--json"),
-        uses=("gatekeeper.gates.secrets", "gatekeeper.scan.gitleaks"),
+        uses=("gatekeeper.gates.secrets", "gatekeeper.scan.gitleaks",
+              "gatekeeper.scan.detect_secrets", "policy.model"),
         never=(*NOT_SERVING, "gatekeeper.mcp", "gatekeeper.work", "evidence.store",
-               "evidence.log", "cryptography", "gatekeeper.gates.result",
+               "evidence.log", "evidence.keys", "evidence.export", "evidence.blobs",
+               "evidence.checkpoint", "evidence.dsse", "evidence.cosign", "evidence.audit",
+               "evidence.entry", "evidence.verify", "cryptography", "gatekeeper.gates.result",
                "gatekeeper.gates.transfer", "gatekeeper.integrations.hooks", "tree_sitter",
                "httpx"),
         stdin="nothing secret here\n",
