@@ -40,7 +40,6 @@ from evidence.log import locked
 from evidence.merkle import consistency_proof, leaf_hash, root_from_leaf_hashes
 from evidence.store import GROWN, utc_now
 from gatekeeper.errors import known_kind
-from gatekeeper.gates.doctor import Extra
 from gatekeeper.gates.mark import find_mark, policy_commit
 from gatekeeper.gates.records import open_store
 from gatekeeper.repo.git import Repo
@@ -50,6 +49,8 @@ from policy import Cosigner, EvidencePolicy
 
 if TYPE_CHECKING:  # httpx only where a cosigner is asked (`after_command` runs after
     import httpx  # every command that appended, most with no cosigner to ask)
+
+    from gatekeeper.gates.doctor import Extra  # the doctor's, where doctor asks (its imports)
 
 TIMEOUT_S = 10.0  # `oms evidence cosign`: one whole answer per cosigner
 AFTER_TIMEOUT_S = 3.0  # after another command: it has already answered its caller
@@ -332,6 +333,8 @@ def audit_json(repo_dir: Path, report: dict[str, Any]) -> dict[str, Any]:
 def doctor_check(repo: Repo) -> Extra | None:
     """Not ready when `required` cosignatures lag the log by more than `grace` entries, or
     when a cosigner refused the log (tampered)."""
+    from gatekeeper.gates.doctor import Extra
+
     try:
         policy = trusted_evidence_policy(repo)
         store = EvidenceStore.open(state_root(), repo.repo_id, common_dir=repo.common_dir)
