@@ -32,10 +32,11 @@ def doctor(repo: Path) -> Outcome:
     found = readiness.doctor(repo, AgentSandbox.of(inside_agent_sandbox(), marker()), checks)
     report, ready = found.to_json(), found.ready
     if report["repository"]["ok"]:  # a repository was found: the MCP tools it would serve
-        # Imported here: the MCP SDK and every tool module are this line's cost alone.
-        from gatekeeper.mcp.server import digest_for_doctor
+        # Imported here: on a cache miss, the MCP SDK and every tool module are this line's
+        # cost alone.
+        from gatekeeper.mcp.digest_cache import doctor_digest
 
-        report["mcp_tools_digest"] = digest_for_doctor(repo)
+        report["mcp_tools_digest"] = doctor_digest(repo)
     lines = doctor_lines(report, ready, View.detect())
     code = EXIT_OK if ready else EXIT_BLOCKED if found.tampered else EXIT_UNAVAILABLE
     return Outcome(report, code=code, lines=lines)

@@ -78,10 +78,11 @@ async def tools_digest(repo_dir: Path, tools: Profile | None = None) -> tuple[st
     return await listed_digest(build_server(repo_dir, tools))
 
 
-def digest_for_doctor(repo_dir: Path) -> str:
-    """The tools digest for `oms doctor`: informational, never a reason to be "ready"."""
+def digest_for_doctor(repo_dir: Path, tools: Profile | None = None) -> str:
+    """The tools digest for `oms doctor`: informational, never a reason to be "ready"
+    (`digest_cache` remembers it)."""
     try:
-        return anyio.run(tools_digest, repo_dir)[0]
+        return anyio.run(tools_digest, repo_dir, tools)[0]
     except Exception as exc:  # reported as unavailable, never raised
         return f"unavailable: {type(exc).__name__}"
 
