@@ -17,8 +17,9 @@ the same interleaved runs, in a fresh repository after `oms init`: `oms run list
 `oms mcp config` (goal <= 3x: nothing imported that the command does not use) and
 `oms doctor` (goal <= 12x: it probes the sandbox and checks the scanners). What doctor runs
 is then timed section by section in one fresh process (its module imports, each section of
-gates/doctor.py, each check the layers above hand in, the MCP tools digest), and the slowest
-is named.
+gates/doctor.py, each check the layers above hand in, the MCP tools digest, which a warm
+`$OMS_HOME` serves from `gatekeeper/mcp/digest_cache.py` without the MCP SDK), and the
+slowest is named. The three rows go to `rows.record` for `bench/run.py`.
 
     .venv/bin/python bench/startup_bench.py [--quick]
 """
@@ -35,6 +36,8 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from rows import record
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 120.0
@@ -184,11 +187,8 @@ gates_doctor.auth.authority = timed("authority", authority.authority)
 for attr in ("doctor_check", "cosign_check", "key_check", "hook_timeouts", "schedule_check"):
     fn = getattr(cli_doctor, attr)
     setattr(cli_doctor, attr, timed(f"check: {fn.__module__}", fn))
-t = time.perf_counter()  # cli/doctor.py imports the server where it digests: timed apart
-import gatekeeper.mcp.server as mcp_server
-spent["MCP tools digest: import the SDK and tools"] = time.perf_counter() - t
-digest = mcp_server.digest_for_doctor
-mcp_server.digest_for_doctor = timed("MCP tools digest", lambda repo: digest(repo))
+import gatekeeper.mcp.digest_cache as digest_cache  # warm after the runs above: no SDK
+digest_cache.doctor_digest = timed("MCP tools digest (cache)", digest_cache.doctor_digest)
 from gatekeeper.cli.main import main
 t = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):
@@ -197,21 +197,36 @@ with contextlib.redirect_stdout(io.StringIO()):
     except SystemExit:
         pass
 spent["whole command (after imports)"] = time.perf_counter() - t
+spent["MCP SDK loaded"] = 1000.0 * ("mcp" in sys.modules)
 print(json.dumps({k: round(v * 1000, 1) for k, v in spent.items()}))
 """
 
 
-def doctor_sections(repo: Path, env: dict[str, str]) -> list[str]:
+def doctor_sections(repo: Path, env: dict[str, str]) -> tuple[list[str], str]:
+    """The lines, and the slowest section's name with its time."""
     proc = subprocess.run([sys.executable, "-P", "-c", DOCTOR_SECTIONS], cwd=repo, env=env,
                           capture_output=True, text=True, check=True)  # fmt: skip
     spent: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
     whole = spent.pop("whole command (after imports)")
+    sdk = spent.pop("MCP SDK loaded") > 0
     slowest = max(spent, key=spent.__getitem__)
     lines = ["oms doctor, what it runs (one process, in-process timers; sections in order):"]
     lines += [f"  {name:<44} {ms:7.1f} ms" for name, ms in spent.items()]
     lines.append(f"  {'the command after its imports':<44} {whole:7.1f} ms")
+    hit = "no (the digest cache hit)" if not sdk else "yes (a cache miss)"
+    lines.append(f"  MCP SDK loaded: {hit}")
     lines.append(f"  slowest: {slowest} ({spent[slowest]:.1f} ms)")
-    return lines
+    return lines, f"{slowest} {spent[slowest]:.0f} ms"
+
+
+def record_rows(times: dict[str, list[float]], slowest: str) -> None:
+    """Issue 33's rows 6-7 for `bench/run.py`: each command as a multiple of `oms --help`."""
+    anchor = statistics.median(times[HELP])
+    for name, (_, goal) in WAITED_FOR.items():
+        med = statistics.median(times[name])
+        value = f"{med:.0f} ms" + (f" (slowest part: {slowest})" if name == "oms doctor" else "")
+        record(name, value, f"`{HELP}` {anchor:.0f} ms", med / anchor, f"<= {goal:g}x",
+               med / anchor <= goal)  # fmt: skip
 
 
 def main() -> int:
@@ -221,10 +236,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="oms-startup-bench-") as tmp:
         env = bench_env(Path(tmp))
         repo = initialised_repo(Path(tmp), env)
-        for line in waited_report(measure_waited(max(5, runs // 2), repo, env)):
+        waited = measure_waited(max(5, runs // 2), repo, env)
+        for line in waited_report(waited):
             print(line)
-        for line in doctor_sections(repo, env):
+        lines, slowest = doctor_sections(repo, env)
+        for line in lines:
             print(line)
+        record_rows(waited, slowest)
     return 0
 
 
