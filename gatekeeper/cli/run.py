@@ -381,9 +381,9 @@ def run_status(repo: Path, run_id: str, full: bool) -> Outcome:
 @command
 def run_list(repo: Path, limit: int, full: bool) -> Outcome:
     """The newest runs of the repository."""
-    from gatekeeper.work.runs import api
+    from gatekeeper.work.runs.listing import list_runs  # reads only: no fence, no run model
 
-    return _ran(api.list_runs(repo, limit, "full" if full else "summary"), list_lines)
+    return _ran(list_runs(repo, limit, "full" if full else "summary"), list_lines)
 
 
 @run.command("artifact")

@@ -18,12 +18,14 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evidence import state_root
 from evidence.state import ensure_private_dir
 from gatekeeper.errors import Unavailable
-from gatekeeper.work.payloads import RowSet
+
+if TYPE_CHECKING:  # the payload models are for recording a change; a reader needs none
+    from gatekeeper.work.payloads import RowSet
 
 DB_FILE = "work.db"
 BUSY_TIMEOUT_MS = 60_000
@@ -393,6 +395,32 @@ class WorkDb:
         db._track()
         return db
 
+    @classmethod
+    def reader(cls, repo_id: str, root: Path | None = None) -> WorkDb | None:
+        """`work.db` as it is, to read from: no migration, no change tracking. None when
+        there is none yet or its schema is not `SCHEMA_VERSION` (then open it with `open`,
+        which makes or migrates it)."""
+        path = db_path(repo_id, root)
+        try:
+            if not path.is_file() or path.is_symlink():
+                return None
+            conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        except (OSError, sqlite3.Error) as exc:
+            raise WorkDbUnavailable(f"cannot open {path}: {_why(exc)}") from None
+        db = cls(conn, path)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA query_only = ON")
+            current = db._user_version() == SCHEMA_VERSION
+        except sqlite3.Error as exc:
+            conn.close()
+            raise WorkDbUnavailable(f"cannot read {path}: {_why(exc)}") from None
+        if not current:
+            conn.close()
+            return None
+        return db
+
     def close(self) -> None:
         self.conn.close()
 
@@ -492,6 +520,8 @@ def _trigger(table: str, pk: tuple[str, ...], op: str, ref: str, tag: str = "") 
 
 def _image(conn: sqlite3.Connection, table: str, pk: tuple[str, ...],
            key: tuple[Any, ...]) -> RowSet:  # fmt: skip
+    from gatekeeper.work.payloads import RowSet
+
     where = " AND ".join(f"{c} = ?" for c in pk)
     row = conn.execute(f"SELECT * FROM {table} WHERE {where}", key).fetchone()  # noqa: S608 # nosec B608 -- names from sqlite_master
     return RowSet(table=table, key=key,

@@ -17,6 +17,7 @@ from gatekeeper.errors import UsageError
 from gatekeeper.work.api import opened
 from gatekeeper.work.fence import Work
 from gatekeeper.work.runs import actions, mapping
+from gatekeeper.work.runs.listing import list_runs as list_runs  # `oms run list`, `oms_runs`
 from gatekeeper.work.runs.model import (
     GUEST_ROLES,
     MAX_CONSTRAINT_CHARS,
@@ -34,7 +35,6 @@ FIRST_ROLE: Mapping[str, str] = {"plan": "planner", "research": "researcher",
 RECENT_EVENTS = 8
 SHOWN_ARTIFACTS = 8
 SHOWN_SUMMARY = 160  # per artifact or response in a run's answer; the artifact has it all
-MAX_LIST = 100
 Out = tuple[dict[str, Any], int]
 
 
@@ -236,25 +236,6 @@ def status(repo_dir: Path, run_id: str, detail: str = "summary") -> Out:
             extra["all_artifacts"] = [artifact_row(x) for x in runs.artifacts(run_id)]
             extra["constraints"] = list(run.constraints)
         return shown(work, runs, run, **extra), 0
-
-
-def list_runs(repo_dir: Path, limit: int = 20, detail: str = "summary") -> Out:
-    """`oms run list` / `oms_runs`: the newest runs of the repository."""
-    if not 1 <= limit <= MAX_LIST:
-        raise UsageError(f"limit is 1 to {MAX_LIST}")
-    if detail not in ("summary", "full"):
-        raise UsageError("detail is summary or full")
-    with opened_runs(repo_dir) as (_, runs):
-        rows = []
-        for r in runs.recent(limit):
-            row: dict[str, Any] = {"run_id": r.id, "kind": r.kind, "mode": r.mode,
-                                   "status": r.state, "updated": r.updated,
-                                   "stop_reason": r.stop_reason}  # fmt: skip
-            if detail == "full":
-                row.update(objective=r.objective[:200], roles=r.roles, ticket=r.ticket,
-                           counts=runs.counts(r.id))  # fmt: skip
-            rows.append(row)
-        return {"runs": rows}, 0
 
 
 def read_artifact(repo_dir: Path, run_id: str, ref: str, offset: int = 0,

@@ -64,12 +64,17 @@ def _hook_input(repo: Path) -> str:
 CASES = {
     "run list": Case(
         ("run", "list", "--json"),
-        uses=("gatekeeper.work.runs.api", "gatekeeper.work.fence"),
-        never=(*NOT_SERVING, "gatekeeper.work.runs.engine", "gatekeeper.work.runs.gates",
+        # A list reads work.db: no fence, no key, no trusted policy, no pydantic model. The
+        # first work command makes work.db (`oms init` does not): measured on the second.
+        uses=("gatekeeper.work.runs.listing", "gatekeeper.work.db"),
+        never=(*NOT_SERVING, "gatekeeper.work.fence", "gatekeeper.work.runs.api",
+               "gatekeeper.work.payloads", "policy.model", "evidence.store", "pydantic",
+               "cryptography", "gatekeeper.work.runs.engine", "gatekeeper.work.runs.gates",
                "gatekeeper.work.providers.claude_code", "gatekeeper.integrations.hooks",
                "gatekeeper.gates.transfer", "gatekeeper.gates.result", "gatekeeper.scan",
                "gatekeeper.gates.toolchain.build", "detect_secrets", "tree_sitter", "httpx",
                "tomlkit"),
+        again=True,
     ),
     "mcp config": Case(
         ("mcp", "config", "--json"),
