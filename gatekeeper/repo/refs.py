@@ -195,17 +195,24 @@ def default_branch_ref(repo: Repo) -> tuple[str, str]:
     """(full ref, commit) of the default branch: the one `oms init --default-branch` recorded
     in the state root, else origin/HEAD, else main, else master. Never a setting inside the
     repository or its policy."""
+    ref, sha = default_branch_named(repo)
+    return ref, resolve_commit(repo, sha)
+
+
+def default_branch_named(repo: Repo) -> tuple[str, str]:
+    """(full ref, the id it names) of the default branch, as `default_branch_ref` finds it,
+    by reading files only: the id is not yet checked to be a commit (no git runs)."""
     recorded = _recorded_default(repo)
     if recorded is not None:
         sha = read_ref(repo, recorded)
         if sha is None:
             raise UsageError(f"the default branch recorded by `oms init` ({recorded}) is gone")
-        return recorded, resolve_commit(repo, sha)
+        return recorded, sha
     origin = symbolic_target(repo, "refs/remotes/origin/HEAD")
     for ref in ([origin] if origin else []) + ["refs/heads/main", "refs/heads/master"]:
         sha = read_ref(repo, ref)
         if sha is not None:
-            return ref, resolve_commit(repo, sha)
+            return ref, sha
     raise UsageError("no default branch (origin/HEAD, main or master); record one with "
                      "`oms init --default-branch NAME`")  # fmt: skip
 

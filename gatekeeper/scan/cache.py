@@ -359,6 +359,15 @@ def _parse(body: bytes) -> list[Stored] | None:
     return out
 
 
+def mac_key(root: Path | None = None) -> bytes:
+    """The cache directory's HMAC key (made once): other caches under it (the hooks' policy
+    cache) sign with it too, each under its own domain prefix. OSError or StoreUnavailable
+    when the state root cannot be trusted."""
+    root = root or state_root()
+    check_state_dirs(root, cache_dir(root).name, create=True)
+    return _key(cache_dir(root) / "scan.key")
+
+
 def _key(path: Path) -> bytes:
     """The HMAC key beside the cache: read, or made once (0600, never replacing a file)."""
     try:
