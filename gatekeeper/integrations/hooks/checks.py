@@ -17,22 +17,25 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evidence import state_root
 from gatekeeper.errors import UsageError
-from gatekeeper.gates.mark import base_policy
-from gatekeeper.gates.records import initialised
-from gatekeeper.gates.result.protected import BUILTIN, matches
+from gatekeeper.gates.result.builtin import BUILTIN
+from gatekeeper.integrations.hooks import policy_cache
 from gatekeeper.integrations.hooks.bash import bash_refusal
+from gatekeeper.integrations.hooks.policy_cache import HookPolicy
 from gatekeeper.integrations.hooks.reads import PlannedRead
 from gatekeeper.integrations.hooks.secret_paths import REMEDY, glob_targets_secrets, secret_name
 from gatekeeper.integrations.hooks.writes import PlannedWrite, inside, repo_top, roots, spellings
-from gatekeeper.repo.git import open_repo, repo_id_at
-from gatekeeper.repo.refs import resolve_commit
+from gatekeeper.repo.git import Repo, open_repo, repo_id_at
 from gatekeeper.scan.interface import Finding, ScanItem
-from gatekeeper.scan.policy import scan_with_policy
 from gatekeeper.text import path_text
-from policy import LoadedPolicy, default_policy
+from policy.paths import matches
+
+if TYPE_CHECKING:
+    from gatekeeper.scan.policy import ScanReport
+    from policy import LoadedPolicy
 
 # A file read back after a write is scanned up to this size (the gate scans the rest).
 READ_BACK_MAX = 4 << 20
@@ -69,21 +72,50 @@ def set_up(session: Session) -> bool:
     if session.state_root is None or session.top is None:
         return False
     try:
-        return initialised(repo_id_at(Path(session.top)))
+        repo_id = repo_id_at(Path(session.top))
     except UsageError:
         return False  # no usable .git: not a repository oms could have set up
+    # What gates.records.initialised asks, without importing the gates' records.
+    log = Path(session.state_root) / "repos" / repo_id / "evidence" / "log.jsonl"
+    return log.exists()
 
 
 def load_policy(session: Session) -> LoadedPolicy:
     """The policy the gates would use for this repository (module docstring)."""
+    return hook_policy(session).loaded()
+
+
+def hook_policy(session: Session) -> HookPolicy:
+    """The policy the gates would use for this repository, from the hooks' own cache when
+    nothing it depends on changed (policy_cache.py), else read as the gates read it."""
     if session.top is None or not set_up(session):
-        return default_policy()
+        return HookPolicy((), None, "built-in defaults")
     try:
         repo = open_repo(Path(session.top))
-        resolve_commit(repo.top, "HEAD")
     except UsageError:
-        return default_policy()  # a repository oms refuses to open, or no commit yet
-    return base_policy(repo)[1]
+        return HookPolicy((), None, "built-in defaults")  # a repository oms refuses to open
+    cached = policy_cache.lookup(repo)
+    if cached is not None:
+        return cached
+    return _read_policy(session, repo)
+
+
+def _read_policy(session: Session, repo: Repo) -> HookPolicy:
+    from gatekeeper.gates.mark import policy_commit  # the miss: the gates' own path
+    from gatekeeper.repo.policy import read_committed_file, read_policy_at
+    from gatekeeper.repo.refs import resolve_commit
+    from policy import POLICY_FILE
+
+    try:
+        resolve_commit(repo.top, "HEAD")
+        known = policy_cache.facts(repo)
+    except (UsageError, OSError):
+        return HookPolicy((), None, "built-in defaults")  # no commit yet
+    commit = policy_commit(repo)
+    loaded = read_policy_at(repo, commit)
+    source = read_committed_file(repo, commit, POLICY_FILE)
+    policy_cache.remember(repo, known, commit, loaded, source)
+    return HookPolicy(tuple(loaded.policy.protected.paths), source, loaded.origin)
 
 
 def _protected_reason(session: Session, path: str, extra: Sequence[str]) -> str | None:
@@ -131,15 +163,15 @@ def _secret_reason(
 def check_writes(session: Session, writes: Sequence[PlannedWrite]) -> str | None:
     """Why these writes are refused (a protected path, the state root, a secret in the
     added lines), or None."""
-    loaded = load_policy(session)
+    policy = hook_policy(session)
     for w in writes:
-        reason = _protected_reason(session, w.path, loaded.policy.protected.paths)
+        reason = _protected_reason(session, w.path, policy.protected)
         if reason is not None:
             return f"oms refused writing {path_text(w.path)}: {reason}"
     items = [ScanItem(_display(session, w.path), list(w.lines)) for w in writes if w.lines]
     if not items:
         return None
-    report = scan_with_policy(items, loaded)
+    report = _scan(items, policy)
     return _secret_reason(report.blocking, "oms refused this write: the new text holds")
 
 
@@ -152,7 +184,7 @@ def check_written(session: Session, paths: Sequence[str]) -> str | None:
             items.append(ScanItem.whole(_display(session, path), text))
     if not items:
         return None
-    report = scan_with_policy(items, load_policy(session))
+    report = _scan(items, hook_policy(session))
     return _secret_reason(report.blocking, "oms: the file just written now holds")
 
 
@@ -212,10 +244,16 @@ def _content_reason(session: Session, path: str, what: str) -> str | None:
                 "oms scans for secrets, so oms cannot vouch for it; ask the user for the part "
                 "you need")  # fmt: skip
     item = ScanItem.whole(_display(session, path), data.decode("utf-8", "replace"))
-    report = scan_with_policy([item], load_policy(session))
+    report = _scan([item], hook_policy(session))
     allow = ("If it is a false positive, only the repository owner can allow it, by its "
              "fingerprint in oms.toml [scanners] allow_fingerprints")  # fmt: skip
     return _secret_reason(report.blocking, f"{what}: it holds", f"{REMEDY}. {allow}")
+
+
+def _scan(items: Sequence[ScanItem], policy: HookPolicy) -> ScanReport:
+    from gatekeeper.scan.policy import scan_with_policy  # the scanners: only when scanning
+
+    return scan_with_policy(items, policy.loaded())
 
 
 def check_command(session: Session, command: str) -> str | None:

@@ -31,7 +31,6 @@ from gatekeeper.integrations.hooks.checks import (
 )
 from gatekeeper.integrations.hooks.protocol import HookAnswer, HookInput
 from gatekeeper.integrations.hooks.reads import PlannedRead
-from gatekeeper.integrations.hooks.stop import stop_decision
 from gatekeeper.integrations.hooks.writes import PlannedWrite, shell_command
 
 ACTIVE = (
@@ -96,6 +95,9 @@ def _post_tool_use(spec: ClientSpec, hook: HookInput, session: Session) -> HookA
 
 
 def _stop(spec: ClientSpec, hook: HookInput, session: Session) -> HookAnswer:
+    # The result gate, imported where it runs: a tool call's hook never loads it.
+    from gatekeeper.integrations.hooks.stop import stop_decision
+
     outcome = stop_decision(session, hook.session_id, hook.stop_hook_active)
     if outcome.block:
         return protocol.block(outcome.reason, outcome.output)
