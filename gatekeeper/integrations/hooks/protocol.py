@@ -17,8 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from gatekeeper.errors import UsageError
 from gatekeeper.text import sanitize
 
@@ -39,19 +37,36 @@ class HookInputError(UsageError):
     """The client's hook JSON cannot be read: the hook denies rather than guess."""
 
 
-class HookInput(BaseModel):
+@dataclass(frozen=True)
+class HookInput:
     """What oms reads of one hook call (the clients send more; the rest is ignored, since
-    each release adds fields)."""
+    each release adds fields). A dataclass, not a model: every tool call pays for the
+    hook's imports (issue 33), and these few fields are checked by `parse_input`."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    session_id: str = Field(default="", max_length=512)
-    cwd: str = Field(default="", max_length=4096)
-    hook_event_name: str = Field(default="", max_length=64)
-    tool_name: str = Field(default="", max_length=512)
+    session_id: str = ""
+    cwd: str = ""
+    hook_event_name: str = ""
+    tool_name: str = ""
     tool_input: Any = None  # a mapping for every tool oms reads; anything for others
     tool_response: Any = None
     stop_hook_active: bool = False
+
+
+# The text fields oms reads, and the most characters each may hold.
+_TEXT_MAX = {"session_id": 512, "cwd": 4096, "hook_event_name": 64, "tool_name": 512}
+
+
+def _field(raw: Mapping[str, Any], name: str) -> Any:
+    """One field of the client's object, checked; HookInputError names a field that is not."""
+    if name == "stop_hook_active":
+        value = raw.get(name, False)
+        ok = isinstance(value, bool)
+    else:
+        value = raw.get(name, "")
+        ok = isinstance(value, str) and len(value) <= _TEXT_MAX[name]
+    if not ok:
+        raise HookInputError(f"the hook input has an unusable field: {name}")
+    return value
 
 
 def parse_input(data: bytes, event: str) -> HookInput:
@@ -68,11 +83,11 @@ def parse_input(data: bytes, event: str) -> HookInput:
         raise HookInputError("the hook input on stdin is not JSON") from None
     if not isinstance(raw, dict):
         raise HookInputError("the hook input on stdin is not a JSON object")
-    try:
-        parsed = HookInput.model_validate(raw)
-    except ValidationError as exc:
-        where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "input"
-        raise HookInputError(f"the hook input has an unusable field: {where}") from None
+    parsed = HookInput(
+        **{name: _field(raw, name) for name in (*_TEXT_MAX, "stop_hook_active")},
+        tool_input=raw.get("tool_input"),
+        tool_response=raw.get("tool_response"),
+    )
     if parsed.hook_event_name and parsed.hook_event_name != event:
         raise HookInputError(
             f"the hook is installed for {event} but was sent {sanitize(parsed.hook_event_name)}"
