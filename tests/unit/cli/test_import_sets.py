@@ -56,9 +56,21 @@ class Case:
     again: bool = False  # measured on a second run (what the first one cached is there)
 
 
-def _hook_input(repo: Path) -> str:
-    return json.dumps({"hook_event_name": "PreToolUse", "cwd": str(repo), "tool_name": "Bash",
-                       "tool_input": {"command": "ls -la"}})  # fmt: skip
+def _hook_input(repo: Path, kind: str) -> str:
+    tool, tool_input = {
+        "HOOK": ("Bash", {"command": "ls -la"}),
+        "HOOK_WRITE": ("Write", {"file_path": str(repo / "a.py"), "content": "x = 1\n"}),
+    }[kind]
+    return json.dumps({"hook_event_name": "PreToolUse", "cwd": str(repo), "tool_name": tool,
+                       "tool_input": tool_input})  # fmt: skip
+
+
+# What a tool call's hook never needs: the result gate and the records beside it, the mark's
+# evidence reading and signatures, the sandbox, the AST parsers, detect-secrets' plugins.
+HOOK_NEVER = ("gatekeeper.gates.result.pipeline", "gatekeeper.gates.result.verdict",
+              "gatekeeper.gates.records", "gatekeeper.gates.mark", "gatekeeper.repo.policy",
+              "sandbox.bwrap", "sandbox.probe", "sandbox.runner", "cryptography",
+              "tree_sitter", "detect_secrets", "httpx")  # fmt: skip
 
 
 CASES = {
@@ -87,9 +99,18 @@ CASES = {
     "hook claude-code PreToolUse (a benign Bash command)": Case(
         ("hook", "claude-code", "PreToolUse"),
         uses=("gatekeeper.integrations.hooks.checks",),
-        never=(*NOT_SERVING, "gatekeeper.mcp", "gatekeeper.work", "gatekeeper.gates.transfer",
-               "gatekeeper.integrations.install", "detect_secrets", "httpx"),
+        never=(*NOT_SERVING, *HOOK_NEVER, "gatekeeper.mcp", "gatekeeper.work",
+               "gatekeeper.gates.transfer", "gatekeeper.integrations.install",
+               "gatekeeper.scan.policy", "pydantic", "policy.model"),
         stdin="HOOK",
+    ),
+    "hook claude-code PreToolUse (a benign Write, both caches warm)": Case(
+        ("hook", "claude-code", "PreToolUse"),
+        uses=("gatekeeper.integrations.hooks.policy_cache", "gatekeeper.scan.cache"),
+        never=(*NOT_SERVING, *HOOK_NEVER, "gatekeeper.mcp", "gatekeeper.work",
+               "gatekeeper.gates.transfer", "gatekeeper.integrations.install"),
+        stdin="HOOK_WRITE",
+        again=True,
     ),
     "evidence verify --commit": Case(
         ("evidence", "verify", "--commit", "HEAD", "--json"),
@@ -265,7 +286,7 @@ def test_command_imports_only_what_it_uses(
 ) -> None:
     case = CASES[name]
     out = tmp_path / "modules.json"
-    stdin = _hook_input(initialised) if case.stdin == "HOOK" else case.stdin
+    stdin = _hook_input(initialised, case.stdin) if case.stdin.startswith("HOOK") else case.stdin
     for _ in range(2 if case.again else 1):
         proc = subprocess.run(
             [sys.executable, "-P", "-c", RUNNER, json.dumps(case.argv), str(out)],
