@@ -7,8 +7,12 @@ with a policy committed on main, from a fresh HOME and `$OMS_HOME`:
 
 - `oms --help` (the anchor);
 - `oms hook claude-code PreToolUse`: a benign Write (the second run is a scan-cache hit),
-  a benign Bash command, a Read of a clean file, and a Read of `.env` holding a key (denied);
+  a Write with new content each run (both scanners run) beside a bare `gitleaks stdin` on
+  the same content, a benign Bash command, a Read of a clean file, and a Read of `.env`
+  holding a key (denied);
 - `oms doctor` (it probes the sandbox and checks both scanners: real work).
+
+Issue 33's hook rows go to `rows.record` (bench/run.py prints them as one table).
 
     .venv/bin/python bench/first_hour_bench.py [--quick]
 """
@@ -22,11 +26,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+
+from rows import record
 
 ROOT = Path(__file__).resolve().parent.parent
 HOOK_GOAL = 1.5  # x `oms --help`, the speed issue's goal for a benign hook
+NEW_WRITE_GOAL = 1.3  # x a bare `gitleaks stdin` on the same content
+BASH_GOAL_MS = 90.0
 DOCTOR_GOAL = 12.0
+NEW = "hook Write, new content"
+BARE = "gitleaks stdin, same content"
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -75,6 +87,45 @@ def _hook(tool: str, tool_input: dict[str, str], repo: Path) -> str:
                        "cwd": str(repo), "tool_name": tool, "tool_input": tool_input})  # fmt: skip
 
 
+def _new_write(repo: Path, n: int) -> tuple[str, str]:
+    """(hook stdin, the content) of a Write whose content no run has scanned yet."""
+    content = f"def add_{n}(a, b):\n    return a + b + {n}  # {time.time_ns()}\n"
+    return _hook("Write", {"file_path": str(repo / "calc.py"), "content": content}, repo), content
+
+
+def _gitleaks(env: dict[str, str], content: str) -> None:
+    sys.path.insert(0, str(ROOT))
+    from gatekeeper.scan.gitleaks import locate
+
+    subprocess.run([locate(), "stdin", "--no-banner", "--log-level", "error"], env=env,
+                   input=content, capture_output=True, text=True, check=False)  # fmt: skip
+
+
+def _timed(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return (time.perf_counter() - start) * 1000
+
+
+def _record(med: dict[str, float]) -> None:
+    anchor = med["oms --help (anchor)"]
+    help_ms = f"`oms --help` {anchor:.0f} ms"
+    cached = (
+        ("hook PreToolUse, benign Write (cached scan)", "hook Write, benign (cached)"),
+        ("hook PreToolUse, Read of a clean file (cache hit)", "hook Read, clean file"),
+    )
+    for row, name in cached:
+        ratio = med[name] / anchor
+        record(row, f"{med[name]:.0f} ms", help_ms, ratio, f"<= {HOOK_GOAL}x", ratio <= HOOK_GOAL)
+    bash = med["hook Bash, benign"]
+    record("hook PreToolUse, benign Bash", f"{bash:.0f} ms", help_ms, bash / anchor,
+           f"<= {BASH_GOAL_MS:.0f} ms p50", bash <= BASH_GOAL_MS)  # fmt: skip
+    ratio = med[NEW] / med[BARE]
+    record("hook PreToolUse, Write with new content", f"{med[NEW]:.0f} ms",
+           f"bare `gitleaks stdin` {med[BARE]:.0f} ms", ratio, f"<= {NEW_WRITE_GOAL}x",
+           ratio <= NEW_WRITE_GOAL)  # fmt: skip
+
+
 def main() -> int:
     quick = "--quick" in sys.argv
     rounds = 5 if quick else 15
@@ -109,19 +160,22 @@ def main() -> int:
         codes: dict[str, int] = {}
         for name, (argv, stdin) in cases.items():  # warm each once (the scan cache too)
             codes[name] = oms(argv, env, repo, stdin)
-        for _ in range(rounds):
+        times[NEW], times[BARE] = [], []
+        for n in range(rounds):
             for name, (argv, stdin) in cases.items():
-                start = time.perf_counter()
-                oms(argv, env, repo, stdin)
-                times[name].append((time.perf_counter() - start) * 1000)
+                times[name].append(_timed(partial(oms, argv, env, repo, stdin)))
+            new, content = _new_write(repo, n)
+            times[NEW].append(_timed(partial(oms, hook, env, repo, new)))
+            times[BARE].append(_timed(partial(_gitleaks, env, content)))
     anchor = statistics.median(times["oms --help (anchor)"])
     print(f"medians of {rounds} interleaved runs, whole processes")
     for name, samples in times.items():
         med = statistics.median(samples)
         goal = DOCTOR_GOAL if name == "oms doctor" else HOOK_GOAL
         ratio = f"  {med / anchor:4.1f}x anchor (goal <= {goal}x)"
-        tail = "" if name.endswith("(anchor)") else ratio
-        print(f"  {name:32s} {med:8.1f} ms  exit {codes[name]}{tail}")
+        tail = "" if name.endswith("(anchor)") or name in (NEW, BARE) else ratio
+        print(f"  {name:32s} {med:8.1f} ms  exit {codes.get(name, 0)}{tail}")
+    _record({name: statistics.median(samples) for name, samples in times.items()})
     return 0
 
 
