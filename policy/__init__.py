@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     )
     from .model import (
         DEFAULT_COSIGN_GRACE,
-        DEFAULT_GITLEAKS_SHA256,
         DEFAULT_POLICY,
         AgentPolicy,
         AuthKind,
@@ -59,9 +58,11 @@ if TYPE_CHECKING:
         signer_key_bytes,
         signer_key_text,
     )
+    from .pins import DEFAULT_GITLEAKS_SHA256
 
 _WHERE: dict[str, str] = {
     "PolicyError": "errors",
+    "DEFAULT_GITLEAKS_SHA256": "pins",
     **dict.fromkeys(
         (
             "LoadedPolicy",
@@ -90,7 +91,6 @@ _WHERE: dict[str, str] = {
             "Check",
             "Cosigner",
             "DEFAULT_COSIGN_GRACE",
-            "DEFAULT_GITLEAKS_SHA256",
             "DEFAULT_POLICY",
             "EgressPolicy",
             "EvidencePolicy",

