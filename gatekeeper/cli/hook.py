@@ -15,7 +15,6 @@ from gatekeeper.agent.inside import inside_agent_sandbox, marker
 from gatekeeper.cli.options import FullHelpGroup
 from gatekeeper.integrations.hooks import run_hook
 from gatekeeper.integrations.hooks.events import refusal
-from gatekeeper.integrations.hooks.observe import HookNotRelayed, publish_quietly, relay
 from gatekeeper.integrations.hooks.protocol import STDIN_MAX, HookAnswer
 
 
@@ -30,6 +29,8 @@ def _answer(client: str, event: str) -> None:
     unattended = inside and marker().get("unattended") is True
     answer = run_hook(client, event, data, in_sandbox=inside, may_allow=unattended)
     if inside:  # a worker's run: one observation outside, and the broker's answer
+        from gatekeeper.integrations.hooks.observe import publish_quietly  # HTTP: inside only
+
         sys.stderr.write(publish_quietly(client, event, data, marker()))
         answer = _brokered(client, event, data, answer)
     sys.stdout.write(answer.stdout)
@@ -42,6 +43,8 @@ def _answer(client: str, event: str) -> None:
 def _brokered(client: str, event: str, data: bytes, answer: HookAnswer) -> HookAnswer:
     """The broker's answer where the run has the hook route; the local one where it has
     none (a plain `oms agent run`); a refusal in the event's form when it cannot be asked."""
+    from gatekeeper.integrations.hooks.observe import HookNotRelayed, relay
+
     try:
         relayed = relay(client, event, data, answer, marker())
     except HookNotRelayed as exc:

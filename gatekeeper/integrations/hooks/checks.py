@@ -89,11 +89,11 @@ def hook_policy(session: Session) -> HookPolicy:
     """The policy the gates would use for this repository, from the hooks' own cache when
     nothing it depends on changed (policy_cache.py), else read as the gates read it."""
     if session.top is None or not set_up(session):
-        return HookPolicy((), None, "built-in defaults")
+        return HookPolicy((), None, None, "built-in defaults")
     try:
         repo = open_repo(Path(session.top))
     except UsageError:
-        return HookPolicy((), None, "built-in defaults")  # a repository oms refuses to open
+        return HookPolicy((), None, None, "built-in defaults")  # a repository oms refuses to open
     cached = policy_cache.lookup(repo)
     if cached is not None:
         return cached
@@ -110,12 +110,12 @@ def _read_policy(session: Session, repo: Repo) -> HookPolicy:
         resolve_commit(repo.top, "HEAD")
         known = policy_cache.facts(repo)
     except (UsageError, OSError):
-        return HookPolicy((), None, "built-in defaults")  # no commit yet
+        return HookPolicy((), None, None, "built-in defaults")  # no commit yet
     commit = policy_commit(repo)
     loaded = read_policy_at(repo, commit)
     source = read_committed_file(repo, commit, POLICY_FILE)
     policy_cache.remember(repo, known, commit, loaded, source)
-    return HookPolicy(tuple(loaded.policy.protected.paths), source, loaded.origin)
+    return HookPolicy.of(loaded, source)
 
 
 def _protected_reason(session: Session, path: str, extra: Sequence[str]) -> str | None:
@@ -253,7 +253,7 @@ def _content_reason(session: Session, path: str, what: str) -> str | None:
 def _scan(items: Sequence[ScanItem], policy: HookPolicy) -> ScanReport:
     from gatekeeper.scan.policy import scan_with_policy  # the scanners: only when scanning
 
-    return scan_with_policy(items, policy.loaded())
+    return scan_with_policy(items, policy.pin())
 
 
 def check_command(session: Session, command: str) -> str | None:

@@ -23,7 +23,6 @@ import json
 import os
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +33,11 @@ from gatekeeper.repo.git import Repo
 from gatekeeper.repo.refs import default_branch_named
 
 if TYPE_CHECKING:
+    from gatekeeper.scan.policy import ScanPin
     from policy import LoadedPolicy
+
+# gatekeeper.scan.policy (the scanners, the scan cache) is imported where a scan or an
+# entry needs it: a Bash call's hook never does.
 
 FORMAT = 1
 DOMAIN = b"oms hook-policy v1\x00"
@@ -46,11 +49,25 @@ DEFAULTS = "built-in defaults"
 @dataclass(frozen=True)
 class HookPolicy:
     """What a hook reads of the trusted policy: its protected paths (the extra ones the
-    policy names), and the policy itself, parsed only when a scan needs it."""
+    policy names), what a scan takes of it, and the policy itself, parsed only on demand."""
 
     protected: tuple[str, ...]
+    scan: ScanPin | None  # None: not known without the model (built-in defaults, a miss)
     source: bytes | None  # oms.toml at the mark; None: no file there, the built-in defaults
     origin: str
+
+    @classmethod
+    def of(cls, loaded: LoadedPolicy, source: bytes | None) -> HookPolicy:
+        from gatekeeper.scan.policy import ScanPin
+
+        return cls(tuple(loaded.policy.protected.paths), ScanPin.of(loaded), source,
+                   loaded.origin)  # fmt: skip
+
+    def pin(self) -> ScanPin:
+        """What a scan takes of the policy: the cached copy, else from the parsed model."""
+        from gatekeeper.scan.policy import ScanPin
+
+        return self.scan if self.scan is not None else ScanPin.of(self.loaded())
 
     def loaded(self) -> LoadedPolicy:
         from policy import default_policy, parse_policy  # a scan needs the model; a path no
@@ -60,6 +77,8 @@ class HookPolicy:
 
 @cache
 def _oms_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # ~50 ms: only on a lookup
+
     try:
         return version("oh-my-super-agent")
     except PackageNotFoundError:
@@ -90,6 +109,8 @@ def _key() -> bytes:
 
 def lookup(repo: Repo) -> HookPolicy | None:
     """The cached policy for this repository as it stands now, or None (any doubt)."""
+    from gatekeeper.scan.policy import ScanPin
+
     try:
         want = facts(repo)
         fd = os.open(_path(repo.repo_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -105,10 +126,12 @@ def lookup(repo: Repo) -> HookPolicy | None:
         raw = None if source is None else base64.b64decode(source, validate=True)
         if raw is not None and _blob_id(raw, str(entry["commit"])) != entry["blob"]:
             return None
-        protected = entry["protected"]
-        if not (isinstance(protected, list) and all(isinstance(p, str) for p in protected)):
+        protected, scan = entry["protected"], entry["scan"]
+        if not (_texts(protected) and _texts(scan["allow_fingerprints"])):
             return None
-        return HookPolicy(tuple(protected), raw, str(entry["origin"]))
+        pin = ScanPin(str(scan["gitleaks_sha256"]), int(scan["timeout_s"]),
+                      tuple(scan["allow_fingerprints"]))  # fmt: skip
+        return HookPolicy(tuple(protected), pin, raw, str(entry["origin"]))
     except (OSError, ValueError, KeyError, TypeError, OmsError, StoreUnavailable):
         return None
 
@@ -117,7 +140,10 @@ def remember(repo: Repo, known: dict[str, object], commit: str, loaded: LoadedPo
              source: bytes | None) -> None:  # fmt: skip
     """Store the policy read at the mark `commit` under the facts `known` before it was read
     (a change meanwhile makes the entry a miss next time); a failure costs only a re-read."""
+    from gatekeeper.scan.policy import ScanPin
+
     blob = None if source is None else _blob_id(source, commit)
+    pin = ScanPin.of(loaded)
     entry = {
         "facts": known,
         "commit": commit,
@@ -125,6 +151,11 @@ def remember(repo: Repo, known: dict[str, object], commit: str, loaded: LoadedPo
         "origin": loaded.origin,
         "digest": loaded.digest,
         "protected": list(loaded.policy.protected.paths),
+        "scan": {
+            "gitleaks_sha256": pin.gitleaks_sha256,
+            "timeout_s": pin.timeout_s,
+            "allow_fingerprints": list(pin.allow_fingerprints),
+        },
         "source": None if source is None else base64.b64encode(source).decode("ascii"),
     }
     body = json.dumps(entry, sort_keys=True).encode()
@@ -135,6 +166,10 @@ def remember(repo: Repo, known: dict[str, object], commit: str, loaded: LoadedPo
         atomic_write(_path(repo.repo_id), doc, durable=False)
     except (OSError, OmsError, StoreUnavailable):
         return
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _blob_id(data: bytes, commit: str) -> str:
