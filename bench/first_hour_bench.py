@@ -42,10 +42,13 @@ BARE = "gitleaks stdin, same content"
 
 
 def _env(home: Path) -> dict[str, str]:
-    drop = ("GIT_", "OMS_", "XDG_")
+    drop = ("GIT_", "OMS_", "XDG_", "PYTHONDONTWRITEBYTECODE")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(HOME=str(home), OMS_HOME=str(home / "oms"), GIT_CONFIG_NOSYSTEM="1",
                GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")  # fmt: skip
+    # Every process (the anchor too) runs from bytecode, as an installed oms does: the
+    # warm-up run compiles it into the bench's own directory, never into the source tree.
+    env["PYTHONPYCACHEPREFIX"] = str(home / "pycache")
     env["PYTHONPATH"] = str(ROOT)
     return env
 
