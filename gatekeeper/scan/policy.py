@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
+from gatekeeper.dists import dist_version
 from gatekeeper.scan.cache import Identity, ScanCache, scanner_config_digest
 from gatekeeper.scan.combined import merged, scan_both, scan_both_by_item
 from gatekeeper.scan.gitleaks import verify_binary
@@ -121,10 +121,10 @@ def _timeout(sp: ScanPin, budget: Deadline | None) -> int:
 @cache
 def _detect_secrets_version() -> str:
     """The installed detect-secrets, without importing it (an import takes ~0.15 s)."""
-    try:
-        return version("detect-secrets")
-    except PackageNotFoundError:
-        raise ScannerUnavailable("detect-secrets is not installed") from None
+    found = dist_version("detect-secrets")
+    if found is None:
+        raise ScannerUnavailable("detect-secrets is not installed")
+    return found
 
 
 def mark_allowed(findings: Iterable[Finding], allowed: Iterable[str]) -> tuple[Finding, ...]:

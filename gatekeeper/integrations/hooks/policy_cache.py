@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from evidence import StoreUnavailable, state_root
 from evidence.state import atomic_write, check_state_dirs
+from gatekeeper.dists import dist_version
 from gatekeeper.errors import OmsError
 from gatekeeper.repo.git import Repo
 from gatekeeper.repo.refs import default_branch_named
@@ -77,12 +78,7 @@ class HookPolicy:
 
 @cache
 def _oms_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # ~50 ms: only on a lookup
-
-    try:
-        return version("oh-my-super-agent")
-    except PackageNotFoundError:
-        return "unknown"
+    return dist_version("oh-my-super-agent") or "unknown"
 
 
 def _path(repo_id: str) -> Path:

@@ -8,7 +8,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gatekeeper.integrations.hooks.patch import direct_patch, joined, parse_patch, shell_patches
 from gatekeeper.integrations.hooks.protocol import HookInputError
 
 CLAUDE_WRITERS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
@@ -68,6 +67,8 @@ def patch_writes(
     """The files a Codex `apply_patch` text writes or removes, read as Codex reads it
     (patch.py), with the lines it adds numbered by their line in the text. A Move writes
     its target (with the update's lines) and removes its source."""
+    from gatekeeper.integrations.hooks.patch import joined, parse_patch  # Codex's only
+
     files: dict[str, tuple[list[tuple[int, str]], bool]] = {}
 
     def touch(path: str, lines: tuple[tuple[int, str], ...], *, deleted: bool) -> None:
@@ -86,6 +87,8 @@ def patch_writes(
 def codex_writes(tool_name: str, tool_input: Any) -> tuple[PlannedWrite, ...]:
     """The writes of Codex's apply_patch (its patch in `tool_input.command`), or of a shell
     command Codex would run as apply_patch (a heredoc, patch.py); () for any other."""
+    from gatekeeper.integrations.hooks.patch import direct_patch, shell_patches
+
     if not isinstance(tool_input, Mapping):
         raise HookInputError(f"the {tool_name} tool input is not an object")
     command = tool_input.get("command", "")
