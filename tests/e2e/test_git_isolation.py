@@ -3,11 +3,11 @@
 Each vector plants, in a real repository, a setting or file that makes git run a
 program or see other objects. The program is a marker script: it writes a file.
 Every vector is first shown to be live — plain `git` in the repository does run the
-marker — and then oms' whole battery (init, scan of the files, --staged, --history and
---diff, process-result with delivery and a push to a bare remote on disk, transfer
-preview of the repository, sandbox run) must leave no marker. Vectors that change what
-git reports (replace refs, grafts, binary drivers, thresholds, encodings) must not change
-oms' answer.
+marker — and vectors that do not mask one another share a lab; then oms' whole battery
+(init, scan of the files, --staged, --history and --diff, process-result with delivery and
+a push to a bare remote on disk, transfer preview of the repository, sandbox run) must
+leave no marker. Vectors that change what git reports (replace refs, grafts, binary
+drivers, thresholds, encodings) must not change oms' answer.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ Live = Callable[[Lab], None]
 
 def _filter_attrs(where: str) -> Plant:
     def plant(lab: Lab) -> None:
-        s = lab.marker_script("filter", tail="cat")
+        s = lab.marker_script(f"filter-{where}", tail="cat")
         lab.git("config", "filter.evil.clean", str(s))
         lab.git("config", "filter.evil.smudge", str(s))
         lab.git("config", "filter.evil.required", "false")
@@ -250,26 +250,82 @@ VECTORS: dict[str, tuple[Plant, Live]] = {
 }
 
 
-@pytest.mark.parametrize("vector", sorted(VECTORS))
-def test_repository_config_vector_runs_nothing_in_oms(lab: Lab, vector: str) -> None:
-    plant, live = VECTORS[vector]
-    candidate_branch(lab)
-    plant(lab)
-    live(lab)
-    assert lab.ran(), f"{vector}: the vector is not live; plain git did not run it"
+# One lab and one battery per group. Each group's vectors must not disable or mask one
+# another: the four `filter` vectors all set the `filter` attribute on every path (the
+# info/attributes file outranks .gitattributes, which outranks core.attributesFile), so each
+# is in its own group; textconv writes .git/info/attributes too, so it is not with that
+# filter, nor with the process filter (git runs the broken process filter on the diffed
+# blobs and stops before textconv). The four push vectors each decide how `origin` is
+# reached (remote.origin.url for core.sshCommand and the ext:: URL, an insteadOf rewrite of
+# the bare remote's path, the local transport's receivepack), so each is in its own group.
+# The ext:: URL's push is refused before the gate runs, so it is alone: the gate would
+# cover no vector beside it. plant_live proves each group's vectors live together.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "worktree attributes, receivepack, gpg": (
+        "worktree .gitattributes filter",
+        "remote receivepack and uploadpack",
+        "gpg.program with log.showSignature",
+    ),
+    "info attributes, sshCommand, fsmonitor": (
+        ".git/info/attributes filter",
+        "core.sshCommand",
+        "core.fsmonitor",
+    ),
+    "attributesFile, insteadOf, textconv": (
+        "core.attributesFile filter",
+        "insteadOf to an ext:: URL",
+        "diff driver textconv and command",
+    ),
+    "process filter, hooksPath": ("process filter", "core.hooksPath"),
+    "ext:: remote URL": ("ext:: remote URL",),
+}
+
+
+def test_every_vector_is_in_exactly_one_group() -> None:
+    grouped = [v for vectors in GROUPS.values() for v in vectors]
+    assert sorted(grouped) == sorted(VECTORS)
+
+
+def plant_live(lab: Lab, vectors: tuple[str, ...]) -> dict[str, str]:
+    """Plant each vector, show it live on its own marker, and answer marker -> vector."""
+    owner: dict[str, str] = {}
+    for vector in vectors:
+        plant, live = VECTORS[vector]
+        before = set(lab.root.glob("run-*"))
+        plant(lab)
+        mine = {p.name.removeprefix("run-") for p in set(lab.root.glob("run-*")) - before}
+        owner |= dict.fromkeys(mine, vector)
+        lab.clear()
+        live(lab)
+        assert mine & set(lab.ran()), f"{vector}: not live; plain git did not run it"
+        lab.clear()
+    # Planted together, each is still live: no later vector masked an earlier one.
+    for vector in vectors:
+        VECTORS[vector][1](lab)
+    masked = set(vectors) - {owner[m] for m in lab.ran() if m in owner}
+    assert not masked, f"masked by the rest of the group: {sorted(masked)}"
     lab.clear()
+    return owner
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_repository_config_vectors_run_nothing_in_oms(lab: Lab, group: str) -> None:
+    vectors = GROUPS[group]
+    candidate_branch(lab)
+    owner = plant_live(lab, vectors)
     results = battery(lab)
-    assert lab.ran() == [], f"{vector}: oms ran the repository's program"
+    ran = {m: owner.get(m, "?") for m in lab.ran()}
+    assert ran == {}, f"oms ran the repository's program (marker: vector): {ran}"
     # The gates still worked (or refused for a reason of their own), never crashed.
     for name, (code, out) in results.items():
         assert out.get("error", {}).get("kind") != "internal", (name, out)
     for name in ("scan files", "scan staged", "scan history"):
-        assert results[name][0] == 0, (vector, name, results[name][1])
+        assert results[name][0] == 0, (group, name, results[name][1])
     _, gate = results["gate"]
-    if vector == "ext:: remote URL":  # its --push URL is refused before the gate runs
+    if "ext:: remote URL" in vectors:  # its --push URL is refused before the gate runs
         assert gate["error"]["kind"] == "blocked" and "decision" not in gate, gate
     else:
-        assert gate.get("decision") == "READY_FOR_HUMAN", (vector, gate)
+        assert gate.get("decision") == "READY_FOR_HUMAN", (group, gate)
 
 
 def test_a_remote_oms_does_not_run_a_transport_for_is_refused_before_anything_runs(
