@@ -6,7 +6,8 @@
 Inside, the network namespace is empty but for loopback, and the one way out is the
 broker's unix socket (inside.SOCKET). This listens on 127.0.0.1:PORT for each forward
 and pipes each TCP connection, byte for byte, to a new connection on SOCKET (no HTTP is
-parsed here: the broker outside parses). Then it runs CMD as its child with the same
+parsed here: the broker outside parses). It closes every descriptor but stdio it was
+given (the probe's control fds). Then it runs CMD as its child with the same
 stdio, forwards SIGINT/SIGTERM/SIGHUP/SIGWINCH sent to it, and exits with CMD's status
 (128+N when CMD was killed by signal N).
 
@@ -157,4 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # Whatever came down to here but stdio (the probe's control fds) stops here: CMD
+    # inherits its stdio only.
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     sys.exit(main())
