@@ -1,12 +1,14 @@
-"""The agent profile's probe: THE SAME argv (profile, binds, seccomp) with a constant script.
+"""The agent profile's probe: the first process of the agent's own sandbox, a constant script.
 
 From inside it shows: only `lo` and no route; the environment exactly the profile's;
 no capabilities; no new user namespace; seccomp mode 2 and ptrace denied; the hidden
 host paths absent; no host process (oms' own pid is not oms inside); the root file
 system and /run/oms read-only; /workspace (unless the profile makes it read-only), /tmp
-and HOME writable. While the script
-waits on stdin, oms reads the sandbox's mountinfo and namespace ids from outside
-(`--info-fd` names the pid) and hashes them; then it closes stdin and the script ends.
+and HOME writable. It writes that report to an inherited pipe (the control fd) and waits
+for "go" on a second one; meanwhile oms reads the sandbox's mountinfo and namespace ids
+from outside (`--info-fd` names the pid), hashes them and checks the report. Only on
+"go" does the script exec the command, in the same sandbox; EOF, anything else, a short
+report or a timeout, and it exits 125 (or is killed) with the command never started.
 """
 
 from __future__ import annotations
@@ -15,19 +17,19 @@ import hashlib
 import json
 import os
 import selectors
-import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .agent import HOME, RUN_DIR, WORKSPACE, AgentProfile
-from .agent_runner import Launched, launch, outcome
+from .agent_runner import AgentResult, Launched, Mode, run_agent
 from .bwrap import Bwrap
 from .errors import SandboxUnavailable
 from .probe import interfaces_failure, sections
 from .profile import SYSTEM_DIRS
+from .runner import SANDBOX_HOST_UID
 
 PROBE_WALL_S = 30
 MAX_PROCS_SEEN = 16  # bwrap, sh and the probe's own helpers; a host pid list is far longer
@@ -35,7 +37,8 @@ MAX_PROCS_SEEN = 16  # bwrap, sh and the probe's own helpers; a host pid list is
 UNSHARED = ("cgroup", "ipc", "mnt", "net", "pid", "user", "uts")
 # Our own constant script (no untrusted text): prints sections the parser checks.
 _SCRIPT = r"""
-oms_pid=$1; py=$2; shift 2
+oms_pid=$1; py=$2; report=$3; go=$4; n=$5; shift 5
+{
 echo "@net"; cat /proc/net/dev
 echo "@route"; tail -n +2 /proc/net/route
 echo "@environ"; tr '\0' '\n' < /proc/$$/environ
@@ -51,7 +54,9 @@ libc = ctypes.CDLL(None, use_errno=True)
 r = libc.ptrace(0, 0, 0, 0)
 print("denied" if r == -1 and ctypes.get_errno() == 1 else "allowed")'
 else echo untested; fi
-echo "@hidden"; for p in "$@"; do if [ -e "$p" ] || [ -L "$p" ]; then echo "visible $p"; fi; done
+echo "@hidden"
+while [ "$n" -gt 0 ]; do
+if [ -e "$1" ] || [ -L "$1" ]; then echo "visible $1"; fi; shift; n=$((n - 1)); done
 echo "@procs"; for d in /proc/[0-9]*; do echo "${d#/proc/} $(cat "$d/comm" 2>/dev/null)"; done
 echo "@omspid"; if [ -e "/proc/$oms_pid" ]; then tr '\0' ' ' < "/proc/$oms_pid/cmdline"; echo; fi
 echo "@rootfs"; if (: > /.oms-probe) 2>/dev/null; then echo writable; else echo readonly; fi
@@ -62,8 +67,10 @@ echo "@writable"
 for d in /workspace /tmp /home/agent; do t="$d/.oms-probe-$$"
 if mkdir "$t" 2>/dev/null && rmdir "$t"; then echo "$d yes"; else echo "$d no"; fi; done
 echo "@wait"
-read -r _ignored || true
-echo "@end"
+} </dev/null >"/proc/self/fd/$report" 2>/dev/null
+read -r answer <"/proc/self/fd/$go" || exit 125
+[ "$answer" = go ] || exit 125
+exec "$@"
 """
 
 
@@ -212,40 +219,110 @@ def _info_pid(run: Launched, deadline: float) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
+def _report(
+    run: Launched, report: int, profile: AgentProfile, hidden: Sequence[str], started: float
+) -> AgentProbe:
+    """Read the probe's report from the control fd and check it, with the sandbox's mountinfo
+    and namespaces read from outside while the probe waits for "go"."""
+    deadline = started + min(PROBE_WALL_S, profile.limits.wall_s)
+    out = bytearray()
+    mount_d = ns_d = ""
+    fails: list[str] = []
+    pid = _info_pid(run, deadline)
+    if _read_until(report, b"\n@wait\n", deadline, out) and pid:
+        mount_d, ns_d, fails = _outside(pid)
+    else:
+        fails.append("the probe did not reach its wait point")
+    fails = check_inside(out.decode("utf-8", "replace"), profile, hidden) + fails
+    if time.monotonic() >= deadline:
+        fails.insert(0, "the probe timed out")
+    duration = round(time.monotonic() - started, 3)
+    return AgentProbe(not fails, tuple(fails), mount_d, ns_d, duration)
+
+
+def probe_and_run(
+    profile: AgentProfile,
+    bw: Bwrap,
+    *,
+    workspace: Path,
+    run_dir: Path,
+    hidden: Sequence[str],
+    cmd: Sequence[str],
+    mode: Mode,
+    on_probed: Callable[[AgentProbe], None],
+    stdin: bytes | None = None,
+    on_spawn: Callable[[int], None] | None = None,
+) -> AgentResult:
+    """`run_agent` of CMD behind the probe, in one sandbox: `on_probed` is given the checked
+    probe while the probe waits; it refuses by raising (the probe gets EOF, the sandbox is
+    killed, CMD never starts); when it returns, the probe execs CMD.
+
+    `on_probed` must refuse a probe that is not ok. What it raises, raises here."""
+    hidden = _not_bind_parents(hidden, profile)
+    report_r, report_w = os.pipe()
+    go_r, go_w = os.pipe()
+    parent_ends = {report_r, go_w}
+    inherited = {report_w, go_r}  # the probe's ends: the parent's copies close at spawn
+    script = ["/bin/sh", "-c", _SCRIPT, "probe", str(os.getpid()), _python_inside(profile),
+              str(report_w), str(go_r), str(len(hidden)), *hidden, *cmd]  # fmt: skip
+
+    def gate(run: Launched, started: float) -> None:
+        for fd in inherited:
+            os.close(fd)
+        inherited.clear()
+        probed = _report(run, report_r, profile, hidden, started)
+        try:
+            on_probed(probed)
+        except BaseException:
+            os.close(go_w)  # EOF: the probe exits 125 (and the sandbox is killed anyway)
+            parent_ends.discard(go_w)
+            raise
+        try:
+            os.write(go_w, b"go\n")  # a pipe's buffer takes it
+        except OSError:
+            raise SandboxUnavailable("the probe ended before oms handed over") from None
+
+    try:
+        try:  # the probe opens them by /proc/self/fd/N (dash takes fds 0-9 only)
+            for fd in inherited if os.geteuid() == 0 else ():
+                os.fchown(fd, SANDBOX_HOST_UID, SANDBOX_HOST_UID)
+        except OSError as exc:
+            raise SandboxUnavailable(f"cannot hand the probe its pipes: {exc.strerror}") from None
+        return run_agent(profile, bw, workspace=workspace, run_dir=run_dir, cmd=script,
+                         mode=mode, pass_fds=sorted(inherited), stdin=stdin,
+                         on_spawn=on_spawn, gate=gate)  # fmt: skip
+    finally:
+        for fd in (*parent_ends, *inherited):
+            os.close(fd)
+
+
+class _Refused(Exception):
+    """A probe that did not hold, refused by `probe_agent` so that its command never runs."""
+
+
 def probe_agent(
     profile: AgentProfile, bw: Bwrap, *, workspace: Path, run_dir: Path, hidden: Sequence[str]
 ) -> AgentProbe:
-    """Run the probe in this exact profile; AgentProbe.ok only if every check holds."""
+    """The probe alone (`true` as its command); AgentProbe.ok only if every check holds and
+    the probe handed over to the command."""
     started = time.monotonic()
-    deadline = started + min(PROBE_WALL_S, profile.limits.wall_s)
-    hidden = _not_bind_parents(hidden, profile)
-    cmd = ["/bin/sh", "-c", _SCRIPT, "probe", str(os.getpid()), _python_inside(profile), *hidden]
-    pipe = subprocess.PIPE
-    mount_d = ns_d = ""
-    fails: list[str] = []
+    seen: list[AgentProbe] = []
+
+    def keep(probed: AgentProbe) -> None:
+        seen.append(probed)
+        if not probed.ok:
+            raise _Refused
+
     try:
-        with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
-                    stdio=(pipe, pipe, pipe), want_info=True) as run:  # fmt: skip
-            assert run.proc.stdin and run.proc.stdout and run.proc.stderr
-            out = bytearray()
-            pid = _info_pid(run, deadline)
-            if _read_until(run.proc.stdout.fileno(), b"\n@wait\n", deadline, out) and pid:
-                mount_d, ns_d, fails = _outside(pid)
-            else:
-                fails.append("the probe did not reach its wait point")
-            run.proc.stdin.close()
-            _read_until(run.proc.stdout.fileno(), b"\n@end\n", deadline, out)
-            timed_out = time.monotonic() >= deadline
-            err = bytearray()
-            _read_until(run.proc.stderr.fileno(), b"\0", deadline, err)  # to EOF, bounded
-            code = outcome(run, timed_out, started)[0]
+        result = probe_and_run(profile, bw, workspace=workspace, run_dir=run_dir,
+                               hidden=hidden, cmd=["true"], mode="capture",
+                               on_probed=keep)  # fmt: skip
+    except _Refused:
+        return seen[0]
     except SandboxUnavailable as exc:
         return AgentProbe(False, (str(exc),), "", "", round(time.monotonic() - started, 3))
-    fails = check_inside(out.decode("utf-8", "replace"), profile, hidden) + fails
-    if timed_out:
-        fails.insert(0, "the probe timed out")
-    elif code != 0:
-        last = err.decode("utf-8", "replace").strip().splitlines()
-        fails.insert(0, f"the probe exited {code}: {last[-1] if last else ''}")
-    duration = round(time.monotonic() - started, 3)
-    return AgentProbe(not fails, tuple(fails), mount_d, ns_d, duration)
+    if result.exit_code != 0:
+        last = (result.stderr.display() if result.stderr else "").strip().splitlines()
+        failed = f"the probe exited {result.exit_code}: {last[-1] if last else ''}"
+        return replace(seen[0], ok=False, failures=(failed, *seen[0].failures))
+    return seen[0]

@@ -70,6 +70,10 @@ class Launched:
     cmd0: str
 
 
+# Called once the sandbox started, before CMD may run (see `run_agent`).
+Gate = Callable[[Launched, float], None]
+
+
 def _child_setup(
     profile: AgentProfile,
     cg: cgroup.RunCgroup | None,
@@ -229,6 +233,7 @@ def run_agent(
     pass_fds: Sequence[int] = (),
     stdin: bytes | None = None,
     on_spawn: Callable[[int], None] | None = None,
+    gate: Gate | None = None,
 ) -> AgentResult:
     """Run CMD in the agent profile on `workspace`, in `run_dir` (see `agent.py`).
 
@@ -236,16 +241,22 @@ def run_agent(
     memfd, so the agent can neither change them nor learn a host path. SandboxUnavailable
     if bwrap cannot start CMD; CMD's own failure is in the result. `on_spawn` (pty and pipes
     modes) is given bwrap's pid, which is its process group's id too (its own session).
+    `gate` (`agent_probe.probe_and_run`'s) is called once bwrap started, before anything
+    else, with the started sandbox (its --info-fd read end open) and the start time; what
+    it raises stops the sandbox and raises here.
     """
     started = time.monotonic()
     deadline = started + profile.limits.wall_s
     if mode == "pty":
-        return _run_pty(profile, bw, workspace, run_dir, cmd, pass_fds, started, on_spawn)
+        return _run_pty(profile, bw, workspace, run_dir, cmd, pass_fds, started, on_spawn, gate)
     if mode in ("pipes", "output"):
         null = _stdin_fd(None) if mode == "output" else None
         try:
             with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
-                        stdio=(null, None, None), pass_fds=pass_fds) as r:  # fmt: skip
+                        stdio=(null, None, None), pass_fds=pass_fds,
+                        want_info=gate is not None) as r:  # fmt: skip
+                if gate is not None:
+                    gate(r, started)
                 if on_spawn is not None:
                     on_spawn(r.proc.pid)
                 timed_out = _wait(r.proc, deadline)
@@ -262,7 +273,10 @@ def run_agent(
     try:
         pipe = subprocess.PIPE
         with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd,
-                    stdio=(null, pipe, pipe), pass_fds=pass_fds) as r:  # fmt: skip
+                    stdio=(null, pipe, pipe), pass_fds=pass_fds,
+                    want_info=gate is not None) as r:  # fmt: skip
+            if gate is not None:
+                gate(r, started)
             timed_out = pump(r.proc, out, err, deadline)
             code, sig, duration = outcome(r, timed_out, started, err.result())
     finally:
@@ -309,6 +323,7 @@ def _run_pty(
     pass_fds: Sequence[int],
     started: float,
     on_spawn: Callable[[int], None] | None = None,
+    gate: Gate | None = None,
 ) -> AgentResult:
     deadline = started + profile.limits.wall_s
     term = Terminal()
@@ -316,7 +331,10 @@ def _run_pty(
     try:
         stdio = (term.slave, term.slave, term.slave)
         with launch(profile, bw, workspace=workspace, run_dir=run_dir, cmd=cmd, stdio=stdio,
-                    new_session=False, pass_fds=pass_fds) as r:  # fmt: skip
+                    new_session=False, pass_fds=pass_fds,
+                    want_info=gate is not None) as r:  # fmt: skip
+            if gate is not None:
+                gate(r, started)
             if on_spawn is not None:
                 on_spawn(r.proc.pid)
             term.close_slave()  # the master reads EIO once every process inside is gone

@@ -2,10 +2,11 @@
 
 The order is the promise: everything that can refuse (repository, key, policy from the
 default branch, bwrap, the kind's CLI, the profile) refuses before anything starts; the
-probe of this exact profile passes before CMD starts; `agent.run.start` is written before
-CMD runs and `agent.run.end` after its result is collected by oms, outside, with oms' git.
-Every way out after the start entry writes the end entry, with its reason (a refusal, the
-collect deadline, an interruption: signal or Ctrl-C), so that no run is left open in the log.
+probe, the first process of CMD's own sandbox, passes (checked outside) before it hands
+over to CMD, and `agent.run.start` is written in between; `agent.run.end` is written after
+CMD's result is collected by oms, outside, with oms' git. Every way out after the start
+entry writes the end entry, with its reason (a refusal, the collect deadline, an
+interruption: signal or Ctrl-C), so that no run is left open in the log.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ from gatekeeper.scan.canary import canary_dir, canary_tokens, plant_canary
 from policy import LoadedPolicy
 from sandbox import Bwrap, SandboxError, find_bwrap
 from sandbox.agent import AgentProfile, agent_profile, oms_install_paths, oms_masked_paths
-from sandbox.agent_probe import AgentProbe, probe_agent
-from sandbox.agent_runner import AgentResult, run_agent
+from sandbox.agent_probe import AgentProbe, probe_and_run
+from sandbox.agent_runner import AgentResult
 from sandbox.quiet_dirs import QuietDirs
 
 if TYPE_CHECKING:  # the broker's HTTP stack is imported when a broker starts (LazyBroker)
@@ -207,6 +208,7 @@ class _Run:
     totals: EgressTotals | None = None
     spend: RunSpend | None = None
     started: bool = False  # the start entry is written
+    start_seq: int = 0  # its sequence number
     login_seed: bytes | None = None  # the stored login copied into the fresh config dir
     login: str | None = None  # what became of it when the agent ended
 
@@ -260,26 +262,26 @@ def agent_run(req: AgentRunRequest) -> AgentRunOutcome:
         run = _prepare(req, stack)
         profile = _profile(run)
         _start_egress(run, stack)
-        probed = _probe(run, profile)
-        start_seq = _record_start(run, profile, probed)
-        run.started = True  # from here on, the workspace and the canary are the run's
         result: AgentResult | None = None
         try:
             with _interrupts_refused():
-                try:
+                try:  # the probe first, in the same sandbox: `_probe` records the start
                     result = _execute(run, profile)
                 finally:  # a refreshed login is kept however the agent ended
-                    run.login = logins.save(req.agent, run.egress, run.run_dir / "home",
-                                            run.login_seed)  # fmt: skip
-                    if req.agent == "codex" and req.codex_sessions is not None:
+                    if run.started:
+                        run.login = logins.save(req.agent, run.egress, run.run_dir / "home",
+                                                run.login_seed)  # fmt: skip
+                    if run.started and req.agent == "codex" and req.codex_sessions is not None:
                         codex_sessions.save(req.codex_sessions, run.run_dir / "home")
                 collected = _collect(run)
         except BaseException as exc:  # Ctrl-C included: the end entry is written on every way out
+            if not run.started:  # refused before CMD could start: no start entry, no end
+                raise
             end_seq = _record_end(run, result, _stop_egress(run), None, failure=exc)
             if not isinstance(exc, Exception):
                 raise
             raise refusal(exc, {"run_id": run.run_id, "evidence_seq": end_seq,
-                                "start_seq": start_seq}) from exc  # fmt: skip
+                                "start_seq": run.start_seq}) from exc  # fmt: skip
         totals = _stop_egress(run)
         end_seq = _record_end(run, result, totals, collected)
         return _outcome(run, result, totals, collected, end_seq)
@@ -495,16 +497,13 @@ def oms_outside_argv() -> list[str]:
     return inside_oms_argv()
 
 
-def _probe(run: _Run, profile: AgentProfile) -> AgentProbe:
-    hidden = hidden_paths(run.repo, profile, os.environ)
-    try:
-        probed = probe_agent(profile, run.bw, workspace=run.ws.path, run_dir=run.run_dir,
-                             hidden=hidden)  # fmt: skip
-    except SandboxError as exc:
-        raise Unavailable(f"agent sandbox probe could not run: {exc}") from None
+def _probe(run: _Run, profile: AgentProfile, probed: AgentProbe) -> None:
+    """The probe's report, checked, while it waits in the agent's sandbox: refused, or the
+    start entry written (then the probe hands over to CMD)."""
     if not probed.ok:
         raise Unavailable(f"agent sandbox probe failed: {'; '.join(probed.failures)}")
-    return probed
+    run.start_seq = _record_start(run, profile, probed)
+    run.started = True  # from here on, the workspace and the canary are the run's
 
 
 def _record_start(run: _Run, profile: AgentProfile, probed: AgentProbe) -> int:
@@ -542,11 +541,15 @@ def _execute(run: _Run, profile: AgentProfile) -> AgentResult:
     cmd = [sys.executable, "-I", relay, *forwards, "--", *run.kind.argv]
     rule, finished = run.req.end_rule, threading.Event()
     spawned = None if rule is None else (lambda pid: rule.watch(pid, finished))
+    hidden = hidden_paths(run.repo, profile, os.environ)
     try:
-        return run_agent(profile, run.bw, workspace=run.ws.path, run_dir=run.run_dir, cmd=cmd,
-                         mode=_mode(run.req), stdin=run.req.stdin,
-                         on_spawn=spawned)  # fmt: skip
+        return probe_and_run(profile, run.bw, workspace=run.ws.path, run_dir=run.run_dir,
+                             hidden=hidden, cmd=cmd, mode=_mode(run.req), stdin=run.req.stdin,
+                             on_spawn=spawned,
+                             on_probed=lambda probed: _probe(run, profile, probed))  # fmt: skip
     except SandboxError as exc:
+        if not run.started:
+            raise Unavailable(f"agent sandbox probe could not run: {exc}") from None
         raise Unavailable(f"the agent sandbox could not run the command: {exc}") from None
     finally:
         finished.set()

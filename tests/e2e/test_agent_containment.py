@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from support.sandbox import AS_ROOT, NEEDS_BWRAP_AND_PYTHON, PY, SH, traversable_dir
 
+import gatekeeper
 from sandbox import ProfileError, SandboxUnavailable, cgroup, find_bwrap
 from sandbox import agent as ag
 from sandbox.agent import (
@@ -37,7 +38,7 @@ from sandbox.agent import (
     host_secret_paths,
     oms_install_paths,
 )
-from sandbox.agent_probe import probe_agent
+from sandbox.agent_probe import AgentProbe, probe_agent, probe_and_run
 from sandbox.agent_runner import AgentResult, run_agent
 from sandbox.runner import SANDBOX_HOST_UID
 
@@ -291,6 +292,88 @@ def test_probe_flags_a_writable_run_oms(box: Box, monkeypatch: pytest.MonkeyPatc
                          run_dir=box.run_dir, hidden=hidden(box))  # fmt: skip
     assert not result.ok
     assert any("/run/oms is not a read-only directory" in f for f in result.failures)
+
+
+class Refused(Exception):
+    """What the tests' `on_probed` raises to refuse a probe."""
+
+
+def probed_run(box: Box, script: str, verdict: Callable[[AgentProbe], bool],
+               seen: list[AgentProbe]) -> AgentResult:  # fmt: skip
+    """`script` behind the probe in one sandbox: handed over only if `verdict` says so."""
+
+    def on_probed(probed: AgentProbe) -> None:
+        seen.append(probed)
+        if not verdict(probed):
+            raise Refused
+
+    return probe_and_run(profile(box), find_bwrap(), workspace=box.workspace,
+                         run_dir=box.run_dir, hidden=hidden(box), mode="capture",
+                         cmd=[SH, "-c", f"echo @start > started; echo @start; {script}; echo @end"],
+                         on_probed=on_probed)  # fmt: skip
+
+
+def test_the_probe_hands_over_to_the_command_in_the_same_sandbox(box: Box) -> None:
+    seen: list[AgentProbe] = []
+    ran(probed_run(box, "cat /proc/self/mountinfo | wc -l", lambda p: p.ok, seen))
+    assert len(seen) == 1 and seen[0].ok, seen
+    assert seen[0].mountinfo_digest.startswith("sha256:")
+    assert (box.workspace / "started").read_text() == "@start\n"
+    assert ".oms-probe" not in " ".join(os.listdir(box.workspace))
+
+
+def test_a_refused_probe_never_starts_the_command(box: Box) -> None:
+    """The check outside refuses (here: whatever the probe says): no start marker, ever."""
+    seen: list[AgentProbe] = []
+    with pytest.raises(Refused):
+        probed_run(box, "echo ran > ran", lambda _p: False, seen)
+    assert len(seen) == 1 and seen[0].ok  # the probe itself held: only the refusal stopped it
+    assert not (box.workspace / "started").exists() and not (box.workspace / "ran").exists()
+
+
+def test_a_probe_that_fails_is_refused_before_the_command(box: Box) -> None:
+    exposed = agent_profile(LIMITS, [str(box.repo)], ENV, [box.oms_home], box.env())
+    seen: list[AgentProbe] = []
+
+    def on_probed(probed: AgentProbe) -> None:
+        seen.append(probed)
+        if not probed.ok:
+            raise Refused
+
+    with pytest.raises(Refused):
+        probe_and_run(exposed, find_bwrap(), workspace=box.workspace, run_dir=box.run_dir,
+                      hidden=hidden(box), mode="capture", on_probed=on_probed,
+                      cmd=[SH, "-c", "echo @start > started"])  # fmt: skip
+    assert f"host path {box.repo} is visible" in seen[0].failures
+    assert not (box.workspace / "started").exists()
+
+
+def test_a_report_cut_short_is_refused_and_the_command_never_starts(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe whose report ends before its wait point (here: its script cut after the
+    network section, then exiting) fails closed: the check says so, nothing else runs."""
+    import sandbox.agent_probe as ap
+
+    cut = ap._SCRIPT.index('echo "@route"')
+    monkeypatch.setattr(ap, "_SCRIPT", ap._SCRIPT[:cut] + "} >/proc/self/fd/$report\nexit 0\n")
+    seen: list[AgentProbe] = []
+    with pytest.raises(Refused):
+        probed_run(box, "true", lambda p: p.ok, seen)
+    assert not seen[0].ok and "the probe did not reach its wait point" in seen[0].failures
+    assert not (box.workspace / "started").exists()
+
+
+def test_behind_the_probe_no_descriptor_but_stdio_reaches_the_agent(box: Box) -> None:
+    """The probe's control fds stop at the relay (the command `oms agent run` starts)."""
+    relay = str(Path(gatekeeper.__file__).resolve().parent / "agent" / "relay.py")
+    listing = "import os; print('fds', sorted(int(f) for f in os.listdir('/proc/self/fd')))"
+    result = probe_and_run(profile(box, oms_install_paths()), find_bwrap(), workspace=box.workspace,
+                           run_dir=box.run_dir, hidden=hidden(box), mode="capture",
+                           on_probed=lambda p: None,
+                           cmd=[PY, "-I", relay, "--", PY, "-I", "-c",
+                                f"print('@start')\n{listing}\nprint('@end')"])  # fmt: skip
+    assert "fds [0, 1, 2, 3]" in ran(result)  # 3: the listdir's own
 
 
 # ------------------------------------------------------- modes and limits ---

@@ -28,7 +28,6 @@ from gatekeeper.agent.payloads import AgentRunEnd, TunnelConnection
 from gatekeeper.agent.run import AgentRunRequest
 from gatekeeper.errors import Unavailable
 from gatekeeper.gates.records import init, open_store
-from sandbox.agent_probe import AgentProbe
 
 OmsJson = Callable[..., tuple[int, dict[str, Any]]]
 RunOms = Callable[..., subprocess.CompletedProcess[str]]
@@ -179,27 +178,51 @@ def test_output_is_bounded_under_json(oms_json: OmsJson, git_repo: Path) -> None
     assert len(out["stdout"]) < 100_000 and "bytes not shown" in out["stdout"]
 
 
+def _visible_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real probe that fails: it must find absent a path that is there inside."""
+    real = agent_run_module.hidden_paths
+    monkeypatch.setattr(agent_run_module, "hidden_paths",
+                        lambda *a: [*real(*a), "/etc/passwd"])  # fmt: skip
+
+
 def test_a_failed_probe_is_exit_4_and_the_command_never_starts(
     git_repo: Path, oms_home: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """In process: the probe's own checks are tested in test_agent_containment; here, that
-    its failure stops the run before CMD and before any start entry."""
+    """In process, the real probe in the run's own sandbox fails (the probe's checks one by
+    one are tested in test_agent_containment): the run stops before CMD and before any
+    start entry."""
     init(git_repo)
     monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
-    failed = AgentProbe(ok=False, failures=("host path /x is visible",),
-                        mountinfo_digest="sha256:" + "0" * 64,
-                        namespaces_digest="sha256:" + "0" * 64, duration_s=0.0)  # fmt: skip
-    monkeypatch.setattr(agent_run_module, "probe_agent", lambda *a, **k: failed)
+    _visible_hidden(monkeypatch)
     req = AgentRunRequest(repo_dir=git_repo, cmd=("/bin/sh", "-c", "echo ran > ran.txt"),
                           capture=True)  # fmt: skip
-    with pytest.raises(Unavailable, match="probe failed: host path /x is visible"):
+    with pytest.raises(Unavailable, match="probe failed: host path /etc/passwd is visible"):
         agent_run_module.agent_run(req)
-    assert not list((tmp_path / "work").glob("*/ran.txt"))
     # A run refused before its start leaves no workspace and no canary behind.
     assert not [p for p in (tmp_path / "work").iterdir() if p.is_dir()]
     assert not list((oms_home / "canaries").glob("*"))
     _, store = open_store(git_repo)
     assert store.entries(["agent.run.start", "agent.run.end"]) == []
+
+
+def test_the_command_behind_a_failed_probe_leaves_no_start_marker(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The workspace kept this time (its clean-up skipped): CMD's start marker is absent when
+    the probe fails, and there when the same run's probe holds."""
+    init(git_repo)
+    monkeypatch.setenv("OMS_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setattr(agent_run_module, "_unless_started", lambda run: None)
+    req = AgentRunRequest(repo_dir=git_repo, cmd=("/bin/sh", "-c", "echo ran > ran.txt"),
+                          capture=True)  # fmt: skip
+    with monkeypatch.context() as m:
+        _visible_hidden(m)
+        with pytest.raises(Unavailable, match="probe failed"):
+            agent_run_module.agent_run(req)
+    kept = [p for p in (tmp_path / "work").iterdir() if p.is_dir()]
+    assert len(kept) == 1 and not (kept[0] / "ran.txt").exists()
+    out = agent_run_module.agent_run(req)
+    assert out.exit_code == 0 and (Path(out.workspace) / "ran.txt").read_text() == "ran\n"
 
 
 def test_egress_tunnel_carries_tls_to_a_provider_host_and_records_it(
