@@ -3,7 +3,8 @@
 Issue 33's row (recorded with `rows.record`): `oms agent run --egress none -- true`, the whole
 CLI on a 10-file repository, <= 200 ms (its ratio to bare `bwrap … true` in the same run), and
 the in-process overhead beyond bwrap <= 120 ms; where the in-process time goes is printed
-phase by phase (the probe's share is what running probe and command in one sandbox saves).
+phase by phase. The probe runs as the first process of the command's own sandbox, so its time
+is inside `_execute`; `_probe` is the check of its report outside, `_record_start` included.
 
 Anchors and goals (issue 12):
 - start-up of `oms agent run --egress none -- true` beyond bare `bwrap … true`: <= 150 ms,
@@ -40,7 +41,8 @@ from sandbox import find_bwrap
 ROUNDS = 9 if "--quick" in sys.argv else 21
 GOAL_MS = 150.0
 ROW_GOAL_MS, ROW_OVERHEAD_MS = 200.0, 120.0  # issue 33
-# One run's steps in gatekeeper/agent/run.py (the clone is inside `_prepare`), in order.
+# One run's steps in gatekeeper/agent/run.py (the clone is inside `_prepare`, `_probe` and
+# `_record_start` inside `_execute`), in order.
 PHASES = ((run_module, "_prepare"), (run_module, "create_workspace"),
           (run_module, "_profile"), (run_module, "_start_egress"), (run_module, "_probe"),
           (run_module, "_record_start"), (run_module, "_execute"), (run_module, "_collect"),
