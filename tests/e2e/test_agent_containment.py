@@ -477,12 +477,20 @@ sys.path.insert(0, {root!r})
 from pathlib import Path
 from sandbox import SandboxUnavailable, find_bwrap
 from sandbox.agent import AgentLimits, agent_profile
+from sandbox.agent_probe import probe_and_run
 from sandbox.agent_runner import run_agent
 prof = agent_profile(AgentLimits(30, 1024, 256, 64, 4096), [], {env!r}, [], {{}})
 before = termios.tcgetattr(0)
+def held(probed):
+    if not probed.ok:
+        raise SandboxUnavailable("probe: " + "; ".join(probed.failures))
 try:
-    r = run_agent(prof, find_bwrap(), workspace=Path({ws!r}), run_dir=Path({rd!r}),
-                  cmd=["/bin/sh", "-c", {script!r}], mode="pty")
+    r = (probe_and_run(prof, find_bwrap(), workspace=Path({ws!r}), run_dir=Path({rd!r}),
+                       hidden=[], cmd=["/bin/sh", "-c", {script!r}], mode="pty",
+                       on_probed=held)
+         if {probed!r} else
+         run_agent(prof, find_bwrap(), workspace=Path({ws!r}), run_dir=Path({rd!r}),
+                   cmd=["/bin/sh", "-c", {script!r}], mode="pty"))
     print("EXIT", r.exit_code, r.stdout, end=" ")
 except SandboxUnavailable as exc:
     print("STOPPED", exc, end=" ")
@@ -490,11 +498,13 @@ print("RESTORED", termios.tcgetattr(0) == before)
 """
 
 
-def in_pty(box: Box, script: str, when_ready: Callable[[int, int], None]) -> tuple[str, int]:
+def in_pty(box: Box, script: str, when_ready: Callable[[int, int], None],
+           probed: bool = False) -> tuple[str, int]:  # fmt: skip
     """Run the agent in pty mode from a fresh interpreter whose terminal is a real pty of
-    37x101; `when_ready(master, pid)` once the agent printed READY. (output, exit status)"""
+    37x101 (behind the probe if `probed`); `when_ready(master, pid)` once the agent printed
+    READY. (output, exit status)"""
     code = _PTY_CHILD.format(root=str(REPO_ROOT), env=ENV, ws=str(box.workspace),
-                             rd=str(box.run_dir), script=script)  # fmt: skip
+                             rd=str(box.run_dir), script=script, probed=probed)  # fmt: skip
     pid, master = pty.fork()
     if pid == 0:
         os.execv(sys.executable, [sys.executable, "-c", code])
@@ -518,9 +528,13 @@ def in_pty(box: Box, script: str, when_ready: Callable[[int, int], None]) -> tup
     return out.decode(errors="replace"), os.waitstatus_to_exitcode(status)
 
 
-def test_pty_mode_gives_a_tty_of_our_window_size_and_relays_both_ways(box: Box) -> None:
+@pytest.mark.parametrize("probed", [False, True], ids=["bare", "behind-the-probe"])
+def test_pty_mode_gives_a_tty_of_our_window_size_and_relays_both_ways(
+    box: Box, probed: bool
+) -> None:
     """Under a real pty: the agent's stdin is a tty of our size, a resize reaches it
-    (SIGWINCH), input and output are relayed, and our terminal is restored afterwards."""
+    (SIGWINCH), input and output are relayed, and our terminal is restored afterwards;
+    the same behind the probe (`oms agent run`'s way), which takes none of the input."""
     script = "echo @start; test -t 0 && echo TTY; stty size; echo READY; read x; stty size"
     script += "; echo got:$x; echo @end"
 
@@ -528,7 +542,7 @@ def test_pty_mode_gives_a_tty_of_our_window_size_and_relays_both_ways(box: Box) 
         fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
         os.write(master, b"hello\r")
 
-    text, status = in_pty(box, script, resize_and_type)
+    text, status = in_pty(box, script, resize_and_type, probed)
     assert "@start" in text and "@end" in text, text
     assert "TTY" in text and "37 101" in text and "50 120" in text and "got:hello" in text
     assert "EXIT 0 None RESTORED True" in text and status == 0
