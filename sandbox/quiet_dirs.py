@@ -27,6 +27,13 @@ MAX_CACHE_BYTES = 16 << 20
 Dir = tuple[int, int, int, int]  # st_dev, st_ino, st_mtime_ns, st_ctime_ns
 
 
+def settled(ctime_ns: int, reference_ns: int) -> bool:
+    """True when a ctime is older than `reference_ns` (time.time_ns, taken when the stat was
+    recorded) by `RECENT_NS`: a change after the stat cannot leave that ctime as it was. The
+    ctime fence of every stat-keyed cache oms keeps (also scan/verified.py)."""
+    return ctime_ns <= reference_ns - RECENT_NS
+
+
 def _dir(st: os.stat_result) -> Dir:
     return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
@@ -78,8 +85,8 @@ class QuietDirs:
     def remember(self, key: str, listed: dict[str, os.stat_result], started_ns: int) -> None:
         """A walk under `key` that found no socket, begun at `started_ns` (time.time_ns), and
         the lstat of each directory it listed; not kept if any changed close to its start."""
-        if self.path is None or any(st.st_ctime_ns > started_ns - RECENT_NS
-                                    for st in listed.values()):  # fmt: skip
+        if self.path is None or not all(settled(st.st_ctime_ns, started_ns)
+                                        for st in listed.values()):  # fmt: skip
             return
         self._walks[key] = {p: list(_dir(st)) for p, st in listed.items()}
         self._dirty = True

@@ -1,7 +1,8 @@
 """Gitleaks 8.30.1, pinned by SHA-256 and verified before every use, run once per gate.
 
 The binary is opened once, hashed through that descriptor, and executed through
-the same descriptor (/proc/self/fd/N), so what runs is what was checked. It
+the same descriptor (/proc/self/fd/N), so what runs is what was checked; a descriptor
+whose fstat is that of one already hashed to the pin is not hashed again (verified.py). It
 runs in a private empty directory with oms' own config (`-c`), an empty ignore
 path, `--ignore-gitleaks-allow` (inline allow comments are candidate-written),
 no GITLEAKS_* environment, and a distinct exit code for "leaks found": every
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gatekeeper.scan import verified
 from gatekeeper.scan.benign import is_hash_value
 from gatekeeper.scan.interface import (
     Finding,
@@ -91,16 +93,22 @@ class Gitleaks:
             raise ScannerUnavailable(
                 f"cannot open gitleaks at {self.path}: {exc.strerror}"
             ) from None
-        h = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
-        digest = h.hexdigest()
-        if digest != self.pinned:
+        try:
+            st = os.fstat(fd)  # of the descriptor that runs: remembered only if it matched
+            if not verified.known(st, self.pinned):
+                h = hashlib.sha256()
+                while chunk := os.read(fd, 1 << 20):
+                    h.update(chunk)
+                digest = h.hexdigest()
+                if digest != self.pinned:
+                    raise ScannerUnavailable(
+                        f"gitleaks binary digest mismatch: expected {self.pinned}, found {digest}"
+                    )
+                verified.remember(st, self.pinned)
+        except BaseException:
             os.close(fd)
-            raise ScannerUnavailable(
-                f"gitleaks binary digest mismatch: expected {self.pinned}, found {digest}"
-            )
-        self._digest = digest
+            raise
+        self._digest = self.pinned
         return fd
 
     def _spawn(self, fd: int, args: list[str], workdir: str, stdin: bytes = b"") -> _Process:
@@ -170,23 +178,11 @@ class Gitleaks:
         return GitleaksRun(proc, where, pieces, _Held(fd, work), paths)
 
 
-# (path, pin) -> the stat identity of the file last verified there: within one process
-# (the MCP server answers many reads) a binary is hashed again only once it changed.
-_VERIFIED: dict[tuple[str, str], tuple[int, ...]] = {}
-
-
 def verify_binary(pinned_sha256: str) -> ScannerInfo:
     """That the Gitleaks binary oms would run is the pinned one, without running it: what
-    a scan answered from the cache still requires (a missing or tampered binary blocks)."""
-    gl = Gitleaks(pinned_sha256, 0)
-    try:
-        st = os.stat(gl.path)
-    except OSError as exc:
-        raise ScannerUnavailable(f"cannot open gitleaks at {gl.path}: {exc.strerror}") from None
-    ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if _VERIFIED.get((gl.path, pinned_sha256)) != ident:
-        os.close(gl._open_verified())
-        _VERIFIED[(gl.path, pinned_sha256)] = ident
+    a scan answered from the cache still requires (a missing or tampered binary blocks).
+    A binary already hashed to its pin, unchanged since, is not hashed again (verified.py)."""
+    os.close(Gitleaks(pinned_sha256, 0)._open_verified())
     return ScannerInfo("gitleaks", VERSION, pinned_sha256)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import sandbox.quiet_dirs as quiet_dirs
 from sandbox import ProfileError
 from sandbox.profile import resolve_ro_paths
 from sandbox.quiet_dirs import QuietDirs
+from tests.support import ctime
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -53,11 +53,7 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
 
 def tick_past(top: Path) -> None:
     """Until the kernel's clock gives a ctime later than every directory's below `top`."""
-    newest = max(os.lstat(d).st_ctime_ns for d, _, _ in os.walk(top))
-    while True:
-        with tempfile.NamedTemporaryFile(dir=top.parent) as fh:
-            if os.fstat(fh.fileno()).st_ctime_ns > newest:
-                return
+    ctime.tick_past(max(os.lstat(d).st_ctime_ns for d, _, _ in os.walk(top)), top.parent)
 
 
 def resolve(tree: Path, cache: Path) -> None:
