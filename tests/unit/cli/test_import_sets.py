@@ -65,6 +65,11 @@ def _hook_input(repo: Path, kind: str) -> str:
                        "tool_input": tool_input})  # fmt: skip
 
 
+# The renderers `--format` loads: only the one asked for (text and JSON print as before).
+RENDERERS = ("gatekeeper.integrations.formats.sarif", "gatekeeper.integrations.formats.junit",
+             "gatekeeper.integrations.formats.markdown", "xml.etree.ElementTree")  # fmt: skip
+
+
 # What a tool call's hook never needs: the result gate and the records beside it, the mark's
 # evidence reading and signatures, the sandbox, the AST parsers, detect-secrets' plugins.
 HOOK_NEVER = ("gatekeeper.gates.result.pipeline", "gatekeeper.gates.result.verdict",
@@ -133,7 +138,15 @@ CASES = {
                "evidence.checkpoint", "evidence.dsse", "evidence.cosign", "evidence.audit",
                "evidence.entry", "evidence.verify", "cryptography", "gatekeeper.gates.result",
                "gatekeeper.gates.transfer", "gatekeeper.integrations.hooks", "tree_sitter",
-               "httpx"),
+               "httpx", *RENDERERS),
+        stdin="nothing secret here\n",
+    ),
+    "scan --stdin --format sarif --output FILE": Case(
+        # The renderer asked for, and no other.
+        ("scan", "--stdin", "--format", "sarif", "--output", "oms.sarif", "--json"),
+        uses=("gatekeeper.gates.secrets", "gatekeeper.integrations.formats.sarif"),
+        never=(*NOT_SERVING, "gatekeeper.integrations.formats.junit",
+               "gatekeeper.integrations.formats.markdown", "xml.etree.ElementTree"),
         stdin="nothing secret here\n",
     ),
     "agent run --egress none": Case(
