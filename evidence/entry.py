@@ -33,13 +33,13 @@ Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 class Subject(BaseModel):
     """What an entry is about, in in-toto ResourceDescriptor shape (name + digests)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     name: Annotated[str, Field(min_length=1, max_length=1024)]
     digest: dict[str, Annotated[str, Field(min_length=1, max_length=256)]]
 
 
 class Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     v: int = ENTRY_VERSION
     seq: Annotated[int, Field(ge=0)]
@@ -62,7 +62,7 @@ class Genesis(BaseModel):
     (None only for stores made through the library without a repository).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     v: int = 1
     repo_id: Annotated[str, Field(min_length=1, max_length=256)]
     common_dir: str | None

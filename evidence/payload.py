@@ -21,7 +21,7 @@ P = TypeVar("P", bound="Payload")
 class Payload(BaseModel):
     """The data of one entry kind. `KIND` names the kind; `v` is the payload's version."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     KIND: ClassVar[str] = ""
     v: int = 1
 
@@ -46,7 +46,7 @@ class Payload(BaseModel):
 
 
 class Attachment(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     name: Annotated[str, Field(max_length=4096)]
     bytes: Annotated[int, Field(ge=0)]
 

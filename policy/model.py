@@ -31,7 +31,7 @@ REPORT_SHORTHANDS = ("pytest", "node-test", "go-test", "unittest")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, strict=True)
 
 
 class Check(_Model):

@@ -24,7 +24,7 @@ EgressMode = Literal["none", "api", "tunnel"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class EgressTotals(_Frozen):

@@ -129,7 +129,7 @@ class AgentRunRequest:
 
 
 class EgressCounts(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     requests: int
     forwarded: int
     redacted: int
@@ -143,7 +143,7 @@ class EgressCounts(BaseModel):
 class AgentRunOutcome(BaseModel):
     """`oms agent run --json`: DESIGN.md's keys, plus the agent kind and egress mode."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     run_id: str
     agent: AgentKind
     exit_code: int | None

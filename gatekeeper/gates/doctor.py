@@ -56,7 +56,7 @@ REMEDY_GITLEAKS = (
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

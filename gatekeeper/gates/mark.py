@@ -86,7 +86,7 @@ class VerdictSeen(BaseModel):
     repository, and the decision. A view, not the model: the transfer gate reads the mark
     too and stands apart from the result gate (tests pin the names to ResultRecord's)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="ignore", frozen=True)
     KIND: ClassVar[str] = "result"
     READY: ClassVar[str] = "READY_FOR_HUMAN"
     repo_id: str

@@ -38,7 +38,7 @@ PYTHON = "/usr/bin/python3"  # the python-venv starter's interpreter (the model'
 
 
 class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

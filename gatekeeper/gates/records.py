@@ -42,7 +42,7 @@ MAX_ATTACHMENT_BYTES = 64 << 20
 
 
 class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -164,7 +164,7 @@ def _host_hint(profile: Profile, cmd: Sequence[str]) -> str:
 class SandboxRun(BaseModel):
     """`oms sandbox run`'s result: the command's own exit code and bounded output."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     commit: str
     policy_digest: str
     exit_code: int | None  # None when killed at the deadline

@@ -79,7 +79,7 @@ class SignerEdited(BaseModel):
     """`oms policy signer add|remove`: the worktree's oms.toml now lists (or no longer
     lists) `name`; `digest` is the edited policy's. Nothing was committed."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     action: Literal["added", "removed"]
     path: str

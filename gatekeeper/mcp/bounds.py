@@ -37,7 +37,7 @@ class Result(BaseModel):
 
     # Frozen only: extra="forbid" would add additionalProperties to the output schema
     # and so change the tools digest that hosts pin.
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     ok: bool
     truncated: bool

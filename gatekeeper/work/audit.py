@@ -55,7 +55,7 @@ MEMO_FILE = "work-fold.json"  # the fold at the last committed entry the doctor 
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class Mismatch(_Frozen):

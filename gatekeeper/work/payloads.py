@@ -56,7 +56,7 @@ class WorkRecord(Payload):
 class RowSet(BaseModel):
     """One row as a transition left it (`row` None: deleted)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     table: Annotated[str, Field(pattern=r"^[a-z_]{1,64}$")]
     key: tuple[Cell, ...]
     row: dict[str, Cell] | None
@@ -65,7 +65,7 @@ class RowSet(BaseModel):
 class ChangeSet(BaseModel):
     """The blob a v2 entry names: what its transition set, in (table, key) order."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     v: int = 1
     rows: tuple[RowSet, ...]
 

@@ -29,7 +29,7 @@ HEADER = "oms: a FAILED verdict's test changes ask for your acknowledgement"
 
 
 class Acknowledger(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     name: str
     uid: int
 
@@ -46,7 +46,7 @@ class ResultAck(Payload):
 
 
 class Acknowledged(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     seq: int
     verdict_seq: int
     commit: str

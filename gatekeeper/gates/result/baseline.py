@@ -37,7 +37,7 @@ MAX_POINTER_BYTES = 4096
 class BaselineCheck(BaseModel):
     """One check's run on the base: how it ended and how many tests had each outcome."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     name: str
     report: str
     exit_code: int | None

@@ -46,20 +46,20 @@ class ResultStart(_Judged):
 
 
 class VsaPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     uri: str
     digest: dict[str, str]
 
 
 class VsaVerifier(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     id: str
 
 
 class Vsa(BaseModel):
     """A SLSA verification summary v1 predicate (its field names are the spec's)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     verifier: VsaVerifier
     timeVerified: str
     resourceUri: str

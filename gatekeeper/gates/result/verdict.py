@@ -43,7 +43,7 @@ _EXIT: Mapping[Decision, int] = {
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class CheckResult(_Frozen):

@@ -35,7 +35,7 @@ class ToolchainUsed(BaseModel):
     """A toolchain in the verdict: which tree the checks ran with, and whether the
     candidate changed its lockfile (its checks still ran with the base's)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     name: str
     kind: str
     id: str

@@ -32,7 +32,7 @@ DAY_S = 86_400
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -13,7 +13,7 @@ from evidence import Payload
 class ToolchainBuild(BaseModel):
     """What a toolchain was built from and into: the part shared by record and entry."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     id: str  # the toolchain digest: "sha256:<hex>" over kind, runtime, inputs, options
     name: str
     kind: str

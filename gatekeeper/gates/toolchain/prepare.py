@@ -49,7 +49,7 @@ def _quiet(_line: str) -> None:
 
 
 class PreparedToolchain(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     name: str
     kind: str
     id: str
@@ -66,7 +66,7 @@ class PreparedToolchain(BaseModel):
 class Prepared(BaseModel):
     """`oms toolchain prepare`'s answer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     policy_commit: str
     toolchain_dir: str
     toolchains: tuple[PreparedToolchain, ...]

@@ -23,7 +23,7 @@ Context = Literal["repo", "diff", "paths", "none"]
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class Visibility(_M):

@@ -61,7 +61,7 @@ class PreviewRecord(Payload):
 
 
 class _Approver(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class HumanApprover(_Approver):

@@ -58,7 +58,7 @@ TAIL_BYTES = 4096
 class StopCount(BaseModel):
     """How often oms blocked one session's stop (persisted: versioned, strict)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
     version: Literal[1] = 1
     blocks: int = 0
 

@@ -36,7 +36,9 @@ MAX_REASON_CHARS = 200
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+    model_config = ConfigDict(
+        defer_build=True, extra="forbid", frozen=True, str_strip_whitespace=False
+    )
 
 
 class ProposeGoal(_Strict):

@@ -61,7 +61,7 @@ ACTIVITY_OF = {"hook.session": "working", "hook.activity": "working",
 class Observation(BaseModel):
     """What the hook inside publishes: bounded, typed, no free text."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     client: Literal["claude-code", "codex"]
     event: Literal["SessionStart", "PreToolUse", "PostToolUse", "SubagentStop", "Stop"]
     session: str = Field(pattern=SESSION_RE)
@@ -78,7 +78,7 @@ class QuotaObservation(BaseModel):
     """What the egress broker OUTSIDE saw: a provider's usage-limit answer to a worker's
     run (never sent by the agent: the hook route cannot reach it). No body text."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     event: Literal["quota"]
     provider: Literal["anthropic", "openai"]
     status: int = Field(ge=400, le=599)
@@ -96,7 +96,7 @@ class ParkObservation(BaseModel):
     spent (`scope`, `measure`, `spent`, `limit`) or its key refused (`provider`, `status`).
     Typed numbers and names: the reason is composed here, never taken from the payload."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
     event: Literal["budget", "login"]
     provider: Literal["anthropic", "openai"]
     status: int = Field(ge=400, le=599)

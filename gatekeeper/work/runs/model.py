@@ -51,7 +51,7 @@ MAX_ARTIFACT_BYTES = 1 << 20
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

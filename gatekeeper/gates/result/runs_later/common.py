@@ -22,7 +22,7 @@ KINDS: tuple[Kind, ...] = get_args(Kind)
 class RunsLater(BaseModel):
     """One change that runs later outside the sandbox."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     path: str
     kind: Kind

@@ -21,7 +21,7 @@ Kind = Literal[
 class Weakening(BaseModel):
     """One way the candidate weakened the tests, read statically from one changed file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     kind: Kind
     file: str  # repo-relative path, as in FileVersions.path
