@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from support.warm import run_warm
+
 OMS = (sys.executable, "-m", "gatekeeper")
 
 # The key holding oms's own exit code in every `--json` object. (`exit_code` is left
@@ -26,7 +28,18 @@ def run_oms(
     **popen_kwargs: Any,
 ) -> subprocess.CompletedProcess[str]:
     """`python -m gatekeeper ARGS` in `cwd` (default: this process's) with exactly `env`;
-    never raises on the exit code."""
+    never raises on the exit code. Forked from a warm interpreter when it can be (see
+    `support.warm`): the same program, its imports paid once per worker."""
+    if not popen_kwargs:
+        warm = run_warm(
+            [str(a) for a in args],
+            env=env,
+            cwd=str(cwd) if cwd is not None else None,
+            input=input,
+            timeout=timeout,
+        )
+        if warm is not None:
+            return warm
     return subprocess.run(
         [*OMS, *[str(a) for a in args]],
         cwd=str(cwd) if cwd is not None else None,
