@@ -47,6 +47,7 @@ import rfc8785
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from support import warm
 from support.env import clean_env
 from support.oms import parse_single_json, run_oms
 from support.repos import commit_on, make_repo
@@ -125,12 +126,8 @@ class World:
 
     def params(self) -> StdioServerParameters:
         # Every tool (`--tools all`): the default profile is pinned in test_mcp_profile.py.
-        return StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "gatekeeper", "mcp", "--repo", str(self.repo), "--tools", "all"],
-            env=self.env,
-            cwd=str(self.root),
-        )
+        command, args = warm.command(["mcp", "--repo", str(self.repo), "--tools", "all"], self.env)
+        return StdioServerParameters(command=command, args=args, env=self.env, cwd=str(self.root))
 
 
 def make_world(root: Path, files: dict[str, str | bytes]) -> World:

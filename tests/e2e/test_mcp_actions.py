@@ -27,6 +27,7 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from support import warm
 from support.env import clean_env
 from support.oms import parse_single_json, run_oms
 from support.repos import commit_on, make_repo
@@ -72,10 +73,8 @@ class World:
         return commit_on(self.repo, branch, files, env=self.env, index=index)
 
     def params(self) -> StdioServerParameters:
-        return StdioServerParameters(command=sys.executable,
-                                     args=["-m", "gatekeeper", "mcp", "--repo", str(self.repo),
-                                           "--tools", "all"],
-                                     env=self.env, cwd=str(self.root))  # fmt: skip
+        command, args = warm.command(["mcp", "--repo", str(self.repo), "--tools", "all"], self.env)
+        return StdioServerParameters(command=command, args=args, env=self.env, cwd=str(self.root))
 
 
 def make_world(root: Path, files: dict[str, str]) -> World:

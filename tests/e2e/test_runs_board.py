@@ -7,7 +7,6 @@ not cut (a cut result would pass a size check and say nothing)."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import mcp_types as types
 import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import ClientSession, StdioServerParameters
+from support import warm
 from support.mcp_session import session as mcp_session
 from support.mcp_session import text_of
 from support.oms import parse_single_json, run_oms
@@ -70,10 +70,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         env = module_env(root, mp)
         rl = run_lab(root, env, external=("critic",), autopilot=("critic",))
         plan, _ = api.plan(rl.repo, "Add a feature flag")
-        params = StdioServerParameters(command=sys.executable,
-                                       args=["-m", "gatekeeper", "mcp", "--repo", str(rl.repo),
-                                             "--tools", "all"],
-                                       env=env, cwd=str(root))  # fmt: skip
+        command, args = warm.command(["mcp", "--repo", str(rl.repo), "--tools", "all"], env)
+        params = StdioServerParameters(command=command, args=args, env=env, cwd=str(root))
         with open(root / "server.stderr", "w") as errlog, start_blocking_portal() as portal:
             with portal.wrap_async_context_manager(mcp_session(params, errlog, 120)) as session:
                 yield Lab(rl.repo, root, env, plan["run_id"], portal, session)

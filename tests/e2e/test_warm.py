@@ -8,12 +8,15 @@ repositories made alike) and compares what a test would look at.
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import warm
 from support.env import clean_env
 from support.oms import OMS, run_oms
 from support.planted import PlantedSecrets
@@ -25,7 +28,7 @@ def fresh(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     env = kw.pop("env")
     cwd = kw.pop("cwd")
     assert isinstance(env, dict) and isinstance(cwd, Path)
-    return subprocess.run(  # noqa: S603 - the interpreter running these tests
+    return subprocess.run(
         [*OMS, *args], env=env, cwd=cwd, capture_output=True, encoding="utf-8", check=False,
         **kw,  # type: ignore[call-overload]
     )  # fmt: skip
@@ -63,8 +66,8 @@ def same_text(a: str, b: str, twins: tuple[World, World]) -> None:
 @pytest.mark.parametrize(
     "args",
     [["--version"], ["--help"], ["no-such-command", "--json"], ["evidence", "show", "--json"],
-     ["scan", "--json", "--", "README.md"]],  # fmt: skip
-)
+     ["scan", "--json", "--", "README.md"]],
+)  # fmt: skip
 def test_same_output_and_exit_code(twins: tuple[World, World], args: list[str]) -> None:
     warm, cold = both(twins, args)
     assert warm.returncode == cold.returncode
@@ -127,3 +130,26 @@ def run_warm_with_stdin(args: list[str], env: dict[str, str], fd: int, cwd: Path
     finally:
         os.dup2(saved, 0)
         os.close(saved)
+
+
+def test_the_launcher_another_program_starts_answers_as_a_fresh_process(
+    twins: tuple[World, World],
+) -> None:
+    """What an MCP client starts (`warm.command`): the launcher hands its stdio to a warm
+    child and exits with its code; a SIGTERM it gets reaches the child, and both end by it."""
+    w, f = twins
+    command, args = warm.command(["--version"], w.env)
+    assert "--launch" in args
+    launched = subprocess.run([command, *args], env=w.env, cwd=w.repo, capture_output=True,
+                              encoding="utf-8", check=False)  # fmt: skip
+    cold = fresh(["--version"], env=f.env, cwd=f.repo)
+    assert (launched.returncode, launched.stdout) == (cold.returncode, cold.stdout)
+
+    command, args = warm.command(["scan", "--stdin"], w.env)
+    proc = subprocess.Popen([command, *args], env=w.env, cwd=w.repo, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    time.sleep(1)  # the launcher has handed over; `oms scan --stdin` waits for stdin's end
+    assert proc.poll() is None
+    proc.terminate()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGTERM, err

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from mcp import StdioServerParameters
 
 from gatekeeper.agent.mcp_relay import RUN_ID_ENV
 from gatekeeper.gates.records import init
+from support import warm
 from support.env import clean_env, use_clean_git_here
 from support.mcp_session import session as mcp_session
 from support.mcp_session import text_of
@@ -180,10 +180,8 @@ class Mcp:
         self._portal_cm = start_blocking_portal()
         portal = self._portal_cm.__enter__()
         env = {**self.lab.env, RUN_ID_ENV: self.agent_run} if self.agent_run else self.lab.env
-        params = StdioServerParameters(command=sys.executable,
-                                       args=["-m", "gatekeeper", "mcp", "--repo",
-                                             str(self.lab.repo), "--tools", "all"],
-                                       env=env, cwd=str(self.lab.root))  # fmt: skip
+        command, args = warm.command(["mcp", "--repo", str(self.lab.repo), "--tools", "all"], env)
+        params = StdioServerParameters(command=command, args=args, env=env, cwd=str(self.lab.root))
         self._session_cm = portal.wrap_async_context_manager(mcp_session(params, self._errlog, 300))
         self.session = self._session_cm.__enter__()
         self.portal = portal

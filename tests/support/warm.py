@@ -189,6 +189,17 @@ def run_warm(
     )
 
 
+def command(args: Sequence[str], env: Mapping[str, str]) -> tuple[str, list[str]]:
+    """(command, arguments) for another program to start `python -m gatekeeper ARGS` with
+    `env` (an MCP client starting `oms mcp`): a small stdlib-only launcher that hands its own
+    stdin, stdout and stderr to a warm child, forwards the signals it gets, and exits as the
+    child did; plain `python -m gatekeeper` when the warm server cannot serve `env`."""
+    server = _get_server(env)
+    if server is None:
+        return sys.executable, ["-m", "gatekeeper", *args]
+    return sys.executable, ["-I", "-S", __file__, "--launch", str(server.path), *args]
+
+
 def _now() -> float:
     import time
 
@@ -309,10 +320,14 @@ def _dispositions() -> dict[signal.Signals, object]:
 # Each signal's disposition as this interpreter started: a fresh `python` has the same
 # (SIGPIPE and SIGXFSZ ignored, SIGINT raising KeyboardInterrupt, the rest inherited).
 _STARTED_WITH = _dispositions()
+_OWN_ENV = _interpreter_env(os.environ)
 
 
 def serve(path: str) -> None:
     _warm_up()
+    import gc
+
+    gc.freeze()  # what warm-up made stays out of every child's collections: fewer copied pages
     if threading.active_count() != 1:  # forking a threaded process is not a fresh process
         print("threads", flush=True)
         return
@@ -346,6 +361,43 @@ def serve(path: str) -> None:
                 conn.close()
 
 
+def _launch(path: str, argv: list[str]) -> None:
+    """The launcher's whole life (see `command`): never returns."""
+    env = dict(os.environ)
+    fresh = [sys.executable, "-m", "gatekeeper", *argv]
+    mask = os.umask(0)
+    os.umask(mask)
+    request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd(), "umask": mask,
+                          "same_interpreter": True}).encode()  # fmt: skip
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        socket.send_fds(conn, [b"F"], [0, 1, 2])
+        conn.sendall(struct.pack("!I", len(request)) + request)
+        pid = _PID.unpack(_recv_exact(conn, _PID.size))[0]
+    except OSError:
+        pid = -1
+    if pid < 0:  # the server is gone or would not start this interpreter: a fresh one
+        conn.close()
+        os.execve(sys.executable, fresh, env)
+
+    def forward(sig: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, forward)
+    try:
+        status = _PID.unpack(_recv_exact(conn, _PID.size))[0]
+    except ConnectionError:
+        os._exit(1)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # ended by a signal: end by the same one
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
 def _start(
     conn: socket.socket,
     sel: selectors.BaseSelector,
@@ -356,6 +408,10 @@ def _start(
     try:
         (size,) = struct.unpack("!I", _recv_exact(conn, 4))
         request = json.loads(_recv_exact(conn, size))
+        if request.get("same_interpreter") and _interpreter_env(request["env"]) != _OWN_ENV:
+            conn.sendall(_PID.pack(-1))
+            conn.close()
+            return
         pid = os.fork()
         if pid == 0:
             _child(fds, request, [])
@@ -369,5 +425,7 @@ def _start(
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--launch":
+        _launch(sys.argv[2], sys.argv[3:])
     del sys.path[0]  # this file's directory: `support`'s modules are not oms' (`sandbox`)
     serve(sys.argv[1])
