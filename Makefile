@@ -59,20 +59,23 @@ lint: setup
 # .cache/make-test.json for bench/run.py's suite row.
 # The packages are compiled once first: the tests run thousands of `oms` processes, and
 # with PYTHONDONTWRITEBYTECODE set (the tests' own environment sets it) each would otherwise
-# compile every module it imports from source.
+# compile every module it imports from source. pytest itself may keep the bytecode of the
+# test modules it rewrites (PYTHONDONTWRITEBYTECODE emptied for it): each worker collects
+# every module, and the `oms` processes the tests start still get PYTHONDONTWRITEBYTECODE=1.
 test: lint $(INSPECTOR) $(AGENTS)
 	@mkdir -p .cache && date +%s > .cache/make-test.started
 	$(PY) -m compileall -q gatekeeper sandbox evidence policy
-	$(VENV)/bin/pytest -q -n 3 --dist loadscope -m "not alone" --durations=20
-	$(VENV)/bin/pytest -q -m alone $$(grep -rl --include='*.py' 'mark\.alone' tests)
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n 3 --dist loadscope -m "not alone" --durations=20
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -m alone $$(grep -rl --include='*.py' 'mark\.alone' tests)
 	@printf '{"started": %s, "finished": %s}\n' "$$(cat .cache/make-test.started)" "$$(date +%s)" \
 		> .cache/make-test.json
 
-# The fast unit tests alone (no bwrap, scanners or MCP clients), with ruff: a quick loop.
+# The fast unit tests alone (no bwrap, scanners or MCP clients, and not the start-up tests
+# that start a fresh interpreter per case), with ruff: a quick loop, on both cores.
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/pytest -q tests/unit
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n 2 -m "not startup" tests/unit
 
 bench: setup
 	$(PY) bench/run.py

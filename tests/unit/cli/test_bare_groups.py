@@ -11,6 +11,9 @@ import pytest
 
 from gatekeeper.cli.main import COMMANDS, load
 
+# Fresh interpreters, one per case: in `make test`, not in the quick loop of `make test-fast`.
+pytestmark = pytest.mark.startup
+
 
 def _group(name: str) -> click.Group | None:
     cmd = load(name)

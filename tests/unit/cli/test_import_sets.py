@@ -26,6 +26,9 @@ from support.oms import parse_single_json
 
 from gatekeeper.cli.main import COMMANDS
 
+# Fresh interpreters, one per case: in `make test`, not in the quick loop of `make test-fast`.
+pytestmark = pytest.mark.startup
+
 RunOms = Callable[..., subprocess.CompletedProcess[str]]
 
 # Runs one command in-process as the console script does, then lists what was imported.
