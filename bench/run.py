@@ -1,10 +1,11 @@
-"""Run every benchmark: `make bench` (or `python bench/run.py [--quick] [--suite]`).
+"""Run every benchmark: `make bench` (or `python bench/run.py [--quick] [--suite] [--rows]`).
 
 Each bench prints its own figures beside their anchors. The rows of issue 33's table (what a
 user waits for, each a ratio to an anchor measured in the same run) are recorded through
 `bench/rows.py` and printed together at the end. The suite row is `make test`'s wall time:
 with `--suite` this command runs `make test` itself; without it, the row is read from the
-last `make test` of this checkout (`.cache/make-test.json`), and says so.
+last `make test` of this checkout (`.cache/make-test.json`), and says so. `--rows` runs only
+the benches behind that table (a few minutes instead of every bench).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ BENCHES = [
     "loop_bench.py",
     "verify_bench.py",
 ]
+# The benches that record a row of issue 33's table (through rows.record).
+ROW_BENCHES = {"startup_bench.py", "first_hour_bench.py", "scan_bench.py", "agent_bench.py",
+               "work_bench.py", "loop_bench.py"}  # fmt: skip
 ROOT = Path(__file__).resolve().parent.parent
 SUITE_GOAL_MIN = 13.0
 SUITE_BUDGET_MIN = 15.0
@@ -73,13 +77,14 @@ def suite_row(run_it: bool) -> None:
 def main() -> int:
     here = Path(__file__).parent
     suite = "--suite" in sys.argv[1:]
-    args = [a for a in sys.argv[1:] if a != "--suite"]
+    only_rows = "--rows" in sys.argv[1:]
+    args = [a for a in sys.argv[1:] if a not in ("--suite", "--rows")]
     code = 0
     with tempfile.TemporaryDirectory(prefix="oms-bench-rows-") as tmp:
         rows = os.path.join(tmp, "rows.jsonl")
         os.environ["OMS_BENCH_ROWS"] = rows
         for name in BENCHES:
-            if not (here / name).exists():
+            if not (here / name).exists() or (only_rows and name not in ROW_BENCHES):
                 continue
             print(f"## {name}", flush=True)
             sys.argv = [name, *args]

@@ -30,13 +30,20 @@ def run_oms(
     """`python -m gatekeeper ARGS` in `cwd` (default: this process's) with exactly `env`;
     never raises on the exit code. Forked from a warm interpreter when it can be (see
     `support.warm`): the same program, its imports paid once per worker."""
-    if not popen_kwargs:
+    # Warm takes a new session and a /dev/null stdin as Popen would; anything else, fresh.
+    new_session = popen_kwargs.get("start_new_session", False)
+    devnull = popen_kwargs.get("stdin") == subprocess.DEVNULL and input is None
+    if not set(popen_kwargs) - {"start_new_session", "stdin"} and (
+        "stdin" not in popen_kwargs or devnull
+    ):
         warm = run_warm(
             [str(a) for a in args],
             env=env,
             cwd=str(cwd) if cwd is not None else None,
             input=input,
             timeout=timeout,
+            new_session=bool(new_session),
+            stdin_devnull=devnull,
         )
         if warm is not None:
             return warm

@@ -13,7 +13,8 @@ atexit, flush). The exit status (a signal as a negative code) comes back to the 
 Nothing is a stand-in: the child runs oms' own `main()` on the real files, git, bwrap and
 scanners. What it cannot reproduce, it does not try: a call whose interpreter would start
 differently (any `PYTHON*`, `LC_*` or `LANG` variable unlike the server's) or that asks
-for more than `run_oms`' plain arguments runs as a fresh process, and so does every call
+for more than `run_oms`' plain arguments (beyond a new session or a /dev/null stdin)
+runs as a fresh process, and so does every call
 when `OMS_TEST_WARM=off` (the whole suite then runs as before). The tests of start-up
 itself (import sets, lazy loading, `--help` time, the installed console script) start
 their own fresh interpreters and never come here; `tests/e2e/test_warm.py` holds a warm
@@ -107,9 +108,12 @@ def run_warm(
     cwd: str | None,
     input: str | None,
     timeout: float,
+    new_session: bool = False,
+    stdin_devnull: bool = False,
 ) -> subprocess.CompletedProcess[str] | None:
     """`python -m gatekeeper ARGV` forked from the warm server, or None when this call must
-    run as a fresh process (the caller then does)."""
+    run as a fresh process (the caller then does). `new_session` and `stdin_devnull` are
+    Popen's `start_new_session=True` and `stdin=DEVNULL`."""
     server = _get_server(env)
     if server is None:
         return None
@@ -121,18 +125,24 @@ def run_warm(
             "env": dict(env),
             "cwd": os.path.abspath(cwd or os.getcwd()),
             "umask": mask,
+            "setsid": new_session,
         }
     ).encode()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    in_r, in_w = os.pipe() if input is not None else (0, -1)
+    if input is not None:
+        in_r, in_w = os.pipe()
+    elif stdin_devnull:
+        in_r, in_w = os.open(os.devnull, os.O_RDONLY), -1
+    else:
+        in_r, in_w = 0, -1
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(str(server.path))
         socket.send_fds(conn, [b"F"], [in_r, out_w, err_w])
         conn.sendall(struct.pack("!I", len(request)) + request)
     finally:
-        for fd in (out_w, err_w, in_r if input is not None else -1):
+        for fd in (out_w, err_w, in_r if in_r != 0 else -1):
             if fd >= 0:
                 os.close(fd)
     writer = None
@@ -252,6 +262,8 @@ def _child(fds: list[int], request: dict[str, object], keep: list[int]) -> None:
     """In the forked child: become `python -m gatekeeper ARGV` and never return."""
     code = 1
     try:
+        if request.get("setsid"):
+            os.setsid()
         for sig, handler in _STARTED_WITH.items():  # as the interpreter set them (SIGPIPE ignored)
             if signal.getsignal(sig) is not handler:
                 signal.signal(sig, handler)
