@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,14 @@ from support.repos import make_repo
 from support.warm import run_warm
 
 
-def fresh(
-    args: list[str], env: dict[str, str], cwd: Path, input: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*OMS, *args], env=env, cwd=cwd, input=input, capture_output=True,
-                          encoding="utf-8", check=False)  # fmt: skip
+def fresh(args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    env = kw.pop("env")
+    cwd = kw.pop("cwd")
+    assert isinstance(env, dict) and isinstance(cwd, Path)
+    return subprocess.run(
+        [*OMS, *args], env=env, cwd=cwd, capture_output=True, encoding="utf-8", check=False,
+        **kw,  # type: ignore[call-overload]
+    )  # fmt: skip
 
 
 class World:
@@ -40,8 +44,8 @@ class World:
 
 
 @pytest.fixture
-def twins(tmp_path: Path) -> tuple[World, World]:
-    return World(tmp_path / "warm"), World(tmp_path / "fresh")
+def twins(tmp_path: Path) -> Iterator[tuple[World, World]]:
+    yield World(tmp_path / "warm"), World(tmp_path / "fresh")
 
 
 def both(
@@ -105,19 +109,27 @@ def test_a_plain_call_goes_warm_and_an_unusual_interpreter_does_not(tmp_path: Pa
     assert proc.returncode == 0 and proc.stdout.startswith("oms, version")
 
 
-def test_a_timeout_kills_the_warm_child(twins: tuple[World, World]) -> None:
+def test_a_timeout_kills_the_warm_child(twins: tuple[World, World], tmp_path: Path) -> None:
     w, _ = twins
-    # `oms scan --stdin` waits for stdin's end; the caller's stdin (fd 0) here never ends.
-    r, keep_open = os.pipe()
+    with pytest.raises(subprocess.TimeoutExpired):
+        # `oms scan --stdin` waits for stdin's end; the caller's stdin here never ends.
+        r, keep_open = os.pipe()
+        try:
+            env = w.env
+            run_warm_with_stdin(["scan", "--stdin"], env, r, w.repo)
+        finally:
+            os.close(r)
+            os.close(keep_open)
+
+
+def run_warm_with_stdin(args: list[str], env: dict[str, str], fd: int, cwd: Path) -> None:
     saved = os.dup(0)
-    os.dup2(r, 0)
+    os.dup2(fd, 0)
     try:
-        with pytest.raises(subprocess.TimeoutExpired):
-            run_warm(["scan", "--stdin"], env=w.env, cwd=str(w.repo), input=None, timeout=3)
+        run_warm(args, env=env, cwd=str(cwd), input=None, timeout=3)
     finally:
         os.dup2(saved, 0)
-        for fd in (saved, r, keep_open):
-            os.close(fd)
+        os.close(saved)
 
 
 def test_the_launcher_another_program_starts_answers_as_a_fresh_process(

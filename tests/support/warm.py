@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -50,24 +49,6 @@ _PID = struct.Struct("!q")
 
 def _interpreter_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(INTERPRETER_ENV)}
-
-
-def _request(path: str, fds: Sequence[int], argv: Sequence[str], env: Mapping[str, str],
-             cwd: str, **extra: object) -> socket.socket:  # fmt: skip
-    """Connected to the server at `path`, `fds` (the child's 0, 1, 2) and the call sent: the
-    caller's argv, environment, cwd and umask, and `extra` (the server's options)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    body = json.dumps({"argv": list(argv), "env": dict(env), "cwd": cwd, "umask": mask, **extra})
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(path)
-        socket.send_fds(conn, [b"F"], list(fds))
-        conn.sendall(struct.pack("!I", len(body)) + body.encode())
-    except BaseException:
-        conn.close()
-        raise
-    return conn
 
 
 # --- the caller's side ---------------------------------------------------------------------
@@ -136,6 +117,17 @@ def run_warm(
     server = _get_server(env)
     if server is None:
         return None
+    mask = os.umask(0)
+    os.umask(mask)
+    request = json.dumps(
+        {
+            "argv": list(argv),
+            "env": dict(env),
+            "cwd": os.path.abspath(cwd or os.getcwd()),
+            "umask": mask,
+            "setsid": new_session,
+        }
+    ).encode()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     if input is not None:
@@ -144,9 +136,11 @@ def run_warm(
         in_r, in_w = os.open(os.devnull, os.O_RDONLY), -1
     else:
         in_r, in_w = 0, -1
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn = _request(str(server.path), [in_r, out_w, err_w], argv, env,
-                        os.path.abspath(cwd or os.getcwd()), setsid=new_session)  # fmt: skip
+        conn.connect(str(server.path))
+        socket.send_fds(conn, [b"F"], [in_r, out_w, err_w])
+        conn.sendall(struct.pack("!I", len(request)) + request)
     finally:
         for fd in (out_w, err_w, in_r if in_r != 0 else -1):
             if fd >= 0:
@@ -168,10 +162,10 @@ def run_warm(
     sel.register(out_r, selectors.EVENT_READ)
     sel.register(err_r, selectors.EVENT_READ)
     sel.register(conn, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
+    deadline = _now() + timeout
     try:
         while sel.get_map():
-            left = deadline - time.monotonic()
+            left = deadline - _now()
             if left <= 0:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -216,6 +210,12 @@ def command(args: Sequence[str], env: Mapping[str, str]) -> tuple[str, list[str]
     return sys.executable, ["-I", "-S", __file__, "--launch", str(server.path), *args]
 
 
+def _now() -> float:
+    import time
+
+    return time.monotonic()
+
+
 def _text(data: bytes) -> str:
     # As `subprocess.run(..., encoding="utf-8")` reads it: strict UTF-8, universal newlines.
     return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
@@ -258,7 +258,7 @@ def _warm_up() -> None:
                 model.model_rebuild(force=True)
 
 
-def _child(fds: list[int], request: dict[str, object]) -> None:
+def _child(fds: list[int], request: dict[str, object], keep: list[int]) -> None:
     """In the forked child: become `python -m gatekeeper ARGV` and never return."""
     code = 1
     try:
@@ -272,6 +272,7 @@ def _child(fds: list[int], request: dict[str, object]) -> None:
             if fd != target:
                 os.dup2(fd, target)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        del keep[:]
         os.umask(int(str(request["umask"])))
         cwd = str(request["cwd"])
         os.chdir(cwd)
@@ -279,6 +280,8 @@ def _child(fds: list[int], request: dict[str, object]) -> None:
         assert isinstance(env, dict)
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})
+        import time
+
         time.tzset()
         tempfile.tempdir = None
         argv = request["argv"]
@@ -357,7 +360,7 @@ def serve(path: str) -> None:
             elif key.data == "accept":
                 conn, _addr = listener.accept()
                 with contextlib.suppress(OSError):
-                    _start(conn, sel, waiting)
+                    _start(conn, sel, listener, waiting)
             else:
                 pidfd = key.fileobj
                 assert isinstance(pidfd, int)
@@ -373,13 +376,22 @@ def serve(path: str) -> None:
 def _launch(path: str, argv: list[str]) -> None:
     """The launcher's whole life (see `command`): never returns."""
     env = dict(os.environ)
+    fresh = [sys.executable, "-m", "gatekeeper", *argv]
+    mask = os.umask(0)
+    os.umask(mask)
+    request = json.dumps({"argv": argv, "env": env, "cwd": os.getcwd(), "umask": mask,
+                          "same_interpreter": True}).encode()  # fmt: skip
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn = _request(path, [0, 1, 2], argv, env, os.getcwd(), same_interpreter=True)
+        conn.connect(path)
+        socket.send_fds(conn, [b"F"], [0, 1, 2])
+        conn.sendall(struct.pack("!I", len(request)) + request)
         pid = _PID.unpack(_recv_exact(conn, _PID.size))[0]
     except OSError:
         pid = -1
     if pid < 0:  # the server is gone or would not start this interpreter: a fresh one
-        os.execve(sys.executable, [sys.executable, "-m", "gatekeeper", *argv], env)
+        conn.close()
+        os.execve(sys.executable, fresh, env)
 
     def forward(sig: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -401,6 +413,7 @@ def _launch(path: str, argv: list[str]) -> None:
 def _start(
     conn: socket.socket,
     sel: selectors.BaseSelector,
+    listener: socket.socket,
     waiting: dict[int, tuple[int, socket.socket]],
 ) -> None:
     _, fds, _, _ = socket.recv_fds(conn, 1, 3)
@@ -413,7 +426,7 @@ def _start(
             return
         pid = os.fork()
         if pid == 0:
-            _child(fds, request)
+            _child(fds, request, [])
         pidfd = os.pidfd_open(pid)
     finally:
         for fd in fds:
