@@ -304,9 +304,12 @@ class Work:
         return self.goal(gid)
 
     def add_ticket(self, goal: str, title: str, body: bytes | None, nonce: str,
-                   detail: Mapping[str, p.Small] | None = None) -> Ticket:  # fmt: skip
+                   detail: Mapping[str, p.Small] | None = None, *,
+                   wake: bool = False) -> Ticket:  # fmt: skip
         """A pending ticket in an open goal; `detail` (ids and oms' own words: where it came
-        from, why it is in this goal) goes into its entry."""
+        from, why it is in this goal) goes into its entry. With `wake` (a GitHub sync's
+        ticket) the conductor is told in the same transaction (`work.ticket`): a waiter
+        woken by the sync's own batch before the ticket existed is woken again by it."""
         _checked(goal, GOAL_ID_RE, "goal id")
         _line(title, "title", MAX_TITLE_CHARS)
         if "\n" in title or "\r" in title:
@@ -337,6 +340,13 @@ class Work:
                          to_state="pending", version=1, nonce=nonce,
                          detail={**(detail or {}),
                                  "body_blob": f"sha256:{blob}" if blob else None})  # fmt: skip
+            if wake:
+                outbox.notify_change(
+                    tx,
+                    "work.ticket",
+                    f"work:ticket:{tid}",
+                    {"ticket": tid, "goal": goal, "state": "pending"},
+                )
         return self.ticket(tid)
 
     def move_ticket(self, ticket: str, from_goal: str, to_goal: str, expected_version: int,

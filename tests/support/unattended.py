@@ -103,9 +103,11 @@ def wakes(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield dict(json.loads(m.group(0)))
 
 
-def woken(body: dict[str, Any]) -> dict[str, Any] | None:
-    """The first wake line that listed dispatchable tickets, if any."""
-    return next((w for w in wakes(body) if w["dispatchable"]), None)
+def woken(body: dict[str, Any], at_least: int = 1) -> dict[str, Any] | None:
+    """The first wake line that listed at least `at_least` dispatchable tickets, if any.
+    (A sync's own batch may wake the conductor before all its tickets exist; each ticket's
+    `work.ticket` notification wakes it again, listing those made by then.)"""
+    return next((w for w in wakes(body) if len(w["dispatchable"]) >= at_least), None)
 
 
 def verifying(body: dict[str, Any]) -> set[str]:
@@ -147,8 +149,8 @@ def stuck(made: Sequence[Call]) -> str | None:
 
 @dataclass(frozen=True)
 class ConductorScript:
-    """The conductor's turns: a goal, then, once woken with the dispatchable tickets, for
-    each (ticket i gets `roles[i]`) prepare (attaching it to that goal) -> advise ->
+    """The conductor's turns: a goal, then, once woken with one dispatchable ticket per role,
+    for each (ticket i gets `roles[i]`) prepare (attaching it to that goal) -> advise ->
     propose, one start_team for all, and process_result for each once a wake line says
     it is verifying."""
 
@@ -165,7 +167,7 @@ class ConductorScript:
                      and isinstance(c.result, dict)), None)  # fmt: skip
         if goal is None:
             return "propose_goal", self.goal
-        wake = woken(body)
+        wake = woken(body, len(self.roles))
         if wake is None:
             return None  # end the turn; the Stop hook arms the waiter again
         tickets = wake["dispatchable"][: len(self.roles)]

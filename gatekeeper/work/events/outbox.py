@@ -25,7 +25,8 @@ MAX_KEY_CHARS = 200
 # Kinds: GitHub (`gh.issue`, `gh.comment`, `gh.label`, `gh.branch`, `gh.pr`, `gh.review`,
 # `gh.check`), provider hooks (`hook.session`, `hook.activity`, `hook.completion-observed`,
 # `hook.quota`), oms' own state changes the conductor is woken for (`work.receipt`,
-# `work.verdict`, `work.delivery`, `work.resume`), and the outbox's request-only `slack.request`.
+# `work.verdict`, `work.delivery`, `work.resume`, `work.ticket`), and the outbox's
+# request-only `slack.request`.
 KIND_PREFIXES = ("gh.", "hook.", "work.", "slack.")
 
 

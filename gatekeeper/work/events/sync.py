@@ -32,7 +32,9 @@ projection each marker is materialised as ONE pending ticket, under a nonce deri
 (repository, number): a second materialisation, after a crash or a label removed and
 re-added, is a replayed nonce and adds nothing. Its goal is the open goal that
 `[conductor] goal_labels` (the trusted policy) maps one of its labels to, else the
-repository's standing goal; nothing in the issue's text names a goal.
+repository's standing goal; nothing in the issue's text names a goal. Each ticket's own
+transaction also notifies the conductor (`work.ticket`): the projection's batch can wake
+a waiter before the tickets exist, and that waiter must not miss them.
 """
 
 from __future__ import annotations
@@ -428,12 +430,16 @@ def _add(work: Work, repo: str, number: int, labels: Sequence[str], title: str, 
     goal, label, reason = mapped_goal(work, labels)
     if goal is not None:
         try:
-            t = work.add_ticket(goal, title, text, nonce, detail={"issue": number, "label": label})
+            t = work.add_ticket(
+                goal, title, text, nonce, detail={"issue": number, "label": label}, wake=True
+            )
             return Placed(t.id, goal, label, None)
         except WrongState:  # the goal closed meanwhile
             reason = f"goal {goal} of label {label} is no longer open"
     standing = standing_goal(work, repo)
-    t = work.add_ticket(standing, title, text, nonce, detail={"issue": number, "reason": reason})
+    t = work.add_ticket(
+        standing, title, text, nonce, detail={"issue": number, "reason": reason}, wake=True
+    )
     return Placed(t.id, standing, None, reason)
 
 

@@ -105,7 +105,8 @@ def test_one_sync_writes_each_page_before_asking_for_the_next_and_makes_one_read
         "gh.branch": 1,
         "gh.review": 1,
         "gh.check": 1,
-    }  # 2 issues + ready marker
+        "work.ticket": 1,
+    }  # 2 issues + ready marker; the ready issue's ticket
     assert got["events_new"] == 9 and got["events_seen"] == 8 and got["not_modified"] == 0
     assert got["requests"] == 8 and got["rate"] == {"remaining": 4999, "reset": 1_900_000_000}
     assert len(got["tickets"]) == 1 and got["notification"].startswith("n-")
@@ -128,11 +129,20 @@ def test_one_sync_writes_each_page_before_asking_for_the_next_and_makes_one_read
         # The watermarks move with the batch after their listing is read through.
         assert list(batches[0]["watermarks"]) == []
         assert len(batches[1]["watermarks"]) == 5
-        listed = work.db.read("SELECT events, state FROM batches ORDER BY seq")
+        listed = work.db.read("SELECT id, events, state FROM batches ORDER BY seq")
         assert [sorted(json.loads(r["events"])) for r in listed] == [
-            sorted(e["key"] for e in b["events"]) for b in batches
+            *(sorted(e["key"] for e in b["events"]) for b in batches),
+            [f"work:ticket:{got['tickets'][0]}"],
         ]
         assert {r["state"] for r in listed} == {"pending"}
+        # The ticket told the conductor in its own transaction, after the projection's
+        # batches: a waiter they woke before the ticket existed is woken again by it.
+        assert [r["id"] for r in listed][:2] == got["notifications"]
+        assert listed[-1]["id"] not in got["notifications"]
+        (told,) = rows(repo, "SELECT body FROM events WHERE key = ?",
+                       f"work:ticket:{got['tickets'][0]}")  # fmt: skip
+        assert json.loads(told[0]) == {"ticket": got["tickets"][0], "state": "pending",
+                                       "goal": work.ticket(got["tickets"][0]).goal}  # fmt: skip
         ticket = work.ticket(got["tickets"][0])
         assert ticket.state == "pending"
         assert ticket.title == "#1 Fix \\u001b[31mit\\u000anow $(rm -rf ~)"
