@@ -82,6 +82,20 @@ def test_stdin_reaches_the_child_and_a_finding_is_the_same(twins: tuple[World, W
     same_text(warm.stdout, cold.stdout, twins)
 
 
+def test_errors_decode_and_encode_as_popen_does(twins: tuple[World, World]) -> None:
+    """`errors="surrogateescape"` (a caller reading hostile bytes): a lone surrogate in the
+    input is the byte 0xff on the child's stdin, as Popen writes it; the output decodes alike."""
+    warm_world, fresh_world = twins
+    text = "name = caf\udcff\n"
+    warm = run_warm(["scan", "--stdin", "--json"], env=warm_world.env, cwd=str(warm_world.repo),
+                    input=text, timeout=120, errors="surrogateescape")  # fmt: skip
+    assert warm is not None
+    cold = fresh(["scan", "--stdin", "--json"], env=fresh_world.env, cwd=fresh_world.repo,
+                 input=text, errors="surrogateescape")  # fmt: skip
+    assert warm.returncode == cold.returncode == 0, (warm.stderr, cold.stderr)
+    same_text(warm.stdout, cold.stdout, twins)
+
+
 def test_environment_cwd_and_umask_are_the_callers(twins: tuple[World, World]) -> None:
     old = os.umask(0o077)
     try:

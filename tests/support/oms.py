@@ -30,10 +30,11 @@ def run_oms(
     """`python -m gatekeeper ARGS` in `cwd` (default: this process's) with exactly `env`;
     never raises on the exit code. Forked from a warm interpreter when it can be (see
     `support.warm`): the same program, its imports paid once per worker."""
-    # Warm takes a new session and a /dev/null stdin as Popen would; anything else, fresh.
+    # Warm takes a new session, a /dev/null stdin and a decoding's `errors` as Popen
+    # would; anything else, fresh.
     new_session = popen_kwargs.get("start_new_session", False)
     devnull = popen_kwargs.get("stdin") == subprocess.DEVNULL and input is None
-    if not set(popen_kwargs) - {"start_new_session", "stdin"} and (
+    if not set(popen_kwargs) - {"start_new_session", "stdin", "errors"} and (
         "stdin" not in popen_kwargs or devnull
     ):
         warm = run_warm(
@@ -44,6 +45,7 @@ def run_oms(
             timeout=timeout,
             new_session=bool(new_session),
             stdin_devnull=devnull,
+            errors=str(popen_kwargs.get("errors") or "strict"),
         )
         if warm is not None:
             return warm

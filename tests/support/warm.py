@@ -13,8 +13,8 @@ atexit, flush). The exit status (a signal as a negative code) comes back to the 
 Nothing is a stand-in: the child runs oms' own `main()` on the real files, git, bwrap and
 scanners. What it cannot reproduce, it does not try: a call whose interpreter would start
 differently (any `PYTHON*`, `LC_*` or `LANG` variable unlike the server's) or that asks
-for more than `run_oms`' plain arguments (beyond a new session or a /dev/null stdin)
-runs as a fresh process, and so does every call
+for more than `run_oms`' plain arguments (beyond a new session, a /dev/null stdin or a
+decoding's `errors`) runs as a fresh process, and so does every call
 when `OMS_TEST_WARM=off` (the whole suite then runs as before). The tests of start-up
 itself (import sets, lazy loading, `--help` time, the installed console script) start
 their own fresh interpreters and never come here; `tests/e2e/test_warm.py` holds a warm
@@ -110,10 +110,12 @@ def run_warm(
     timeout: float,
     new_session: bool = False,
     stdin_devnull: bool = False,
+    errors: str = "strict",
 ) -> subprocess.CompletedProcess[str] | None:
     """`python -m gatekeeper ARGV` forked from the warm server, or None when this call must
     run as a fresh process (the caller then does). `new_session` and `stdin_devnull` are
-    Popen's `start_new_session=True` and `stdin=DEVNULL`."""
+    Popen's `start_new_session=True` and `stdin=DEVNULL`; `errors` is how the UTF-8 input
+    and output are encoded and decoded, as `subprocess.run(errors=...)` takes it."""
     server = _get_server(env)
     if server is None:
         return None
@@ -147,7 +149,7 @@ def run_warm(
                 os.close(fd)
     writer = None
     if input is not None:
-        data = input.encode()
+        data = input.encode("utf-8", errors)
 
         def feed() -> None:
             with contextlib.suppress(BrokenPipeError), open(in_w, "wb", closefd=True) as f:
@@ -194,8 +196,8 @@ def run_warm(
     return subprocess.CompletedProcess(
         [sys.executable, "-m", "gatekeeper", *argv],
         os.waitstatus_to_exitcode(status),
-        _text(b"".join(chunks[out_r])),
-        _text(b"".join(chunks[err_r])),
+        _text(b"".join(chunks[out_r]), errors),
+        _text(b"".join(chunks[err_r]), errors),
     )
 
 
@@ -216,9 +218,9 @@ def _now() -> float:
     return time.monotonic()
 
 
-def _text(data: bytes) -> str:
-    # As `subprocess.run(..., encoding="utf-8")` reads it: strict UTF-8, universal newlines.
-    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+def _text(data: bytes, errors: str) -> str:
+    # As `subprocess.run(..., encoding="utf-8", errors=errors)` reads it: universal newlines.
+    return data.decode("utf-8", errors).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _recv_exact(conn: socket.socket, n: int) -> bytes:
