@@ -12,10 +12,12 @@ actions/cache, upload-sarif) are GitHub's own and are not run: the SARIF upload-
 upload is validated instead, and actions/cache is played by hand (its paths, taken from
 action.yml, are kept across a wiped runner temp dir, as a restore would put them back).
 
-The install step runs for real: pip installs a copy of this checkout into a fresh venv
-whose dependencies come from the shared venv (a path entry, so nothing but the build
-backend is fetched, from PyPI). The gate runs on a real repository with a real candidate,
-with a default branch whose name would run a command if it were ever interpolated.
+The install step runs for real, once for the module (`installed`): pip installs a copy of
+this checkout into a fresh venv whose dependencies come from the shared venv (a path
+entry, so nothing but the build backend is fetched, from PyPI); the jobs then run on that
+venv and skip the step, as on a runner whose tool cache holds it. The gate runs on a real
+repository with a real candidate, with a default branch whose name would run a command
+if it were ever interpolated.
 
 Mode verify runs against a bare remote (a local stand-in for the GitHub repository the
 checkout cloned) that holds a READY attestation in `refs/notes/oms`, made on a developer's
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +129,11 @@ class Runner:
         assert m, f"the stand-in runner does not understand if: {cond}"
         return (self.value(m[1], inputs) == m[3]) == (m[2] == "==")
 
-    def run(self, inputs: Mapping[str, str], skip: tuple[str, ...] = ()) -> dict[str, int]:
+    def run(self, inputs: Mapping[str, str], skip: tuple[str, ...] = ("Install oms",),
+            until: str | None = None) -> dict[str, int]:  # fmt: skip
         """Each `run:` step wanted, by name: its exit code. Inputs not given take the
-        action's plain defaults; a step that fails ends the job, as on GitHub."""
+        action's plain defaults; a step that fails ends the job, as on GitHub. "Install oms"
+        ran once for the module (`installed`); `until` names the last step to run."""
         a = action()
         defaults = {k: str(v["default"]) for k, v in a["inputs"].items()
                     if "${{" not in str(v.get("default", "${{"))}  # fmt: skip
@@ -139,7 +144,7 @@ class Runner:
                 continue
             env = {k: self.sub(str(v), inputs) for k, v in step.get("env", {}).items()}
             codes[step["name"]] = self.step(n, step, env)
-            if codes[step["name"]] != 0:
+            if codes[step["name"]] != 0 or step["name"] == until:
                 break
         return codes
 
@@ -164,17 +169,41 @@ class Runner:
         return proc.returncode
 
 
-def venv_env(tmp: Path, home: Path) -> dict[str, str]:
-    """A fresh venv first on PATH, seeing the shared venv's packages as a path entry."""
+@dataclass(frozen=True)
+class Installed:
+    """The runner's Python after the action's real "Install oms" step ran once (gate mode:
+    the Gitleaks wheel by digest, then oms from the action's checkout), shared by this
+    module's jobs as a runner image's tool cache would be: each job then skips that step."""
+
+    venv: Path
+    action_dir: Path
+
+    def env(self, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """A job's environment: this venv first on PATH, HOME at `home`."""
+        env = clean_env(home)
+        env.pop("PYTHONPATH", None)  # the installed copy, not this checkout, must run
+        env["PATH"] = f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        return {**env, **(extra or {})}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """A fresh venv seeing the shared venv's packages as a path entry (so nothing but the
+    build backend is fetched, from PyPI), where the action's "Install oms" step runs."""
+    tmp = tmp_path_factory.mktemp("action-install")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "shared-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    env = clean_env(home)
-    env.pop("PYTHONPATH", None)  # the installed copy, not this checkout, must run
-    env["PATH"] = f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
+    done = Installed(venv, copy_of_checkout(tmp / "action"))
+    workspace = make_repo(tmp / "workspace", env=clean_env(tmp))
+    runner = Runner(tmp, workspace, done.action_dir, done.env(tmp))
+    codes = runner.run({"mode": "gate", "base": "", "head": "", "default-branch": "main"},
+                       skip=(), until="Install oms")  # fmt: skip
+    assert codes == {"Fail on an unknown mode": 0, "Install oms": 0}, runner.logs
+    assert (venv / "bin" / "oms").is_file()  # the step installed it
+    return done
 
 
 def copy_of_checkout(dest: Path) -> Path:
@@ -199,7 +228,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]
 
 
 def test_the_action_steps_gate_a_real_candidate(
-    tmp_path: Path, repo: tuple[Path, dict[str, str]]
+    tmp_path: Path, repo: tuple[Path, dict[str, str]], installed: Installed
 ) -> None:
     workspace, git_env = repo
     key = fake_aws_key()
@@ -207,18 +236,16 @@ def test_the_action_steps_gate_a_real_candidate(
     ix = tmp_path / "ix"
     head = commit_on(workspace, "pr", {"cloud.py": f'KEY = "{key}"\n'}, env=git_env, index=ix,
                      parent=HOSTILE_BRANCH)  # fmt: skip
-    env = {**venv_env(tmp_path, tmp_path), **{k: v for k, v in git_env.items() if "GIT" in k}}
-    runner = Runner(tmp_path, workspace, copy_of_checkout(tmp_path / "action"), env)
+    env = installed.env(tmp_path, {k: v for k, v in git_env.items() if "GIT" in k})
+    runner = Runner(tmp_path, workspace, installed.action_dir, env)
     inputs = {"base": base, "head": head, "default-branch": HOSTILE_BRANCH,
               "python-version": "3.11", "upload-sarif": "true"}  # fmt: skip
     codes = runner.run(inputs)
     # BLOCKED: the job fails with oms' code. The policy names no toolchain: no cache, no
     # prepare step.
-    assert codes == {"Fail on an unknown mode": 0, "Install oms": 0,
-                     "Find the base's toolchains": 0, "Run the result gate": 0,
-                     "Fail unless READY_FOR_HUMAN": 3}  # fmt: skip
+    assert codes == {"Fail on an unknown mode": 0, "Find the base's toolchains": 0,
+                     "Run the result gate": 0, "Fail unless READY_FOR_HUMAN": 3}  # fmt: skip
     assert runner.outputs["toolchains"] == {"init-exit": "0", "key": ""}
-    assert (tmp_path / "venv" / "bin" / "oms").is_file()  # the step installed it
     assert runner.outputs["gate"]["exit-code"] == "3"
     assert not (workspace / "PWNED").exists() and not (tmp_path / "PWNED").exists()
     summary = runner.summary.read_text()
@@ -272,14 +299,14 @@ def _cached_paths(runner: Runner) -> list[Path]:
 
 
 def test_the_action_prepares_the_toolchains_under_a_cache_keyed_by_their_ids(
-    tmp_path: Path,
+    tmp_path: Path, installed: Installed
 ) -> None:
     """The base names a toolchain: the key is made of its id, it is prepared in the cached
     dir, the gate uses it (READY); a second job whose cache brought back only the cached
     paths (the rest of the runner's temp dir is gone) finds it prepared, not rebuilt."""
     repo, git_env, base, head = _toolchain_repo(tmp_path / "r", BUILD_OK)
-    env = {**venv_env(tmp_path, tmp_path), **{k: v for k, v in git_env.items() if "GIT" in k}}
-    runner = Runner(tmp_path, repo, copy_of_checkout(tmp_path / "action"), env)
+    env = installed.env(tmp_path, {k: v for k, v in git_env.items() if "GIT" in k})
+    runner = Runner(tmp_path, repo, installed.action_dir, env)
     inputs = {"base": base, "head": head, "default-branch": "main", "python-version": "3.11",
               "upload-sarif": "false"}  # fmt: skip
     codes = runner.run(inputs)
@@ -306,18 +333,20 @@ def test_the_action_prepares_the_toolchains_under_a_cache_keyed_by_their_ids(
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(kept / str(n), path)
     runner.summary.write_text("")
-    codes = runner.run(inputs, skip=("Install oms",))
+    codes = runner.run(inputs)
     assert set(codes.values()) == {0}, codes
     assert "cached" in runner.logs["Prepare the toolchains"], runner.logs
     assert "built" not in runner.logs["Prepare the toolchains"], runner.logs
     assert runner.summary.read_text().startswith("## oms result gate: ✅ READY_FOR_HUMAN")
 
 
-def test_a_toolchain_that_cannot_be_prepared_still_gets_its_summary(tmp_path: Path) -> None:
+def test_a_toolchain_that_cannot_be_prepared_still_gets_its_summary(
+    tmp_path: Path, installed: Installed
+) -> None:
     """UNAVAILABLE writes the markdown page to the job summary as every other verdict."""
     repo, git_env, base, head = _toolchain_repo(tmp_path / "r", BUILD_FAILS)
-    env = {**venv_env(tmp_path, tmp_path), **{k: v for k, v in git_env.items() if "GIT" in k}}
-    runner = Runner(tmp_path, repo, copy_of_checkout(tmp_path / "action"), env)
+    env = installed.env(tmp_path, {k: v for k, v in git_env.items() if "GIT" in k})
+    runner = Runner(tmp_path, repo, installed.action_dir, env)
     inputs = {"base": base, "head": head, "default-branch": "main", "python-version": "3.11",
               "upload-sarif": "false"}  # fmt: skip
     codes = runner.run(inputs)
@@ -386,21 +415,20 @@ def _checkout(tmp: Path, attested: dict[str, Any], sha: str) -> Path:
 
 
 def test_verify_mode_passes_on_a_trusted_attestation_and_fails_naming_the_note_check(
-    tmp_path: Path, attested: dict[str, Any]
+    tmp_path: Path, attested: dict[str, Any], installed: Installed
 ) -> None:
     """Mode verify: no bwrap, no Gitleaks, no `oms init`; the verifier fetches the notes
     ref from origin and reads the policy from origin's default branch. The attested head
     passes (verified, signer laptop); a commit READY but never attested fails (exit 3)."""
     workspace = _checkout(tmp_path, attested, attested["head"])
     git_env = {k: v for k, v in attested["env"].items() if "GIT" in k}
-    env = {**venv_env(tmp_path, tmp_path), **git_env}
-    runner = Runner(tmp_path, workspace, copy_of_checkout(tmp_path / "action"), env)
+    env = installed.env(tmp_path, git_env)
+    runner = Runner(tmp_path, workspace, installed.action_dir, env)
     inputs = {"mode": "verify", "base": "", "head": attested["head"],
               "default-branch": HOSTILE_BRANCH}  # fmt: skip
     codes = runner.run(inputs)
     assert codes == {
         "Fail on an unknown mode": 0,
-        "Install oms": 0,
         "Verify the head's attestation": 0,
         "Fail unless verified": 0,
     }, runner.logs
@@ -416,7 +444,7 @@ def test_verify_mode_passes_on_a_trusted_attestation_and_fails_naming_the_note_c
     # The next job: the same runner, a head with a READY verdict but no attestation.
     git(workspace, "checkout", "-q", "--detach", attested["bare"], env=attested["env"])
     runner.summary.write_text("")
-    codes = runner.run({**inputs, "head": attested["bare"]}, skip=("Install oms",))
+    codes = runner.run({**inputs, "head": attested["bare"]})
     assert codes["Verify the head's attestation"] == 0 and codes["Fail unless verified"] == 3
     assert runner.outputs["verify"] == {"exit-code": "3", "verified": "false"}
     assert not list(tmp_path.rglob("PWNED")) and not list(attested["root"].rglob("PWNED"))
