@@ -57,14 +57,15 @@ lint: setup
 # the files that mark one are collected again.
 # --durations=20 names the slowest twenty; the wall time of both runs is kept in
 # .cache/make-test.json for bench/run.py's suite row.
-# The linters and the two npm installs (the MCP Inspector's, the agent CLIs') run side by
-# side: npm mostly waits on the registry and the disk while mypy computes.
+# The set-up and linters (lint needs setup) and the two npm installs (the MCP Inspector's,
+# the agent CLIs') run side by side: npm mostly waits on the registry and the disk while
+# pip and mypy compute.
 # The packages are compiled once first: the tests run thousands of `oms` processes, and
 # with PYTHONDONTWRITEBYTECODE set (the tests' own environment sets it) each would otherwise
 # compile every module it imports from source. pytest itself may keep the bytecode of the
 # test modules it rewrites (PYTHONDONTWRITEBYTECODE emptied for it): each worker collects
 # every module, and the `oms` processes the tests start still get PYTHONDONTWRITEBYTECODE=1.
-test: setup
+test:
 	@mkdir -p .cache && date +%s > .cache/make-test.started
 	@$(MAKE) --no-print-directory -j3 --output-sync=target lint $(INSPECTOR) $(AGENTS)
 	$(PY) -m compileall -q gatekeeper sandbox evidence policy
