@@ -17,13 +17,13 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.conductor import COMMAND_CONDUCTOR, NEEDS_TMUX, until
+from support.oms import run_oms
 from support.repos import make_repo
 
 from gatekeeper.errors import Blocked, OmsError
@@ -68,9 +68,7 @@ def test_start_confirms_once_creates_resumes_and_replaces_a_killed_conductor(
     repo, env = lab
 
     def oms(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "gatekeeper", *args], env=env,
-                              capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=120, check=False)  # fmt: skip
+        return run_oms(list(args), env=env, stdin=subprocess.DEVNULL, timeout=120)
 
     work = Work.open(repo)
     goal = work.create_goal("keep the goal", "never", "until-empty", new_nonce())

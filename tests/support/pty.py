@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.oms import run_oms
+
 PROMPT = b"Type 'yes'"
 TIMEOUT_S = 60
 
@@ -150,9 +152,8 @@ def trust_tip(repo: Path, *, env: Mapping[str, str], required: bool = True) -> N
     """`oms policy trust` at a pty, answered yes: the human trusts the default branch's tip
     (a policy committed after `oms init`). Nothing is asked when the tip is the mark, nor
     (`required=False`) when oms has no mark for the repository yet."""
-    shown = subprocess.run([sys.executable, "-m", "gatekeeper", "policy", "show", "--repo",
-                            str(repo), "--json"], capture_output=True, text=True, env=dict(env),
-                           cwd=repo, timeout=TIMEOUT_S, check=False)  # fmt: skip
+    shown = run_oms(["policy", "show", "--repo", str(repo), "--json"], env=env, cwd=repo,
+                    timeout=TIMEOUT_S)  # fmt: skip
     mark = json.loads(shown.stdout).get("mark")
     if mark is None and not required:
         return
