@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from support.env import use_clean_git_here
+from support.warm import WarmChild, spawn_warm
 
 from evidence import Draft, EvidenceStore, repo_id_for
 from gatekeeper.cli import render as output
@@ -669,14 +670,21 @@ def approve_at_pty(
     `command`: the argv after `oms` instead (e.g. the copied approval command, as is)."""
     args = command or ["transfer", "approve", digest, "--code", code, "--repo", str(tx.repo)]
     master, slave = os.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", PTY_CHILD, os.ttyname(slave), *args, "--json"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**tx.env, **(env_extra or {})},
-        cwd=cwd or tx.tmp,
-    )
+    env = {**tx.env, **(env_extra or {})}
+    # Forked from the warm interpreter with the pty as its terminal, as PTY_CHILD sets it up.
+    proc: subprocess.Popen[bytes] | WarmChild | None = spawn_warm(
+        [*args, "--json"], env=env, cwd=cwd or tx.tmp, stdin_devnull=True,
+        ctty=os.ttyname(slave),
+    )  # fmt: skip
+    if proc is None:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", PTY_CHILD, os.ttyname(slave), *args, "--json"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd or tx.tmp,
+        )
     screen = b""
     try:
         # The parent keeps its slave fd open: until the child opens the terminal, a

@@ -7,6 +7,7 @@ repositories made alike) and compares what a test would look at.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import stat
@@ -16,11 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import pty as support_pty
 from support import warm
 from support.env import clean_env
 from support.oms import OMS, run_oms
 from support.planted import PlantedSecrets
-from support.repos import make_repo
+from support.repos import commit_policy, make_repo
 from support.warm import run_warm
 
 
@@ -167,3 +169,24 @@ def test_the_launcher_another_program_starts_answers_as_a_fresh_process(
     proc.terminate()
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGTERM, err
+
+
+def test_a_pty_child_goes_warm_with_the_terminal_as_its_own(
+    twins: tuple[World, World], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`oms policy trust` asks only a controlling terminal: forked warm by `oms_at_pty`, it
+    prompts at the pty and takes the typed yes as a fresh child set up by CHILD does."""
+    started: list[object] = []
+
+    def spawned(*args: object, **kw: object) -> object:
+        child = warm.spawn_warm(*args, **kw)  # type: ignore[arg-type]
+        started.append(child)
+        return child
+
+    monkeypatch.setattr(support_pty, "spawn_warm", spawned)
+    for w in twins:
+        assert run_oms(["init", "--json"], env=w.env, cwd=w.repo).returncode == 0
+        tip = commit_policy(w.repo, env=w.env)  # trust_tip: `oms policy trust` at a pty, yes
+        shown = run_oms(["policy", "show", "--json"], env=w.env, cwd=w.repo)
+        assert json.loads(shown.stdout)["mark"]["commit"] == tip
+    assert len(started) == 2 and all(c is not None for c in started)

@@ -3,7 +3,8 @@ an answer typed at its prompt: how a test is the human at a terminal.
 
 The child calls `setsid()` and opens the pty's slave (TIOCSCTTY), so `/dev/tty` is the pty;
 its stdin stays /dev/null, so nothing an agent pipes in can answer. `at_pty` runs
-`python ARGS` that way; `oms_at_pty` the real CLI; `continue_at_pty` calls
+`python ARGS` that way; `oms_at_pty` the real CLI (forked from the warm interpreter of
+support/warm.py when it can be, set up the same way); `continue_at_pty` calls
 `flow.continue_run(..., "approve", via="terminal")` directly (what `oms run continue RUN
 --approve` does), printing its JSON or its refusal as the CLI would.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from support.oms import run_oms
+from support.warm import WarmChild, spawn_warm
 
 PROMPT = b"Type 'yes'"
 TIMEOUT_S = 60
@@ -69,10 +71,15 @@ def at_pty(args: Sequence[str], answer: bytes | None, *, env: Mapping[str, str],
     (an AssertionError when the child ends without prompting). `stdio`: stdin and stdout
     are the terminal as well (what they print is on `screen`, `out` stays empty)."""
     master, slave = os.openpty()
-    child = CHILD_STDIO if stdio else CHILD
-    proc = subprocess.Popen([sys.executable, "-c", child, os.ttyname(slave), *args],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(env), cwd=cwd)  # fmt: skip
+    proc: subprocess.Popen[bytes] | WarmChild | None = None
+    if list(args[:2]) == ["-m", "gatekeeper"]:  # the CLI: forked warm, set up as CHILD does
+        proc = spawn_warm(args[2:], env=env, cwd=cwd, stdin_devnull=True,
+                          ctty=os.ttyname(slave), ctty_stdio=stdio)  # fmt: skip
+    if proc is None:
+        child = CHILD_STDIO if stdio else CHILD
+        proc = subprocess.Popen([sys.executable, "-c", child, os.ttyname(slave), *args],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=dict(env), cwd=cwd)  # fmt: skip
     screen = b""
     try:
         # The parent keeps its slave fd open: until the child opens the terminal, a read on
@@ -100,7 +107,7 @@ def at_pty(args: Sequence[str], answer: bytes | None, *, env: Mapping[str, str],
     return AtPty(proc.returncode, out.decode(), err.decode(), screen.decode("utf-8", "replace"))
 
 
-def _read_until_exit(master: int, proc: subprocess.Popen[bytes]) -> bytes:
+def _read_until_exit(master: int, proc: subprocess.Popen[bytes] | WarmChild) -> bytes:
     got = b""
     deadline = time.monotonic() + TIMEOUT_S * 5
     while True:

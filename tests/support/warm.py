@@ -20,6 +20,10 @@ itself (import sets, lazy loading, `--help` time, the installed console script) 
 their own fresh interpreters and never come here; `tests/e2e/test_warm.py` holds a warm
 call's output equal to a fresh one's.
 
+`spawn_warm` starts such a child without waiting for it (a `Popen`-like `WarmChild`): the
+pty tests' human at a terminal gets one whose controlling terminal is their pty, set up as
+support/pty.py's fresh child sets it up (a new session, TIOCSCTTY).
+
 The server is one per pytest worker, started at its first call; it ends when the worker
 does (its stdin is a pipe from the worker: EOF ends it).
 """
@@ -116,6 +120,111 @@ def run_warm(
     run as a fresh process (the caller then does). `new_session` and `stdin_devnull` are
     Popen's `start_new_session=True` and `stdin=DEVNULL`; `errors` is how the UTF-8 input
     and output are encoded and decoded, as `subprocess.run(errors=...)` takes it."""
+    data = None if input is None else input.encode("utf-8", errors)
+    child = spawn_warm(argv, env=env, cwd=cwd, input=data, new_session=new_session,
+                       stdin_devnull=stdin_devnull)  # fmt: skip
+    if child is None:
+        return None
+    try:
+        out, err = child.communicate(timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate(None)
+        raise
+    assert child.returncode is not None
+    return subprocess.CompletedProcess(child.args, child.returncode, _text(out, errors),
+                                       _text(err, errors))  # fmt: skip
+
+
+class WarmChild:
+    """A warm `python -m gatekeeper ARGV` child, as much of `Popen` as the tests use: its
+    stdout and stderr are pipes to this process; `returncode` once it has ended."""
+
+    def __init__(self, args: list[str], pid: int, conn: socket.socket, out_r: int, err_r: int,
+                 writer: threading.Thread | None) -> None:  # fmt: skip
+        self.args, self.pid = args, pid
+        self.returncode: int | None = None
+        self._conn, self._writer = conn, writer
+        self._chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+        self._out_r, self._err_r = out_r, err_r
+
+    def _pump(self, timeout: float | None, until_done: bool) -> None:
+        """Read what is there (or, `until_done`, everything until the child has ended and
+        closed its pipes); TimeoutExpired after `timeout` seconds."""
+        sel = selectors.DefaultSelector()
+        for fd in (self._out_r, self._err_r):
+            if fd >= 0:
+                sel.register(fd, selectors.EVENT_READ)
+        if self.returncode is None:
+            sel.register(self._conn, selectors.EVENT_READ)
+        deadline = None if timeout is None else _now() + timeout
+        try:
+            while sel.get_map():
+                left = None if deadline is None else max(deadline - _now(), 0)
+                if left == 0 and until_done:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0)
+                ready = sel.select(left if until_done else 0)
+                if not ready and not until_done:
+                    return
+                for key, _ in ready:
+                    if key.fileobj is self._conn:
+                        status = _PID.unpack(_recv_exact(self._conn, _PID.size))[0]
+                        self.returncode = os.waitstatus_to_exitcode(status)
+                        sel.unregister(self._conn)
+                        continue
+                    fd = key.fileobj
+                    assert isinstance(fd, int)
+                    block = os.read(fd, 1 << 16)
+                    if block:
+                        self._chunks[fd].append(block)
+                    else:
+                        sel.unregister(fd)
+                        os.close(fd)
+                        if fd == self._out_r:
+                            self._out_r = -1
+                        else:
+                            self._err_r = -1
+        finally:
+            sel.close()
+
+    def poll(self) -> int | None:
+        self._pump(0, until_done=False)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """Everything it wrote to stdout and stderr, once it has ended."""
+        self._pump(timeout, until_done=True)
+        self._conn.close()
+        if self._writer is not None:
+            self._writer.join(timeout=5)
+        out_r, err_r = self._chunks
+        return b"".join(self._chunks[out_r]), b"".join(self._chunks[err_r])
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.communicate(timeout)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def spawn_warm(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | Path | None,
+    input: bytes | None = None,
+    new_session: bool = False,
+    stdin_devnull: bool = False,
+    ctty: str | None = None,
+    ctty_stdio: bool = False,
+) -> WarmChild | None:
+    """Start `python -m gatekeeper ARGV` forked from the warm server (None: it cannot serve
+    `env`; start a fresh process). `ctty`: a new session whose controlling terminal is that
+    pty (its stdin and stdout too with `ctty_stdio`), as support/pty.py's child sets up."""
     server = _get_server(env)
     if server is None:
         return None
@@ -127,7 +236,9 @@ def run_warm(
             "env": dict(env),
             "cwd": os.path.abspath(cwd or os.getcwd()),
             "umask": mask,
-            "setsid": new_session,
+            "setsid": new_session or ctty is not None,
+            "ctty": ctty,
+            "ctty_stdio": ctty_stdio,
         }
     ).encode()
     out_r, out_w = os.pipe()
@@ -149,56 +260,16 @@ def run_warm(
                 os.close(fd)
     writer = None
     if input is not None:
-        data = input.encode("utf-8", errors)
 
         def feed() -> None:
             with contextlib.suppress(BrokenPipeError), open(in_w, "wb", closefd=True) as f:
-                f.write(data)
+                f.write(input)
 
         writer = threading.Thread(target=feed, daemon=True)
         writer.start()
     pid = _PID.unpack(_recv_exact(conn, _PID.size))[0]
-    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
-    status: int | None = None
-    sel = selectors.DefaultSelector()
-    sel.register(out_r, selectors.EVENT_READ)
-    sel.register(err_r, selectors.EVENT_READ)
-    sel.register(conn, selectors.EVENT_READ)
-    deadline = _now() + timeout
-    try:
-        while sel.get_map():
-            left = deadline - _now()
-            if left <= 0:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired([sys.executable, "-m", "gatekeeper", *argv],
-                                                timeout)  # fmt: skip
-            for key, _ in sel.select(left):
-                if key.fileobj is conn:
-                    status = _PID.unpack(_recv_exact(conn, _PID.size))[0]
-                    sel.unregister(conn)
-                    continue
-                fd = key.fileobj
-                assert isinstance(fd, int)
-                block = os.read(fd, 1 << 16)
-                if block:
-                    chunks[fd].append(block)
-                else:
-                    sel.unregister(fd)
-    finally:
-        sel.close()
-        conn.close()
-        os.close(out_r)
-        os.close(err_r)
-        if writer is not None:
-            writer.join(timeout=5)
-    assert status is not None
-    return subprocess.CompletedProcess(
-        [sys.executable, "-m", "gatekeeper", *argv],
-        os.waitstatus_to_exitcode(status),
-        _text(b"".join(chunks[out_r]), errors),
-        _text(b"".join(chunks[err_r]), errors),
-    )
+    args = [sys.executable, "-m", "gatekeeper", *argv]
+    return WarmChild(args, pid, conn, out_r, err_r, writer)
 
 
 def command(args: Sequence[str], env: Mapping[str, str]) -> tuple[str, list[str]]:
@@ -273,6 +344,15 @@ def _child(fds: list[int], request: dict[str, object], keep: list[int]) -> None:
         for target, fd in ((0, stdin), (1, stdout), (2, stderr)):
             if fd != target:
                 os.dup2(fd, target)
+        if request.get("ctty"):  # the pty as controlling terminal, as support/pty.py's CHILD
+            import fcntl
+            import termios
+
+            tty = os.open(str(request["ctty"]), os.O_RDWR)
+            fcntl.ioctl(tty, termios.TIOCSCTTY, 0)
+            if request.get("ctty_stdio"):
+                os.dup2(tty, 0)
+                os.dup2(tty, 1)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         del keep[:]
         os.umask(int(str(request["umask"])))
