@@ -16,6 +16,8 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
+from support.env import clean_env
+from support.repos import make_repo
 from support.work import initialised_work, snapshot
 
 from gatekeeper.agent.payloads import run_subject
@@ -47,14 +49,33 @@ def started(runs: Runs, asker: str | None) -> tuple[str, int, str]:
     return run.id, got.seq, runs.artifact(run.id, "plan-1").blob.removeprefix("sha256:")
 
 
-@pytest.fixture
-def lab(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
-    with initialised_work(git_repo) as work:
+def _lab(repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    with initialised_work(repo) as work:
         runs, seqs, blobs = {}, {}, {}
         for whose, asker in (("mine", MINE), ("other agent run", OTHER), ("cli", None)):
             runs[whose], seqs[whose], blobs[whose] = started(Runs(work), asker)
         monkeypatch.setenv("OMS_AGENT_RUN_ID", MINE)
-        yield Lab(git_repo, work, runs, seqs, blobs)
+        yield Lab(repo, work, runs, seqs, blobs)
+
+
+@pytest.fixture
+def lab(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    yield from _lab(git_repo, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def untouched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """One lab for the refusals: each asserts that it changed nothing, so they may share
+    it (one that did change something fails there, before another reads the lab)."""
+    root = tmp_path_factory.mktemp("own-runs")
+    home, state = root / "home", root / "oms-state"
+    home.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("OMS_HOME", str(state))
+        mp.delenv("XDG_STATE_HOME", raising=False)
+        repo = make_repo(root / "repo", env=clean_env(home, state))
+        yield from _lab(repo, mp)
 
 
 # Every tool with an argument that addresses a run, and a call of it on run `{run}` (entry
@@ -112,8 +133,9 @@ FOREIGN = [pytest.param(tool, args, whose, id=f"{tool}-{i}-{whose}")
 
 @pytest.mark.parametrize(("tool", "args", "whose"), FOREIGN)
 def test_a_run_this_agent_run_did_not_start_is_refused_in_one_line(
-    lab: Lab, tool: str, args: dict[str, Any], whose: str
+    untouched: Lab, tool: str, args: dict[str, Any], whose: str
 ) -> None:
+    lab = untouched
     before = snapshot(lab.work)
     got = call(build_server(lab.repo, "all"), tool, filled(args, lab, whose))
     assert isinstance(got, str), (tool, whose, got)
