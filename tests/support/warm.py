@@ -128,8 +128,8 @@ def run_warm(
     try:
         out, err = child.communicate(timeout)
     except subprocess.TimeoutExpired:
-        child.kill()
-        child.communicate(None)
+        child.kill()  # and, as subprocess.run does, wait for it, not for its pipes
+        child.wait()
         raise
     assert child.returncode is not None
     return subprocess.CompletedProcess(child.args, child.returncode, _text(out, errors),
@@ -200,9 +200,18 @@ class WarmChild:
         out_r, err_r = self._chunks
         return b"".join(self._chunks[out_r]), b"".join(self._chunks[err_r])
 
-    def wait(self, timeout: float | None = None) -> int:
-        self.communicate(timeout)
-        assert self.returncode is not None
+    def wait(self) -> int:
+        """Its exit status, waiting for it to end but not for its pipes (a process it left
+        behind may hold them); what it wrote and did not get read is dropped."""
+        if self.returncode is None:
+            self._conn.settimeout(None)
+            status = _PID.unpack(_recv_exact(self._conn, _PID.size))[0]
+            self.returncode = os.waitstatus_to_exitcode(status)
+        self._conn.close()
+        for fd in (self._out_r, self._err_r):
+            if fd >= 0:
+                os.close(fd)
+        self._out_r = self._err_r = -1
         return self.returncode
 
     def kill(self) -> None:
