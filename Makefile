@@ -55,8 +55,8 @@ lint: setup
 # Tests marked `alone` (a fork storm that fills the sandbox uid's process count, which
 # RLIMIT_NPROC counts across every sandbox of that uid) run afterwards, by themselves: only
 # the files that mark one are collected again.
-# --durations=20 names the slowest twenty; the wall time of both runs is kept in
-# .cache/make-test.json for bench/run.py's suite row.
+# --durations=20 names the slowest twenty; the wall time from the set-up to the end of both
+# runs is kept in .cache/make-test.json for bench/run.py's suite row.
 # The set-up and linters (lint needs setup) and the two npm installs (the MCP Inspector's,
 # the agent CLIs') run side by side: npm mostly waits on the registry and the disk while
 # pip and mypy compute.

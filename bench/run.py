@@ -66,7 +66,7 @@ def suite_row(run_it: bool) -> None:
             print("make test: no run recorded on this checkout (`make test`, or --suite)")
             return
         at = datetime.fromtimestamp(float(last["finished"]), UTC)
-        when = f"pytest of the last `make test` here, {at:%Y-%m-%d %H:%M} UTC"
+        when = f"the last `make test` here, lint included, {at:%Y-%m-%d %H:%M} UTC"
         proc = None
     ok = minutes <= SUITE_GOAL_MIN and (proc is None or proc.returncode == 0)
     record("`make test` (" + when + ")", f"{minutes:.1f} min",
