@@ -17,12 +17,9 @@ import pwd
 import random
 import re
 import secrets
-import select
 import shlex
 import string
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -31,7 +28,7 @@ from typing import Any
 
 import pytest
 from support.env import use_clean_git_here
-from support.warm import WarmChild, spawn_warm
+from support.pty import oms_at_pty
 
 from evidence import Draft, EvidenceStore, repo_id_for
 from gatekeeper.cli import render as output
@@ -644,15 +641,6 @@ def test_transfer_list_text_neutralises_the_destination(make_tx: Callable[..., T
 # Approval comes from the controlling terminal, never from stdin
 # --------------------------------------------------------------------------------------
 
-PTY_CHILD = (
-    "import fcntl, os, sys, termios\n"
-    "os.setsid()\n"
-    "fd = os.open(sys.argv[1], os.O_RDWR)\n"
-    "fcntl.ioctl(fd, termios.TIOCSCTTY, 0)\n"
-    "os.close(fd)\n"
-    "os.execv(sys.executable, [sys.executable, '-m', 'gatekeeper', *sys.argv[2:]])\n"
-)
-
 
 def approve_at_pty(
     tx: Tx,
@@ -665,49 +653,15 @@ def approve_at_pty(
     env_extra: dict[str, str] | None = None,
 ) -> tuple[int, str, str, str]:
     """Run `oms transfer approve` with a pseudo-terminal as its controlling terminal and
-    stdin on /dev/null; type `answer` at the prompt. (exit code, stdout, stderr, screen).
+    stdin on /dev/null (support/pty.py); type `answer` at the prompt. (exit code, stdout,
+    stderr, screen).
 
     `command`: the argv after `oms` instead (e.g. the copied approval command, as is)."""
     args = command or ["transfer", "approve", digest, "--code", code, "--repo", str(tx.repo)]
-    master, slave = os.openpty()
-    env = {**tx.env, **(env_extra or {})}
-    # Forked from the warm interpreter with the pty as its terminal, as PTY_CHILD sets it up.
-    proc: subprocess.Popen[bytes] | WarmChild | None = spawn_warm(
-        [*args, "--json"], env=env, cwd=cwd or tx.tmp, stdin_devnull=True,
-        ctty=os.ttyname(slave),
-    )  # fmt: skip
-    if proc is None:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", PTY_CHILD, os.ttyname(slave), *args, "--json"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd or tx.tmp,
-        )
-    screen = b""
-    try:
-        # The parent keeps its slave fd open: until the child opens the terminal, a
-        # read on the master would otherwise fail with EIO.
-        deadline = time.monotonic() + 30
-        while b"Type 'yes'" not in screen and proc.poll() is None:
-            assert time.monotonic() < deadline, f"no prompt at the terminal: {screen!r}"
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                screen += os.read(master, 4096)
-        if b"Type 'yes'" not in screen:
-            out, err = proc.communicate(timeout=30)
-            raise AssertionError(f"no prompt at the terminal: {screen!r} {out!r} {err!r}")
-        os.write(master, answer)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(slave)
-        os.close(master)
-    tx.transcript += [out.decode(), err.decode()]
-    return proc.returncode, out.decode(), err.decode(), screen.decode("utf-8", "replace")
+    got = oms_at_pty([*args, "--json"], answer, env={**tx.env, **(env_extra or {})},
+                     cwd=cwd or tx.tmp)  # fmt: skip
+    tx.transcript += [got.out, got.err]
+    return got.code, got.out, got.err, got.screen
 
 
 def test_approval_without_a_terminal_is_refused_even_with_yes_on_stdin(
